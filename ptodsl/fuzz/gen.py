@@ -74,7 +74,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "triu",  # triu / tril with literal and symbolic diagonals
     "argmax",  # argmax / argmin along the last dim, keepdim or not, ties from small integers
     "topk",  # v, i = topk(x, k) and argsort, ties from small integers
-    "pass_options",  # multiply-adds, single buffering, no fused instructions, row interchange (drawn apart)
+    "pass_options",  # multiply-adds, double buffering, no fused instructions, row interchange (drawn apart)
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -1031,7 +1031,7 @@ class Gen:
         if r.random() < 0.5:
             out["multiply_add"] = True
         if r.random() < 0.3:
-            out["double_buffer"] = False  # it is on by default
+            out["double_buffer"] = True
         if r.random() < 0.15:
             out["fused_ops"] = False
         if r.random() < 0.4:

@@ -16,6 +16,16 @@ from fractions import Fraction
 Number = int | float
 
 
+def _cached_hash(node: object, key: tuple) -> int:
+    """A compound node's hash, computed once: expressions are trees that the provers and passes
+    hash again and again (dict keys, memos), and a dataclass hash walks the whole tree each time."""
+    h = node.__dict__.get("_hash")
+    if h is None:
+        h = hash((type(node).__name__, *key))
+        object.__setattr__(node, "_hash", h)
+    return h
+
+
 @dataclass(frozen=True)
 class Sym:
     name: str
@@ -30,6 +40,9 @@ class BinExpr:
     left: Expr
     right: Expr
 
+    def __hash__(self) -> int:
+        return _cached_hash(self, (self.op, self.left, self.right,))
+
     def __str__(self) -> str:
         return to_text(self)
 
@@ -39,6 +52,9 @@ class CallExpr:
     fn: str  # min max cdiv
     args: tuple[Expr, ...]
 
+    def __hash__(self) -> int:
+        return _cached_hash(self, (self.fn, self.args,))
+
     def __str__(self) -> str:
         return to_text(self)
 
@@ -46,6 +62,9 @@ class CallExpr:
 @dataclass(frozen=True)
 class NegExpr:
     operand: Expr
+
+    def __hash__(self) -> int:
+        return _cached_hash(self, (self.operand,))
 
     def __str__(self) -> str:
         return to_text(self)
@@ -456,7 +475,25 @@ def prove_le(a: Expr, b: Expr, ranges: Mapping[str, Bounds]) -> bool:
     return prove_nonneg(sub(b, a), ranges)
 
 
+_PROVED: dict[tuple, bool] = {}  # (expression, ranges, depth) -> result: passes ask the same again
+_PROVED_LIMIT = 200_000
+
+
 def prove_nonneg(e: Expr, ranges: Mapping[str, Bounds], depth: int = 0) -> bool:
+    try:
+        key = (e, tuple(sorted(ranges.items())), depth)
+        hash(key)
+    except TypeError:  # a range given as a list: prove without the memo
+        return _prove_nonneg(e, ranges, depth)
+    got = _PROVED.get(key)
+    if got is None:
+        if len(_PROVED) >= _PROVED_LIMIT:
+            _PROVED.clear()
+        got = _PROVED[key] = _prove_nonneg(e, ranges, depth)
+    return got
+
+
+def _prove_nonneg(e: Expr, ranges: Mapping[str, Bounds], depth: int = 0) -> bool:
     if isinstance(e, CallExpr) and e.fn == "min":
         return all(prove_nonneg(x, ranges, depth) for x in e.args)
     if isinstance(e, CallExpr) and e.fn == "max":
@@ -502,7 +539,7 @@ def prove_nonneg(e: Expr, ranges: Mapping[str, Bounds], depth: int = 0) -> bool:
 
 # stands for a min or max inside an expression while its coefficient there is found
 _HOLE = "\x00m"
-_SPLITS = 3  # nested min/max splits per proof: each doubles the work
+_SPLITS = 1  # nested min/max splits per proof: each doubles the work
 
 
 def _first_minmax(e: Expr) -> CallExpr | None:

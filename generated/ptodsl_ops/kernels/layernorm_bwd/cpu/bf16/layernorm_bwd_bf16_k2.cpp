@@ -17,91 +17,51 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void layernorm_bwd_bf16_k2(__gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ float* xhat, __gm__ bfloat16_t* gamma, __gm__ float* t10, __gm__ bfloat16_t* dx, int64_t R, int64_t r_part, int64_t H, float eps)
 {
     using TileT81 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT83B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76Re1B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT84B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT83B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76Re1B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT84B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT83 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT76Re1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT84 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT94 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT86B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76Re2B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT93B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT97B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT86B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76Re2B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT93B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT97B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT86 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT76Re2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT93 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT97 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT99 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT101 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT115 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT103B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76Re2Re4B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT106B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT108B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT109B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79Re3B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT114B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT118B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT103B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76Re2Re4B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT106B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT108B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT109B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79Re3B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT114B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT118B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT103 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT86Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT76Re2Re4 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT106 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT108 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT109 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT111 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT79Re3 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT114 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT118 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT128 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT120B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT108Re5B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT109Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79Re3Re5B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT123B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT126B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT127B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT131B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT120B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT108Re5B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT109Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79Re3Re5B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT123B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT126B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT127B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT131B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT133B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT136B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT138B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT140B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT145B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT148B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT150B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79Re6B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT152B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT154B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT156B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT158B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT160B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT133B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT136B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT138B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT140B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT145B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT148B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT150B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79Re6B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT152B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT154B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT156B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT158B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT160B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT120 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT108Re5 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT109Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT111Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT79Re3Re5 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT123 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT126 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT127 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT131 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT133 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT136 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT138 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT140 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT145 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT148 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT150 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT79Re6 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT152 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT154 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT156 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT158 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT160 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
@@ -122,65 +82,38 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k2(__gm__ float* acc_g_part
         TileT81 t81;  // layernorm_bwd.pto:11:18
         TASSIGN(t81, 0);  // layernorm_bwd.pto:11:18
         TEXPANDS(t81, 0.0f);  // layernorm_bwd.pto:11:18
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g78_db = 0; _g78_db < ((H + 1023) / 1024 + 1) / 2; ++_g78_db) {  // layernorm_bwd.pto:10:13
+        for (int64_t _g78 = 0; _g78 < (H + 1023) / 1024; ++_g78) {  // layernorm_bwd.pto:10:13
             pipe_barrier(PIPE_V);
-            TileT83B0 t83_b0(min_i64(H - _g78_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:18
-            TASSIGN(t83_b0, 32);  // layernorm_bwd.pto:11:18
-            TileT76Re1B0 t76_re1_b0(min_i64(H - _g78_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
-            TASSIGN(t76_re1_b0, 4128);  // layernorm_bwd.pto:9:14
+            TileT83 t83(min_i64(H - _g78 * 1024, 1024));  // layernorm_bwd.pto:11:18
+            TASSIGN(t83, 32);  // layernorm_bwd.pto:11:18
+            TileT76Re1 t76_re1(min_i64(H - _g78 * 1024, 1024));  // layernorm_bwd.pto:9:14
+            TASSIGN(t76_re1, 4128);  // layernorm_bwd.pto:9:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView0 v0Gm0(v0 + _g78_db * 2 * 1024, GmView0::Shape(t76_re1_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t76_re1_b0, v0Gm0);  // layernorm_bwd.pto:9:14
+            GmView0 v0Gm0(v0 + _g78 * 1024, GmView0::Shape(t76_re1.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
+            TLOAD(t76_re1, v0Gm0);  // layernorm_bwd.pto:9:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t83_b0, t76_re1_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-            TileT84B0 t84_b0;  // layernorm_bwd.pto:11:18
-            TASSIGN(t84_b0, 4128);  // layernorm_bwd.pto:11:18
+            TCVT(t83, t76_re1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+            TileT84 t84;  // layernorm_bwd.pto:11:18
+            TASSIGN(t84, 4128);  // layernorm_bwd.pto:11:18
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-            TASSIGN(tmp0, 32832);  // layernorm_bwd.pto:11:18
-            TROWSUM(t84_b0, t83_b0, tmp0);  // layernorm_bwd.pto:11:18
+            TASSIGN(tmp0, 16448);  // layernorm_bwd.pto:11:18
+            TROWSUM(t84, t83, tmp0);  // layernorm_bwd.pto:11:18
             pipe_barrier(PIPE_V);
-            TADD(t81, t81, t84_b0);  // layernorm_bwd.pto:11:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
+            TADD(t81, t81, t84);  // layernorm_bwd.pto:11:18
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g78_dr = 0; _g78_dr < min_i64((H + 1023) / 1024 - (_g78_db * 2 + 1), 1); ++_g78_dr) {  // layernorm_bwd.pto:10:13
-                TileT83B1 t83_b1(min_i64(H - (_g78_db * 2 + 1 + _g78_dr) * 1024, 1024));  // layernorm_bwd.pto:11:18
-                TASSIGN(t83_b1, 6176);  // layernorm_bwd.pto:11:18
-                TileT76Re1B1 t76_re1_b1(min_i64(H - (_g78_db * 2 + 1 + _g78_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
-                TASSIGN(t76_re1_b1, 10272);  // layernorm_bwd.pto:9:14
-                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView1 v0Gm1(v0 + (_g78_db * 2 + 1 + _g78_dr) * 1024, GmView1::Shape(t76_re1_b1.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t76_re1_b1, v0Gm1);  // layernorm_bwd.pto:9:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCVT(t83_b1, t76_re1_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-                TileT84B1 t84_b1;  // layernorm_bwd.pto:11:18
-                TASSIGN(t84_b1, 10272);  // layernorm_bwd.pto:11:18
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp1;  // layernorm_bwd.pto:11:18
-                TASSIGN(tmp1, 32832);  // layernorm_bwd.pto:11:18
-                TROWSUM(t84_b1, t83_b1, tmp1);  // layernorm_bwd.pto:11:18
-                pipe_barrier(PIPE_V);
-                TADD(t81, t81, t84_b1);  // layernorm_bwd.pto:11:18
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TMULS(t81, t81, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
         TileT94 t94;  // layernorm_bwd.pto:12:22
         TASSIGN(t94, 32);  // layernorm_bwd.pto:12:22
@@ -188,84 +121,47 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k2(__gm__ float* acc_g_part
         TEXPANDS(t94, 0.0f);  // layernorm_bwd.pto:12:22
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g85_db = 0; _g85_db < ((H + 1023) / 1024 + 1) / 2; ++_g85_db) {  // layernorm_bwd.pto:11:13
+        for (int64_t _g85 = 0; _g85 < (H + 1023) / 1024; ++_g85) {  // layernorm_bwd.pto:11:13
             pipe_barrier(PIPE_V);
-            TileT86B0 t86_b0(min_i64(H - _g85_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t86_b0, 64);  // layernorm_bwd.pto:11:13
-            TileT76Re2B0 t76_re2_b0(min_i64(H - _g85_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
-            TASSIGN(t76_re2_b0, 4160);  // layernorm_bwd.pto:9:14
+            TileT86 t86(min_i64(H - _g85 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TASSIGN(t86, 64);  // layernorm_bwd.pto:11:13
+            TileT76Re2 t76_re2(min_i64(H - _g85 * 1024, 1024));  // layernorm_bwd.pto:9:14
+            TASSIGN(t76_re2, 4160);  // layernorm_bwd.pto:9:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView2 v0Gm2(v0 + _g85_db * 2 * 1024, GmView2::Shape(t76_re2_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t76_re2_b0, v0Gm2);  // layernorm_bwd.pto:9:14
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+            GmView1 v0Gm1(v0 + _g85 * 1024, GmView1::Shape(t76_re2.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
+            TLOAD(t76_re2, v0Gm1);  // layernorm_bwd.pto:9:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t86_b0, t76_re2_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-            TileT89B0 t89_b0(min_i64(H - _g85_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t89_b0, 4160);  // layernorm_bwd.pto:11:13
+            TCVT(t86, t76_re2, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+            TileT89 t89(min_i64(H - _g85 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TASSIGN(t89, 4160);  // layernorm_bwd.pto:11:13
             pipe_barrier(PIPE_V);
-            TileView1 view2;  // layernorm_bwd.pto:11:13
-            TASSIGN(view2, 0);  // layernorm_bwd.pto:11:13
-            TileTmp2 tmp3;  // layernorm_bwd.pto:11:13
-            TASSIGN(tmp3, 32832);  // layernorm_bwd.pto:11:13
-            TROWEXPANDSUB(t89_b0, t86_b0, view2, tmp3);  // layernorm_bwd.pto:11:13
-            TileT93B0 t93_b0(min_i64(H - _g85_db * 2 * 1024, 1024));  // layernorm_bwd.pto:12:27
-            TASSIGN(t93_b0, 64);  // layernorm_bwd.pto:12:27
+            TileView1 view1;  // layernorm_bwd.pto:11:13
+            TASSIGN(view1, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp2, 16448);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t89, t86, view1, tmp2);  // layernorm_bwd.pto:11:13
+            TileT93 t93(min_i64(H - _g85 * 1024, 1024));  // layernorm_bwd.pto:12:27
+            TASSIGN(t93, 64);  // layernorm_bwd.pto:12:27
             pipe_barrier(PIPE_V);
-            TMUL(t93_b0, t89_b0, t89_b0);  // layernorm_bwd.pto:12:27
-            TileT97B0 t97_b0;  // layernorm_bwd.pto:12:22
-            TASSIGN(t97_b0, 4160);  // layernorm_bwd.pto:12:22
+            TMUL(t93, t89, t89);  // layernorm_bwd.pto:12:27
+            TileT97 t97;  // layernorm_bwd.pto:12:22
+            TASSIGN(t97, 4160);  // layernorm_bwd.pto:12:22
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp4;  // layernorm_bwd.pto:12:22
-            TASSIGN(tmp4, 32832);  // layernorm_bwd.pto:12:22
-            TROWSUM(t97_b0, t93_b0, tmp4);  // layernorm_bwd.pto:12:22
+            TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
+            TASSIGN(tmp3, 16448);  // layernorm_bwd.pto:12:22
+            TROWSUM(t97, t93, tmp3);  // layernorm_bwd.pto:12:22
             pipe_barrier(PIPE_V);
-            TADD(t94, t94, t97_b0);  // layernorm_bwd.pto:12:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
+            TADD(t94, t94, t97);  // layernorm_bwd.pto:12:22
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g85_dr = 0; _g85_dr < min_i64((H + 1023) / 1024 - (_g85_db * 2 + 1), 1); ++_g85_dr) {  // layernorm_bwd.pto:11:13
-                TileT86B1 t86_b1(min_i64(H - (_g85_db * 2 + 1 + _g85_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t86_b1, 8256);  // layernorm_bwd.pto:11:13
-                TileT76Re2B1 t76_re2_b1(min_i64(H - (_g85_db * 2 + 1 + _g85_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
-                TASSIGN(t76_re2_b1, 12352);  // layernorm_bwd.pto:9:14
-                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView3 v0Gm3(v0 + (_g85_db * 2 + 1 + _g85_dr) * 1024, GmView3::Shape(t76_re2_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t76_re2_b1, v0Gm3);  // layernorm_bwd.pto:9:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t86_b1, t76_re2_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-                TileT89B1 t89_b1(min_i64(H - (_g85_db * 2 + 1 + _g85_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t89_b1, 12352);  // layernorm_bwd.pto:11:13
-                pipe_barrier(PIPE_V);
-                TileView1 view5;  // layernorm_bwd.pto:11:13
-                TASSIGN(view5, 0);  // layernorm_bwd.pto:11:13
-                TileTmp2 tmp6;  // layernorm_bwd.pto:11:13
-                TASSIGN(tmp6, 32832);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t89_b1, t86_b1, view5, tmp6);  // layernorm_bwd.pto:11:13
-                TileT93B1 t93_b1(min_i64(H - (_g85_db * 2 + 1 + _g85_dr) * 1024, 1024));  // layernorm_bwd.pto:12:27
-                TASSIGN(t93_b1, 8256);  // layernorm_bwd.pto:12:27
-                pipe_barrier(PIPE_V);
-                TMUL(t93_b1, t89_b1, t89_b1);  // layernorm_bwd.pto:12:27
-                TileT97B1 t97_b1;  // layernorm_bwd.pto:12:22
-                TASSIGN(t97_b1, 12352);  // layernorm_bwd.pto:12:22
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp7;  // layernorm_bwd.pto:12:22
-                TASSIGN(tmp7, 32832);  // layernorm_bwd.pto:12:22
-                TROWSUM(t97_b1, t93_b1, tmp7);  // layernorm_bwd.pto:12:22
-                pipe_barrier(PIPE_V);
-                TADD(t94, t94, t97_b1);  // layernorm_bwd.pto:12:22
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         TMULS(t94, t94, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
         TileT99 t99;  // layernorm_bwd.pto:12:22
         TASSIGN(t99, 64);  // layernorm_bwd.pto:12:22
@@ -281,590 +177,316 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k2(__gm__ float* acc_g_part
         TEXPANDS(t115, 0.0f);  // layernorm_bwd.pto:15:38
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g102_db = 0; _g102_db < ((H + 1023) / 1024 + 1) / 2; ++_g102_db) {  // layernorm_bwd.pto:13:16
+        for (int64_t _g102 = 0; _g102 < (H + 1023) / 1024; ++_g102) {  // layernorm_bwd.pto:13:16
             pipe_barrier(PIPE_V);
-            TileT103B0 t103_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t103_b0, 96);  // layernorm_bwd.pto:13:16
-            TileT86Re4B0 t86_re4_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t86_re4_b0, 4192);  // layernorm_bwd.pto:11:13
-            TileT76Re2Re4B0 t76_re2_re4_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
-            TASSIGN(t76_re2_re4_b0, 8288);  // layernorm_bwd.pto:9:14
+            TileT103 t103(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:13:16
+            TASSIGN(t103, 96);  // layernorm_bwd.pto:13:16
+            TileT86Re4 t86_re4(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TASSIGN(t86_re4, 4192);  // layernorm_bwd.pto:11:13
+            TileT76Re2Re4 t76_re2_re4(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:9:14
+            TASSIGN(t76_re2_re4, 8288);  // layernorm_bwd.pto:9:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView4 v0Gm4(v0 + _g102_db * 2 * 1024, GmView4::Shape(t76_re2_re4_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t76_re2_re4_b0, v0Gm4);  // layernorm_bwd.pto:9:14
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+            GmView2 v0Gm2(v0 + _g102 * 1024, GmView2::Shape(t76_re2_re4.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
+            TLOAD(t76_re2_re4, v0Gm2);  // layernorm_bwd.pto:9:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-            TCVT(t86_re4_b0, t76_re2_re4_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            TCVT(t86_re4, t76_re2_re4, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            TileView1 view8;  // layernorm_bwd.pto:11:13
-            TASSIGN(view8, 0);  // layernorm_bwd.pto:11:13
-            TileTmp2 tmp9;  // layernorm_bwd.pto:11:13
-            TASSIGN(tmp9, 32832);  // layernorm_bwd.pto:11:13
-            TROWEXPANDSUB(t103_b0, t86_re4_b0, view8, tmp9);  // layernorm_bwd.pto:11:13
-            TileT106B0 t106_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t106_b0, 4192);  // layernorm_bwd.pto:13:16
+            TileView1 view4;  // layernorm_bwd.pto:11:13
+            TASSIGN(view4, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp5;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp5, 16448);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t103, t86_re4, view4, tmp5);  // layernorm_bwd.pto:11:13
+            TileT106 t106(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:13:16
+            TASSIGN(t106, 4192);  // layernorm_bwd.pto:13:16
             pipe_barrier(PIPE_V);
-            TileView1 view10;  // layernorm_bwd.pto:13:16
-            TASSIGN(view10, 32);  // layernorm_bwd.pto:13:16
-            TileTmp2 tmp11;  // layernorm_bwd.pto:13:16
-            TASSIGN(tmp11, 32832);  // layernorm_bwd.pto:13:16
-            TROWEXPANDMUL(t106_b0, t103_b0, view10, tmp11);  // layernorm_bwd.pto:13:16
+            TileView1 view6;  // layernorm_bwd.pto:13:16
+            TASSIGN(view6, 32);  // layernorm_bwd.pto:13:16
+            TileTmp2 tmp7;  // layernorm_bwd.pto:13:16
+            TASSIGN(tmp7, 16448);  // layernorm_bwd.pto:13:16
+            TROWEXPANDMUL(t106, t103, view6, tmp7);  // layernorm_bwd.pto:13:16
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
-            GmView5 xhatGm5(xhat + _g102_db * 2 * 1024, GmView5::Shape(t106_b0.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:13:16
-            TSTORE(xhatGm5, t106_b0);  // layernorm_bwd.pto:13:16
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
+            GmView3 xhatGm3(xhat + _g102 * 1024, GmView3::Shape(t106.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:13:16
+            TSTORE(xhatGm3, t106);  // layernorm_bwd.pto:13:16
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT108B0 t108_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t108_b0, 96);  // layernorm_bwd.pto:14:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView6 gammaGm6(gamma + _g102_db * 2 * 1024, GmView6::Shape(t108_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t108_b0, gammaGm6);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-            TileT109B0 t109_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t109_b0, 2144);  // layernorm_bwd.pto:14:18
+            TileT108 t108(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TASSIGN(t108, 96);  // layernorm_bwd.pto:14:18
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+            GmView4 gammaGm4(gamma + _g102 * 1024, GmView4::Shape(t108.GetValidCol()));  // layernorm_bwd.pto:14:18
+            TLOAD(t108, gammaGm4);  // layernorm_bwd.pto:14:18
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            TileT109 t109(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TASSIGN(t109, 2144);  // layernorm_bwd.pto:14:18
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            TCVT(t109_b0, t108_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            TileT111B0 t111_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t111_b0, 6240);  // layernorm_bwd.pto:14:14
-            TileT79Re3B0 t79_re3_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
-            TASSIGN(t79_re3_b0, 96);  // layernorm_bwd.pto:10:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView7 v1Gm7(v1 + _g102_db * 2 * 1024, GmView7::Shape(t79_re3_b0.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t79_re3_b0, v1Gm7);  // layernorm_bwd.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            TCVT(t109, t108, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT111 t111(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TASSIGN(t111, 6240);  // layernorm_bwd.pto:14:14
+            TileT79Re3 t79_re3(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:10:13
+            TASSIGN(t79_re3, 96);  // layernorm_bwd.pto:10:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+            GmView5 v1Gm5(v1 + _g102 * 1024, GmView5::Shape(t79_re3.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
+            TLOAD(t79_re3, v1Gm5);  // layernorm_bwd.pto:10:13
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-            TCVT(t111_b0, t79_re3_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            TCVT(t111, t79_re3, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            TileT114B0 t114_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t114_b0, 10336);  // layernorm_bwd.pto:14:14
+            TileT114 t114(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TASSIGN(t114, 10336);  // layernorm_bwd.pto:14:14
             pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t114_b0, t111_b0, t109_b0);  // layernorm_bwd.pto:14:14
+            TCOLEXPANDMUL(t114, t111, t109);  // layernorm_bwd.pto:14:14
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT118B0 t118_b0;  // layernorm_bwd.pto:15:38
-            TASSIGN(t118_b0, 96);  // layernorm_bwd.pto:15:38
+            TileT118 t118;  // layernorm_bwd.pto:15:38
+            TASSIGN(t118, 96);  // layernorm_bwd.pto:15:38
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp12;  // layernorm_bwd.pto:15:38
-            TASSIGN(tmp12, 32832);  // layernorm_bwd.pto:15:38
-            TROWSUM(t118_b0, t114_b0, tmp12);  // layernorm_bwd.pto:15:38
+            TileTmp0 tmp8;  // layernorm_bwd.pto:15:38
+            TASSIGN(tmp8, 16448);  // layernorm_bwd.pto:15:38
+            TROWSUM(t118, t114, tmp8);  // layernorm_bwd.pto:15:38
             pipe_barrier(PIPE_V);
-            TADD(t115, t115, t118_b0);  // layernorm_bwd.pto:15:38
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g102_dr = 0; _g102_dr < min_i64((H + 1023) / 1024 - (_g102_db * 2 + 1), 1); ++_g102_dr) {  // layernorm_bwd.pto:13:16
-                TileT103B1 t103_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-                TASSIGN(t103_b1, 14432);  // layernorm_bwd.pto:13:16
-                TileT86Re4B1 t86_re4_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t86_re4_b1, 18528);  // layernorm_bwd.pto:11:13
-                TileT76Re2Re4B1 t76_re2_re4_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
-                TASSIGN(t76_re2_re4_b1, 22624);  // layernorm_bwd.pto:9:14
-                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView8 v0Gm8(v0 + (_g102_db * 2 + 1 + _g102_dr) * 1024, GmView8::Shape(t76_re2_re4_b1.GetValidCol()), GmView8::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t76_re2_re4_b1, v0Gm8);  // layernorm_bwd.pto:9:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                TCVT(t86_re4_b1, t76_re2_re4_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-                pipe_barrier(PIPE_V);
-                TileView1 view13;  // layernorm_bwd.pto:11:13
-                TASSIGN(view13, 0);  // layernorm_bwd.pto:11:13
-                TileTmp2 tmp14;  // layernorm_bwd.pto:11:13
-                TASSIGN(tmp14, 32832);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t103_b1, t86_re4_b1, view13, tmp14);  // layernorm_bwd.pto:11:13
-                TileT106B1 t106_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-                TASSIGN(t106_b1, 18528);  // layernorm_bwd.pto:13:16
-                pipe_barrier(PIPE_V);
-                TileView1 view15;  // layernorm_bwd.pto:13:16
-                TASSIGN(view15, 32);  // layernorm_bwd.pto:13:16
-                TileTmp2 tmp16;  // layernorm_bwd.pto:13:16
-                TASSIGN(tmp16, 32832);  // layernorm_bwd.pto:13:16
-                TROWEXPANDMUL(t106_b1, t103_b1, view15, tmp16);  // layernorm_bwd.pto:13:16
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
-                GmView9 xhatGm9(xhat + (_g102_db * 2 + 1 + _g102_dr) * 1024, GmView9::Shape(t106_b1.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:13:16
-                TSTORE(xhatGm9, t106_b1);  // layernorm_bwd.pto:13:16
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TileT108B1 t108_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t108_b1, 14432);  // layernorm_bwd.pto:14:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView10 gammaGm10(gamma + (_g102_db * 2 + 1 + _g102_dr) * 1024, GmView10::Shape(t108_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t108_b1, gammaGm10);  // layernorm_bwd.pto:14:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                TileT109B1 t109_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t109_b1, 16480);  // layernorm_bwd.pto:14:18
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TCVT(t109_b1, t108_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT111B1 t111_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t111_b1, 20576);  // layernorm_bwd.pto:14:14
-                TileT79Re3B1 t79_re3_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
-                TASSIGN(t79_re3_b1, 14432);  // layernorm_bwd.pto:10:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView11 v1Gm11(v1 + (_g102_db * 2 + 1 + _g102_dr) * 1024, GmView11::Shape(t79_re3_b1.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t79_re3_b1, v1Gm11);  // layernorm_bwd.pto:10:13
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                TCVT(t111_b1, t79_re3_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-                TileT114B1 t114_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t114_b1, 24672);  // layernorm_bwd.pto:14:14
-                pipe_barrier(PIPE_V);
-                TCOLEXPANDMUL(t114_b1, t111_b1, t109_b1);  // layernorm_bwd.pto:14:14
-                TileT118B1 t118_b1;  // layernorm_bwd.pto:15:38
-                TASSIGN(t118_b1, 14432);  // layernorm_bwd.pto:15:38
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp17;  // layernorm_bwd.pto:15:38
-                TASSIGN(tmp17, 32832);  // layernorm_bwd.pto:15:38
-                TROWSUM(t118_b1, t114_b1, tmp17);  // layernorm_bwd.pto:15:38
-                pipe_barrier(PIPE_V);
-                TADD(t115, t115, t118_b1);  // layernorm_bwd.pto:15:38
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TADD(t115, t115, t118);  // layernorm_bwd.pto:15:38
         }
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TMULS(t115, t115, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
         TileT128 t128;  // layernorm_bwd.pto:15:78
         TASSIGN(t128, 0);  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
         TEXPANDS(t128, 0.0f);  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g119_db = 0; _g119_db < ((H + 1023) / 1024 + 1) / 2; ++_g119_db) {  // layernorm_bwd.pto:15:33
+        for (int64_t _g119 = 0; _g119 < (H + 1023) / 1024; ++_g119) {  // layernorm_bwd.pto:15:33
             pipe_barrier(PIPE_V);
-            TileT120B0 t120_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t120_b0, 96);  // layernorm_bwd.pto:15:33
-            TileT108Re5B0 t108_re5_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t108_re5_b0, 4192);  // layernorm_bwd.pto:14:18
+            TileT120 t120(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TASSIGN(t120, 96);  // layernorm_bwd.pto:15:33
+            TileT108Re5 t108_re5(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TASSIGN(t108_re5, 4192);  // layernorm_bwd.pto:14:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView12 gammaGm12(gamma + _g119_db * 2 * 1024, GmView12::Shape(t108_re5_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t108_re5_b0, gammaGm12);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT109Re5B0 t109_re5_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t109_re5_b0, 6240);  // layernorm_bwd.pto:14:18
+            using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+            GmView6 gammaGm6(gamma + _g119 * 1024, GmView6::Shape(t108_re5.GetValidCol()));  // layernorm_bwd.pto:14:18
+            TLOAD(t108_re5, gammaGm6);  // layernorm_bwd.pto:14:18
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileT109Re5 t109_re5(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TASSIGN(t109_re5, 6240);  // layernorm_bwd.pto:14:18
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TCVT(t109_re5_b0, t108_re5_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT111Re5B0 t111_re5_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t111_re5_b0, 10336);  // layernorm_bwd.pto:14:14
-            TileT79Re3Re5B0 t79_re3_re5_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
-            TASSIGN(t79_re3_re5_b0, 4192);  // layernorm_bwd.pto:10:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView13 v1Gm13(v1 + _g119_db * 2 * 1024, GmView13::Shape(t79_re3_re5_b0.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t79_re3_re5_b0, v1Gm13);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TCVT(t111_re5_b0, t79_re3_re5_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TCVT(t109_re5, t108_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT111Re5 t111_re5(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TASSIGN(t111_re5, 10336);  // layernorm_bwd.pto:14:14
+            TileT79Re3Re5 t79_re3_re5(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:10:13
+            TASSIGN(t79_re3_re5, 4192);  // layernorm_bwd.pto:10:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+            GmView7 v1Gm7(v1 + _g119 * 1024, GmView7::Shape(t79_re3_re5.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
+            TLOAD(t79_re3_re5, v1Gm7);  // layernorm_bwd.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TCVT(t111_re5, t79_re3_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
             pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t120_b0, t111_re5_b0, t109_re5_b0);  // layernorm_bwd.pto:14:14
-            TileT123B0 t123_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t123_b0, 4192);  // layernorm_bwd.pto:15:33
+            TCOLEXPANDMUL(t120, t111_re5, t109_re5);  // layernorm_bwd.pto:14:14
+            TileT123 t123(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TASSIGN(t123, 4192);  // layernorm_bwd.pto:15:33
             pipe_barrier(PIPE_V);
-            TileView1 view18;  // layernorm_bwd.pto:15:33
-            TASSIGN(view18, 64);  // layernorm_bwd.pto:15:33
-            TileTmp2 tmp19;  // layernorm_bwd.pto:15:33
-            TASSIGN(tmp19, 32832);  // layernorm_bwd.pto:15:33
-            TROWEXPANDSUB(t123_b0, t120_b0, view18, tmp19);  // layernorm_bwd.pto:15:33
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileView1 view9;  // layernorm_bwd.pto:15:33
+            TASSIGN(view9, 64);  // layernorm_bwd.pto:15:33
+            TileTmp2 tmp10;  // layernorm_bwd.pto:15:33
+            TASSIGN(tmp10, 16448);  // layernorm_bwd.pto:15:33
+            TROWEXPANDSUB(t123, t120, view9, tmp10);  // layernorm_bwd.pto:15:33
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-            GmView14 t10Gm14(t10 + _g119_db * 2 * 1024, GmView14::Shape(t123_b0.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:15:33
-            TSTORE(t10Gm14, t123_b0);  // layernorm_bwd.pto:15:33
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
+            GmView8 t10Gm8(t10 + _g119 * 1024, GmView8::Shape(t123.GetValidCol()), GmView8::Stride(H));  // layernorm_bwd.pto:15:33
+            TSTORE(t10Gm8, t123);  // layernorm_bwd.pto:15:33
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            TileT126B0 t126_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t126_b0, 4192);  // layernorm_bwd.pto:15:83
+            TileT126 t126(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:15:83
+            TASSIGN(t126, 4192);  // layernorm_bwd.pto:15:83
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
-            GmView15 xhatGm15(xhat + _g119_db * 2 * 1024, GmView15::Shape(t126_b0.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:15:83
-            TLOAD(t126_b0, xhatGm15);  // layernorm_bwd.pto:15:83
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT127B0 t127_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t127_b0, 8288);  // layernorm_bwd.pto:15:83
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TMUL(t127_b0, t120_b0, t126_b0);  // layernorm_bwd.pto:15:83
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT131B0 t131_b0;  // layernorm_bwd.pto:15:78
-            TASSIGN(t131_b0, 96);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp20;  // layernorm_bwd.pto:15:78
-            TASSIGN(tmp20, 32832);  // layernorm_bwd.pto:15:78
-            TROWSUM(t131_b0, t127_b0, tmp20);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            TADD(t128, t128, t131_b0);  // layernorm_bwd.pto:15:78
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g119_dr = 0; _g119_dr < min_i64((H + 1023) / 1024 - (_g119_db * 2 + 1), 1); ++_g119_dr) {  // layernorm_bwd.pto:15:33
-                TileT120B1 t120_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t120_b1, 14432);  // layernorm_bwd.pto:15:33
-                TileT108Re5B1 t108_re5_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t108_re5_b1, 18528);  // layernorm_bwd.pto:14:18
-                using GmView16 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView16 gammaGm16(gamma + (_g119_db * 2 + 1 + _g119_dr) * 1024, GmView16::Shape(t108_re5_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t108_re5_b1, gammaGm16);  // layernorm_bwd.pto:14:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT109Re5B1 t109_re5_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t109_re5_b1, 20576);  // layernorm_bwd.pto:14:18
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCVT(t109_re5_b1, t108_re5_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT111Re5B1 t111_re5_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t111_re5_b1, 24672);  // layernorm_bwd.pto:14:14
-                TileT79Re3Re5B1 t79_re3_re5_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
-                TASSIGN(t79_re3_re5_b1, 18528);  // layernorm_bwd.pto:10:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView17 v1Gm17(v1 + (_g119_db * 2 + 1 + _g119_dr) * 1024, GmView17::Shape(t79_re3_re5_b1.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t79_re3_re5_b1, v1Gm17);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCVT(t111_re5_b1, t79_re3_re5_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-                pipe_barrier(PIPE_V);
-                TCOLEXPANDMUL(t120_b1, t111_re5_b1, t109_re5_b1);  // layernorm_bwd.pto:14:14
-                TileT123B1 t123_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t123_b1, 18528);  // layernorm_bwd.pto:15:33
-                pipe_barrier(PIPE_V);
-                TileView1 view21;  // layernorm_bwd.pto:15:33
-                TASSIGN(view21, 64);  // layernorm_bwd.pto:15:33
-                TileTmp2 tmp22;  // layernorm_bwd.pto:15:33
-                TASSIGN(tmp22, 32832);  // layernorm_bwd.pto:15:33
-                TROWEXPANDSUB(t123_b1, t120_b1, view21, tmp22);  // layernorm_bwd.pto:15:33
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-                GmView18 t10Gm18(t10 + (_g119_db * 2 + 1 + _g119_dr) * 1024, GmView18::Shape(t123_b1.GetValidCol()), GmView18::Stride(H));  // layernorm_bwd.pto:15:33
-                TSTORE(t10Gm18, t123_b1);  // layernorm_bwd.pto:15:33
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                TileT126B1 t126_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-                TASSIGN(t126_b1, 18528);  // layernorm_bwd.pto:15:83
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
-                GmView19 xhatGm19(xhat + (_g119_db * 2 + 1 + _g119_dr) * 1024, GmView19::Shape(t126_b1.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:15:83
-                TLOAD(t126_b1, xhatGm19);  // layernorm_bwd.pto:15:83
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT127B1 t127_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-                TASSIGN(t127_b1, 22624);  // layernorm_bwd.pto:15:83
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMUL(t127_b1, t120_b1, t126_b1);  // layernorm_bwd.pto:15:83
-                TileT131B1 t131_b1;  // layernorm_bwd.pto:15:78
-                TASSIGN(t131_b1, 14432);  // layernorm_bwd.pto:15:78
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp23;  // layernorm_bwd.pto:15:78
-                TASSIGN(tmp23, 32832);  // layernorm_bwd.pto:15:78
-                TROWSUM(t131_b1, t127_b1, tmp23);  // layernorm_bwd.pto:15:78
-                pipe_barrier(PIPE_V);
-                TADD(t128, t128, t131_b1);  // layernorm_bwd.pto:15:78
-            }
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
+            GmView9 xhatGm9(xhat + _g119 * 1024, GmView9::Shape(t126.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:15:83
+            TLOAD(t126, xhatGm9);  // layernorm_bwd.pto:15:83
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT127 t127(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:15:83
+            TASSIGN(t127, 8288);  // layernorm_bwd.pto:15:83
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TMUL(t127, t120, t126);  // layernorm_bwd.pto:15:83
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT131 t131;  // layernorm_bwd.pto:15:78
+            TASSIGN(t131, 96);  // layernorm_bwd.pto:15:78
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp11;  // layernorm_bwd.pto:15:78
+            TASSIGN(tmp11, 16448);  // layernorm_bwd.pto:15:78
+            TROWSUM(t131, t127, tmp11);  // layernorm_bwd.pto:15:78
+            pipe_barrier(PIPE_V);
+            TADD(t128, t128, t131);  // layernorm_bwd.pto:15:78
         }
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TMULS(t128, t128, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g132_db = 0; _g132_db < ((H + 1023) / 1024 + 1) / 2; ++_g132_db) {  // layernorm_bwd.pto:15:71
+        for (int64_t _g132 = 0; _g132 < (H + 1023) / 1024; ++_g132) {  // layernorm_bwd.pto:15:71
             pipe_barrier(PIPE_V);
-            TileT133B0 t133_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t133_b0, 64);  // layernorm_bwd.pto:15:71
+            TileT133 t133(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:71
+            TASSIGN(t133, 64);  // layernorm_bwd.pto:15:71
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
-            GmView20 xhatGm20(xhat + _g132_db * 2 * 1024, GmView20::Shape(t133_b0.GetValidCol()), GmView20::Stride(H));  // layernorm_bwd.pto:15:71
-            TLOAD(t133_b0, xhatGm20);  // layernorm_bwd.pto:15:71
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
+            GmView10 xhatGm10(xhat + _g132 * 1024, GmView10::Shape(t133.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:71
+            TLOAD(t133, xhatGm10);  // layernorm_bwd.pto:15:71
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT136B0 t136_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t136_b0, 4160);  // layernorm_bwd.pto:15:71
+            TileT136 t136(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:71
+            TASSIGN(t136, 4160);  // layernorm_bwd.pto:15:71
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileView1 view24;  // layernorm_bwd.pto:15:71
-            TASSIGN(view24, 0);  // layernorm_bwd.pto:15:71
-            TileTmp2 tmp25;  // layernorm_bwd.pto:15:71
-            TASSIGN(tmp25, 32832);  // layernorm_bwd.pto:15:71
-            TROWEXPANDMUL(t136_b0, t133_b0, view24, tmp25);  // layernorm_bwd.pto:15:71
-            TileT138B0 t138_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t138_b0, 8256);  // layernorm_bwd.pto:15:33
+            TileView1 view12;  // layernorm_bwd.pto:15:71
+            TASSIGN(view12, 0);  // layernorm_bwd.pto:15:71
+            TileTmp2 tmp13;  // layernorm_bwd.pto:15:71
+            TASSIGN(tmp13, 16448);  // layernorm_bwd.pto:15:71
+            TROWEXPANDMUL(t136, t133, view12, tmp13);  // layernorm_bwd.pto:15:71
+            TileT138 t138(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TASSIGN(t138, 8256);  // layernorm_bwd.pto:15:33
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-            GmView21 t10Gm21(t10 + _g132_db * 2 * 1024, GmView21::Shape(t138_b0.GetValidCol()), GmView21::Stride(H));  // layernorm_bwd.pto:15:33
-            TLOAD(t138_b0, t10Gm21);  // layernorm_bwd.pto:15:33
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
+            GmView11 t10Gm11(t10 + _g132 * 1024, GmView11::Shape(t138.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:15:33
+            TLOAD(t138, t10Gm11);  // layernorm_bwd.pto:15:33
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT140B0 t140_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t140_b0, 12352);  // layernorm_bwd.pto:15:33
+            TileT140 t140(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TASSIGN(t140, 12352);  // layernorm_bwd.pto:15:33
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TSUB(t140_b0, t138_b0, t136_b0);  // layernorm_bwd.pto:15:33
-            TileT145B0 t145_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:25
-            TASSIGN(t145_b0, 4160);  // layernorm_bwd.pto:15:25
+            TSUB(t140, t138, t136);  // layernorm_bwd.pto:15:33
+            TileT145 t145(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:25
+            TASSIGN(t145, 4160);  // layernorm_bwd.pto:15:25
             pipe_barrier(PIPE_V);
-            TileTmp3 tmp26;  // layernorm_bwd.pto:15:25
-            TASSIGN(tmp26, 32832);  // layernorm_bwd.pto:15:25
-            TROWEXPAND(tmp26, t101);  // layernorm_bwd.pto:15:25
+            TileTmp3 tmp14;  // layernorm_bwd.pto:15:25
+            TASSIGN(tmp14, 16448);  // layernorm_bwd.pto:15:25
+            TROWEXPAND(tmp14, t101);  // layernorm_bwd.pto:15:25
             pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
-            TROWEXPANDMUL(t145_b0, tmp26, t140_b0);  // layernorm_bwd.pto:15:25
-            TileT148B0 t148_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:20
-            TASSIGN(t148_b0, 8256);  // layernorm_bwd.pto:15:20
+            TROWEXPANDMUL(t145, tmp14, t140);  // layernorm_bwd.pto:15:25
+            TileT148 t148(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:20
+            TASSIGN(t148, 8256);  // layernorm_bwd.pto:15:20
             pipe_barrier(PIPE_V);
-            TCVT(t148_b0, t145_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TCVT(t148, t145, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-            GmView22 dxGm22(dx + r * H + _g132_db * 2 * 1024, GmView22::Shape(t148_b0.GetValidCol()), GmView22::Stride(H));  // layernorm_bwd.pto:15:20
-            TSTORE(dxGm22, t148_b0);  // layernorm_bwd.pto:15:20
+            using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
+            GmView12 dxGm12(dx + r * H + _g132 * 1024, GmView12::Shape(t148.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:15:20
+            TSTORE(dxGm12, t148);  // layernorm_bwd.pto:15:20
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            TileT150B0 t150_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
-            TASSIGN(t150_b0, 4160);  // layernorm_bwd.pto:16:28
-            TileT79Re6B0 t79_re6_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
-            TASSIGN(t79_re6_b0, 8256);  // layernorm_bwd.pto:10:13
+            TileT150 t150(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:16:28
+            TASSIGN(t150, 4160);  // layernorm_bwd.pto:16:28
+            TileT79Re6 t79_re6(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:10:13
+            TASSIGN(t79_re6, 8256);  // layernorm_bwd.pto:10:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView23 v1Gm23(v1 + _g132_db * 2 * 1024, GmView23::Shape(t79_re6_b0.GetValidCol()), GmView23::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t79_re6_b0, v1Gm23);  // layernorm_bwd.pto:10:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+            GmView13 v1Gm13(v1 + _g132 * 1024, GmView13::Shape(t79_re6.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:10:13
+            TLOAD(t79_re6, v1Gm13);  // layernorm_bwd.pto:10:13
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t150_b0, t79_re6_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-            TileT152B0 t152_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
-            TASSIGN(t152_b0, 8256);  // layernorm_bwd.pto:16:28
+            TCVT(t150, t79_re6, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+            TileT152 t152(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:16:28
+            TASSIGN(t152, 8256);  // layernorm_bwd.pto:16:28
             pipe_barrier(PIPE_V);
-            TMUL(t152_b0, t150_b0, t133_b0);  // layernorm_bwd.pto:16:28
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT154B0 t154_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t154_b0, 64);  // layernorm_bwd.pto:16:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView24 acc_g_partGm24(acc_g_part + _g132_db * 2 * 1024, GmView24::Shape(t154_b0.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:16:20
-            TLOAD(t154_b0, acc_g_partGm24);  // layernorm_bwd.pto:16:20
+            TMUL(t152, t150, t133);  // layernorm_bwd.pto:16:28
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT154 t154(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:16:20
+            TASSIGN(t154, 64);  // layernorm_bwd.pto:16:20
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+            GmView14 acc_g_partGm14(acc_g_part + _g132 * 1024, GmView14::Shape(t154.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:16:20
+            TLOAD(t154, acc_g_partGm14);  // layernorm_bwd.pto:16:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT156B0 t156_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t156_b0, 12352);  // layernorm_bwd.pto:16:20
+            TileT156 t156(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:16:20
+            TASSIGN(t156, 12352);  // layernorm_bwd.pto:16:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t156_b0, t154_b0, t152_b0);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TADD(t156, t154, t152);  // layernorm_bwd.pto:16:20
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView25 acc_g_partsGm25(acc_g_parts + r_part * H + _g132_db * 2 * 1024, GmView25::Shape(t156_b0.GetValidCol()), GmView25::Stride(H));  // layernorm_bwd.pto:16:20
-            TSTORE(acc_g_partsGm25, t156_b0);  // layernorm_bwd.pto:16:20
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+            GmView15 acc_g_partsGm15(acc_g_parts + r_part * H + _g132 * 1024, GmView15::Shape(t156.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:16:20
+            TSTORE(acc_g_partsGm15, t156);  // layernorm_bwd.pto:16:20
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT158B0 t158_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t158_b0, 64);  // layernorm_bwd.pto:17:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView26 acc_b_partGm26(acc_b_part + _g132_db * 2 * 1024, GmView26::Shape(t158_b0.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:17:20
-            TLOAD(t158_b0, acc_b_partGm26);  // layernorm_bwd.pto:17:20
+            TileT158 t158(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:17:20
+            TASSIGN(t158, 64);  // layernorm_bwd.pto:17:20
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+            GmView16 acc_b_partGm16(acc_b_part + _g132 * 1024, GmView16::Shape(t158.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:17:20
+            TLOAD(t158, acc_b_partGm16);  // layernorm_bwd.pto:17:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT160B0 t160_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t160_b0, 8256);  // layernorm_bwd.pto:17:20
+            TileT160 t160(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:17:20
+            TASSIGN(t160, 8256);  // layernorm_bwd.pto:17:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t160_b0, t158_b0, t150_b0);  // layernorm_bwd.pto:17:20
+            TADD(t160, t158, t150);  // layernorm_bwd.pto:17:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView27 acc_b_partsGm27(acc_b_parts + r_part * H + _g132_db * 2 * 1024, GmView27::Shape(t160_b0.GetValidCol()), GmView27::Stride(H));  // layernorm_bwd.pto:17:20
-            TSTORE(acc_b_partsGm27, t160_b0);  // layernorm_bwd.pto:17:20
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+            GmView17 acc_b_partsGm17(acc_b_parts + r_part * H + _g132 * 1024, GmView17::Shape(t160.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:17:20
+            TSTORE(acc_b_partsGm17, t160);  // layernorm_bwd.pto:17:20
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g132_dr = 0; _g132_dr < min_i64((H + 1023) / 1024 - (_g132_db * 2 + 1), 1); ++_g132_dr) {  // layernorm_bwd.pto:15:71
-                TileT133B1 t133_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-                TASSIGN(t133_b1, 16448);  // layernorm_bwd.pto:15:71
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
-                GmView28 xhatGm28(xhat + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView28::Shape(t133_b1.GetValidCol()), GmView28::Stride(H));  // layernorm_bwd.pto:15:71
-                TLOAD(t133_b1, xhatGm28);  // layernorm_bwd.pto:15:71
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT136B1 t136_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-                TASSIGN(t136_b1, 20544);  // layernorm_bwd.pto:15:71
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileView1 view27;  // layernorm_bwd.pto:15:71
-                TASSIGN(view27, 0);  // layernorm_bwd.pto:15:71
-                TileTmp2 tmp28;  // layernorm_bwd.pto:15:71
-                TASSIGN(tmp28, 32832);  // layernorm_bwd.pto:15:71
-                TROWEXPANDMUL(t136_b1, t133_b1, view27, tmp28);  // layernorm_bwd.pto:15:71
-                TileT138B1 t138_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t138_b1, 24640);  // layernorm_bwd.pto:15:33
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-                GmView29 t10Gm29(t10 + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView29::Shape(t138_b1.GetValidCol()), GmView29::Stride(H));  // layernorm_bwd.pto:15:33
-                TLOAD(t138_b1, t10Gm29);  // layernorm_bwd.pto:15:33
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT140B1 t140_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t140_b1, 28736);  // layernorm_bwd.pto:15:33
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TSUB(t140_b1, t138_b1, t136_b1);  // layernorm_bwd.pto:15:33
-                TileT145B1 t145_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:25
-                TASSIGN(t145_b1, 20544);  // layernorm_bwd.pto:15:25
-                pipe_barrier(PIPE_V);
-                TileTmp3 tmp29;  // layernorm_bwd.pto:15:25
-                TASSIGN(tmp29, 32832);  // layernorm_bwd.pto:15:25
-                TROWEXPAND(tmp29, t101);  // layernorm_bwd.pto:15:25
-                pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
-                TROWEXPANDMUL(t145_b1, tmp29, t140_b1);  // layernorm_bwd.pto:15:25
-                TileT148B1 t148_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:20
-                TASSIGN(t148_b1, 24640);  // layernorm_bwd.pto:15:20
-                pipe_barrier(PIPE_V);
-                TCVT(t148_b1, t145_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-                GmView30 dxGm30(dx + r * H + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView30::Shape(t148_b1.GetValidCol()), GmView30::Stride(H));  // layernorm_bwd.pto:15:20
-                TSTORE(dxGm30, t148_b1);  // layernorm_bwd.pto:15:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                TileT150B1 t150_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
-                TASSIGN(t150_b1, 20544);  // layernorm_bwd.pto:16:28
-                TileT79Re6B1 t79_re6_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
-                TASSIGN(t79_re6_b1, 24640);  // layernorm_bwd.pto:10:13
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView31 v1Gm31(v1 + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView31::Shape(t79_re6_b1.GetValidCol()), GmView31::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t79_re6_b1, v1Gm31);  // layernorm_bwd.pto:10:13
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t150_b1, t79_re6_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-                TileT152B1 t152_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
-                TASSIGN(t152_b1, 24640);  // layernorm_bwd.pto:16:28
-                pipe_barrier(PIPE_V);
-                TMUL(t152_b1, t150_b1, t133_b1);  // layernorm_bwd.pto:16:28
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT154B1 t154_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-                TASSIGN(t154_b1, 16448);  // layernorm_bwd.pto:16:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-                GmView32 acc_g_partGm32(acc_g_part + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView32::Shape(t154_b1.GetValidCol()), GmView32::Stride(H));  // layernorm_bwd.pto:16:20
-                TLOAD(t154_b1, acc_g_partGm32);  // layernorm_bwd.pto:16:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT156B1 t156_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-                TASSIGN(t156_b1, 28736);  // layernorm_bwd.pto:16:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t156_b1, t154_b1, t152_b1);  // layernorm_bwd.pto:16:20
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-                GmView33 acc_g_partsGm33(acc_g_parts + r_part * H + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView33::Shape(t156_b1.GetValidCol()), GmView33::Stride(H));  // layernorm_bwd.pto:16:20
-                TSTORE(acc_g_partsGm33, t156_b1);  // layernorm_bwd.pto:16:20
-                TileT158B1 t158_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-                TASSIGN(t158_b1, 16448);  // layernorm_bwd.pto:17:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-                GmView34 acc_b_partGm34(acc_b_part + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView34::Shape(t158_b1.GetValidCol()), GmView34::Stride(H));  // layernorm_bwd.pto:17:20
-                TLOAD(t158_b1, acc_b_partGm34);  // layernorm_bwd.pto:17:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT160B1 t160_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-                TASSIGN(t160_b1, 24640);  // layernorm_bwd.pto:17:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t160_b1, t158_b1, t150_b1);  // layernorm_bwd.pto:17:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-                GmView35 acc_b_partsGm35(acc_b_parts + r_part * H + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView35::Shape(t160_b1.GetValidCol()), GmView35::Stride(H));  // layernorm_bwd.pto:17:20
-                TSTORE(acc_b_partsGm35, t160_b1);  // layernorm_bwd.pto:17:20
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

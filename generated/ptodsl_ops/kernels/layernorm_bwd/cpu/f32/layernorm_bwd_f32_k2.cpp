@@ -17,84 +17,51 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t R, int64_t r_part, int64_t H, float eps)
 {
     using TileT81 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT83B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT84B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT83B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT84B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT83 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT84 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT94 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT86B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT93B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT97B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT86B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT93B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT97B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT86 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT93 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT97 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT99 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT101 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT115 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT108B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT114B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT118B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT108B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT114B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT118B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT108 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT111 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT114 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT118 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT128 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT120B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT108Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT126B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT103Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT127B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT131B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT120B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT108Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT126B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT103Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT127B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT131B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT133B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT103Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT136B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT138B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT120Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT108Re6Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111Re6Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT140B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT145B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT152B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT154B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT156B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT158B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT160B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT133B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT103Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT136B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT138B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT120Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT108Re6Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT111Re6Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT140B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT145B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT152B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT154B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT156B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT158B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT160B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT120 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT108Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT111Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT126 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT103Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT86Re4Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT127 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT131 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT133 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT103Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT86Re4Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT136 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT138 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT120Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT108Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT111Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT140 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT145 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT152 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT154 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT156 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT158 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT160 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
     using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // layernorm_bwd.pto:8:5
@@ -106,55 +73,32 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g_parts
         TileT81 t81;  // layernorm_bwd.pto:11:18
         TASSIGN(t81, 0);  // layernorm_bwd.pto:11:18
         TEXPANDS(t81, 0.0f);  // layernorm_bwd.pto:11:18
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g78_db = 0; _g78_db < ((H + 1023) / 1024 + 1) / 2; ++_g78_db) {  // layernorm_bwd.pto:10:13
+        for (int64_t _g78 = 0; _g78 < (H + 1023) / 1024; ++_g78) {  // layernorm_bwd.pto:10:13
             pipe_barrier(PIPE_V);
-            TileT83B0 t83_b0(min_i64(H - _g78_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:18
-            TASSIGN(t83_b0, 32);  // layernorm_bwd.pto:11:18
+            TileT83 t83(min_i64(H - _g78 * 1024, 1024));  // layernorm_bwd.pto:11:18
+            TASSIGN(t83, 32);  // layernorm_bwd.pto:11:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView0 v0Gm0(v0 + _g78_db * 2 * 1024, GmView0::Shape(t83_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t83_b0, v0Gm0);  // layernorm_bwd.pto:9:14
+            GmView0 v0Gm0(v0 + _g78 * 1024, GmView0::Shape(t83.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
+            TLOAD(t83, v0Gm0);  // layernorm_bwd.pto:9:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT84B0 t84_b0;  // layernorm_bwd.pto:11:18
-            TASSIGN(t84_b0, 4128);  // layernorm_bwd.pto:11:18
+            TileT84 t84;  // layernorm_bwd.pto:11:18
+            TASSIGN(t84, 4128);  // layernorm_bwd.pto:11:18
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-            TASSIGN(tmp0, 49280);  // layernorm_bwd.pto:11:18
-            TROWSUM(t84_b0, t83_b0, tmp0);  // layernorm_bwd.pto:11:18
+            TASSIGN(tmp0, 24704);  // layernorm_bwd.pto:11:18
+            TROWSUM(t84, t83, tmp0);  // layernorm_bwd.pto:11:18
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TADD(t81, t81, t84_b0);  // layernorm_bwd.pto:11:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g78_dr = 0; _g78_dr < min_i64((H + 1023) / 1024 - (_g78_db * 2 + 1), 1); ++_g78_dr) {  // layernorm_bwd.pto:10:13
-                TileT83B1 t83_b1(min_i64(H - (_g78_db * 2 + 1 + _g78_dr) * 1024, 1024));  // layernorm_bwd.pto:11:18
-                TASSIGN(t83_b1, 4160);  // layernorm_bwd.pto:11:18
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView1 v0Gm1(v0 + (_g78_db * 2 + 1 + _g78_dr) * 1024, GmView1::Shape(t83_b1.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t83_b1, v0Gm1);  // layernorm_bwd.pto:9:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT84B1 t84_b1;  // layernorm_bwd.pto:11:18
-                TASSIGN(t84_b1, 8256);  // layernorm_bwd.pto:11:18
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp0 tmp1;  // layernorm_bwd.pto:11:18
-                TASSIGN(tmp1, 49280);  // layernorm_bwd.pto:11:18
-                TROWSUM(t84_b1, t83_b1, tmp1);  // layernorm_bwd.pto:11:18
-                pipe_barrier(PIPE_V);
-                TADD(t81, t81, t84_b1);  // layernorm_bwd.pto:11:18
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TADD(t81, t81, t84);  // layernorm_bwd.pto:11:18
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMULS(t81, t81, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
         TileT94 t94;  // layernorm_bwd.pto:12:22
@@ -162,76 +106,44 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g_parts
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t94, 0.0f);  // layernorm_bwd.pto:12:22
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g85_db = 0; _g85_db < ((H + 1023) / 1024 + 1) / 2; ++_g85_db) {  // layernorm_bwd.pto:11:13
+        for (int64_t _g85 = 0; _g85 < (H + 1023) / 1024; ++_g85) {  // layernorm_bwd.pto:11:13
             pipe_barrier(PIPE_V);
-            TileT86B0 t86_b0(min_i64(H - _g85_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t86_b0, 64);  // layernorm_bwd.pto:11:13
+            TileT86 t86(min_i64(H - _g85 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TASSIGN(t86, 64);  // layernorm_bwd.pto:11:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView2 v0Gm2(v0 + _g85_db * 2 * 1024, GmView2::Shape(t86_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t86_b0, v0Gm2);  // layernorm_bwd.pto:9:14
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+            GmView1 v0Gm1(v0 + _g85 * 1024, GmView1::Shape(t86.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
+            TLOAD(t86, v0Gm1);  // layernorm_bwd.pto:9:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT89B0 t89_b0(min_i64(H - _g85_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t89_b0, 4160);  // layernorm_bwd.pto:11:13
+            TileT89 t89(min_i64(H - _g85 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TASSIGN(t89, 4160);  // layernorm_bwd.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileView1 view2;  // layernorm_bwd.pto:11:13
-            TASSIGN(view2, 0);  // layernorm_bwd.pto:11:13
-            TileTmp2 tmp3;  // layernorm_bwd.pto:11:13
-            TASSIGN(tmp3, 49280);  // layernorm_bwd.pto:11:13
-            TROWEXPANDSUB(t89_b0, t86_b0, view2, tmp3);  // layernorm_bwd.pto:11:13
-            TileT93B0 t93_b0(min_i64(H - _g85_db * 2 * 1024, 1024));  // layernorm_bwd.pto:12:27
-            TASSIGN(t93_b0, 64);  // layernorm_bwd.pto:12:27
+            TileView1 view1;  // layernorm_bwd.pto:11:13
+            TASSIGN(view1, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp2, 24704);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t89, t86, view1, tmp2);  // layernorm_bwd.pto:11:13
+            TileT93 t93(min_i64(H - _g85 * 1024, 1024));  // layernorm_bwd.pto:12:27
+            TASSIGN(t93, 64);  // layernorm_bwd.pto:12:27
             pipe_barrier(PIPE_V);
-            TMUL(t93_b0, t89_b0, t89_b0);  // layernorm_bwd.pto:12:27
-            TileT97B0 t97_b0;  // layernorm_bwd.pto:12:22
-            TASSIGN(t97_b0, 4160);  // layernorm_bwd.pto:12:22
+            TMUL(t93, t89, t89);  // layernorm_bwd.pto:12:27
+            TileT97 t97;  // layernorm_bwd.pto:12:22
+            TASSIGN(t97, 4160);  // layernorm_bwd.pto:12:22
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp4;  // layernorm_bwd.pto:12:22
-            TASSIGN(tmp4, 49280);  // layernorm_bwd.pto:12:22
-            TROWSUM(t97_b0, t93_b0, tmp4);  // layernorm_bwd.pto:12:22
+            TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
+            TASSIGN(tmp3, 24704);  // layernorm_bwd.pto:12:22
+            TROWSUM(t97, t93, tmp3);  // layernorm_bwd.pto:12:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TADD(t94, t94, t97_b0);  // layernorm_bwd.pto:12:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g85_dr = 0; _g85_dr < min_i64((H + 1023) / 1024 - (_g85_db * 2 + 1), 1); ++_g85_dr) {  // layernorm_bwd.pto:11:13
-                TileT86B1 t86_b1(min_i64(H - (_g85_db * 2 + 1 + _g85_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t86_b1, 8256);  // layernorm_bwd.pto:11:13
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView3 v0Gm3(v0 + (_g85_db * 2 + 1 + _g85_dr) * 1024, GmView3::Shape(t86_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t86_b1, v0Gm3);  // layernorm_bwd.pto:9:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT89B1 t89_b1(min_i64(H - (_g85_db * 2 + 1 + _g85_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t89_b1, 12352);  // layernorm_bwd.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileView1 view5;  // layernorm_bwd.pto:11:13
-                TASSIGN(view5, 0);  // layernorm_bwd.pto:11:13
-                TileTmp2 tmp6;  // layernorm_bwd.pto:11:13
-                TASSIGN(tmp6, 49280);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t89_b1, t86_b1, view5, tmp6);  // layernorm_bwd.pto:11:13
-                TileT93B1 t93_b1(min_i64(H - (_g85_db * 2 + 1 + _g85_dr) * 1024, 1024));  // layernorm_bwd.pto:12:27
-                TASSIGN(t93_b1, 8256);  // layernorm_bwd.pto:12:27
-                pipe_barrier(PIPE_V);
-                TMUL(t93_b1, t89_b1, t89_b1);  // layernorm_bwd.pto:12:27
-                TileT97B1 t97_b1;  // layernorm_bwd.pto:12:22
-                TASSIGN(t97_b1, 12352);  // layernorm_bwd.pto:12:22
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp7;  // layernorm_bwd.pto:12:22
-                TASSIGN(tmp7, 49280);  // layernorm_bwd.pto:12:22
-                TROWSUM(t97_b1, t93_b1, tmp7);  // layernorm_bwd.pto:12:22
-                pipe_barrier(PIPE_V);
-                TADD(t94, t94, t97_b1);  // layernorm_bwd.pto:12:22
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TADD(t94, t94, t97);  // layernorm_bwd.pto:12:22
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TMULS(t94, t94, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
         TileT99 t99;  // layernorm_bwd.pto:12:22
         TASSIGN(t99, 64);  // layernorm_bwd.pto:12:22
@@ -245,72 +157,43 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g_parts
         TASSIGN(t115, 64);  // layernorm_bwd.pto:15:38
         pipe_barrier(PIPE_V);
         TEXPANDS(t115, 0.0f);  // layernorm_bwd.pto:15:38
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g102_db = 0; _g102_db < ((H + 1023) / 1024 + 1) / 2; ++_g102_db) {  // layernorm_bwd.pto:13:16
+        for (int64_t _g102 = 0; _g102 < (H + 1023) / 1024; ++_g102) {  // layernorm_bwd.pto:13:16
             pipe_barrier(PIPE_V);
-            TileT108B0 t108_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t108_b0, 96);  // layernorm_bwd.pto:14:18
+            TileT108 t108(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TASSIGN(t108, 96);  // layernorm_bwd.pto:14:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView4 gammaGm4(gamma + _g102_db * 2 * 1024, GmView4::Shape(t108_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t108_b0, gammaGm4);  // layernorm_bwd.pto:14:18
-            TileT111B0 t111_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t111_b0, 4192);  // layernorm_bwd.pto:14:14
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView5 v1Gm5(v1 + _g102_db * 2 * 1024, GmView5::Shape(t111_b0.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t111_b0, v1Gm5);  // layernorm_bwd.pto:10:13
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+            GmView2 gammaGm2(gamma + _g102 * 1024, GmView2::Shape(t108.GetValidCol()));  // layernorm_bwd.pto:14:18
+            TLOAD(t108, gammaGm2);  // layernorm_bwd.pto:14:18
+            TileT111 t111(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TASSIGN(t111, 4192);  // layernorm_bwd.pto:14:14
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+            GmView3 v1Gm3(v1 + _g102 * 1024, GmView3::Shape(t111.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:10:13
+            TLOAD(t111, v1Gm3);  // layernorm_bwd.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT114B0 t114_b0(min_i64(H - _g102_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t114_b0, 8288);  // layernorm_bwd.pto:14:14
+            TileT114 t114(min_i64(H - _g102 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TASSIGN(t114, 8288);  // layernorm_bwd.pto:14:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPANDMUL(t114_b0, t111_b0, t108_b0);  // layernorm_bwd.pto:14:14
-            TileT118B0 t118_b0;  // layernorm_bwd.pto:15:38
-            TASSIGN(t118_b0, 96);  // layernorm_bwd.pto:15:38
+            TCOLEXPANDMUL(t114, t111, t108);  // layernorm_bwd.pto:14:14
+            TileT118 t118;  // layernorm_bwd.pto:15:38
+            TASSIGN(t118, 96);  // layernorm_bwd.pto:15:38
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp8;  // layernorm_bwd.pto:15:38
-            TASSIGN(tmp8, 49280);  // layernorm_bwd.pto:15:38
-            TROWSUM(t118_b0, t114_b0, tmp8);  // layernorm_bwd.pto:15:38
+            TileTmp0 tmp4;  // layernorm_bwd.pto:15:38
+            TASSIGN(tmp4, 24704);  // layernorm_bwd.pto:15:38
+            TROWSUM(t118, t114, tmp4);  // layernorm_bwd.pto:15:38
             pipe_barrier(PIPE_V);
-            TADD(t115, t115, t118_b0);  // layernorm_bwd.pto:15:38
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
+            TADD(t115, t115, t118);  // layernorm_bwd.pto:15:38
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g102_dr = 0; _g102_dr < min_i64((H + 1023) / 1024 - (_g102_db * 2 + 1), 1); ++_g102_dr) {  // layernorm_bwd.pto:13:16
-                TileT108B1 t108_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t108_b1, 12384);  // layernorm_bwd.pto:14:18
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView6 gammaGm6(gamma + (_g102_db * 2 + 1 + _g102_dr) * 1024, GmView6::Shape(t108_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t108_b1, gammaGm6);  // layernorm_bwd.pto:14:18
-                TileT111B1 t111_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t111_b1, 16480);  // layernorm_bwd.pto:14:14
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView7 v1Gm7(v1 + (_g102_db * 2 + 1 + _g102_dr) * 1024, GmView7::Shape(t111_b1.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t111_b1, v1Gm7);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT114B1 t114_b1(min_i64(H - (_g102_db * 2 + 1 + _g102_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t114_b1, 20576);  // layernorm_bwd.pto:14:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCOLEXPANDMUL(t114_b1, t111_b1, t108_b1);  // layernorm_bwd.pto:14:14
-                TileT118B1 t118_b1;  // layernorm_bwd.pto:15:38
-                TASSIGN(t118_b1, 12384);  // layernorm_bwd.pto:15:38
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp9;  // layernorm_bwd.pto:15:38
-                TASSIGN(tmp9, 49280);  // layernorm_bwd.pto:15:38
-                TROWSUM(t118_b1, t114_b1, tmp9);  // layernorm_bwd.pto:15:38
-                pipe_barrier(PIPE_V);
-                TADD(t115, t115, t118_b1);  // layernorm_bwd.pto:15:38
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMULS(t115, t115, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
         TileT128 t128;  // layernorm_bwd.pto:15:78
@@ -319,406 +202,219 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g_parts
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t128, 0.0f);  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g119_db = 0; _g119_db < ((H + 1023) / 1024 + 1) / 2; ++_g119_db) {  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TileT120B0 t120_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t120_b0, 128);  // layernorm_bwd.pto:15:33
-            TileT108Re6B0 t108_re6_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t108_re6_b0, 4224);  // layernorm_bwd.pto:14:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView8 gammaGm8(gamma + _g119_db * 2 * 1024, GmView8::Shape(t108_re6_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t108_re6_b0, gammaGm8);  // layernorm_bwd.pto:14:18
-            TileT111Re6B0 t111_re6_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t111_re6_b0, 8320);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView9 v1Gm9(v1 + _g119_db * 2 * 1024, GmView9::Shape(t111_re6_b0.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t111_re6_b0, v1Gm9);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPANDMUL(t120_b0, t111_re6_b0, t108_re6_b0);  // layernorm_bwd.pto:14:14
-            TileT126B0 t126_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t126_b0, 4224);  // layernorm_bwd.pto:15:83
-            TileT103Re5B0 t103_re5_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t103_re5_b0, 8320);  // layernorm_bwd.pto:13:16
-            TileT86Re4Re5B0 t86_re4_re5_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t86_re4_re5_b0, 12416);  // layernorm_bwd.pto:11:13
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView10 v0Gm10(v0 + _g119_db * 2 * 1024, GmView10::Shape(t86_re4_re5_b0.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t86_re4_re5_b0, v0Gm10);  // layernorm_bwd.pto:9:14
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileView1 view10;  // layernorm_bwd.pto:11:13
-            TASSIGN(view10, 0);  // layernorm_bwd.pto:11:13
-            TileTmp2 tmp11;  // layernorm_bwd.pto:11:13
-            TASSIGN(tmp11, 49280);  // layernorm_bwd.pto:11:13
-            TROWEXPANDSUB(t103_re5_b0, t86_re4_re5_b0, view10, tmp11);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            TileView1 view12;  // layernorm_bwd.pto:13:16
-            TASSIGN(view12, 32);  // layernorm_bwd.pto:13:16
-            TileTmp2 tmp13;  // layernorm_bwd.pto:13:16
-            TASSIGN(tmp13, 49280);  // layernorm_bwd.pto:13:16
-            TROWEXPANDMUL(t126_b0, t103_re5_b0, view12, tmp13);  // layernorm_bwd.pto:13:16
-            TileT127B0 t127_b0(min_i64(H - _g119_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t127_b0, 8320);  // layernorm_bwd.pto:15:83
-            pipe_barrier(PIPE_V);
-            TMUL(t127_b0, t120_b0, t126_b0);  // layernorm_bwd.pto:15:83
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT131B0 t131_b0;  // layernorm_bwd.pto:15:78
-            TASSIGN(t131_b0, 128);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp14;  // layernorm_bwd.pto:15:78
-            TASSIGN(tmp14, 49280);  // layernorm_bwd.pto:15:78
-            TROWSUM(t131_b0, t127_b0, tmp14);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TADD(t128, t128, t131_b0);  // layernorm_bwd.pto:15:78
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g119_dr = 0; _g119_dr < min_i64((H + 1023) / 1024 - (_g119_db * 2 + 1), 1); ++_g119_dr) {  // layernorm_bwd.pto:15:33
-                TileT120B1 t120_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t120_b1, 16512);  // layernorm_bwd.pto:15:33
-                TileT108Re6B1 t108_re6_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t108_re6_b1, 20608);  // layernorm_bwd.pto:14:18
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView11 gammaGm11(gamma + (_g119_db * 2 + 1 + _g119_dr) * 1024, GmView11::Shape(t108_re6_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t108_re6_b1, gammaGm11);  // layernorm_bwd.pto:14:18
-                TileT111Re6B1 t111_re6_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t111_re6_b1, 24704);  // layernorm_bwd.pto:14:14
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView12 v1Gm12(v1 + (_g119_db * 2 + 1 + _g119_dr) * 1024, GmView12::Shape(t111_re6_b1.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t111_re6_b1, v1Gm12);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCOLEXPANDMUL(t120_b1, t111_re6_b1, t108_re6_b1);  // layernorm_bwd.pto:14:14
-                TileT126B1 t126_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-                TASSIGN(t126_b1, 20608);  // layernorm_bwd.pto:15:83
-                TileT103Re5B1 t103_re5_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-                TASSIGN(t103_re5_b1, 24704);  // layernorm_bwd.pto:13:16
-                TileT86Re4Re5B1 t86_re4_re5_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t86_re4_re5_b1, 28800);  // layernorm_bwd.pto:11:13
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView13 v0Gm13(v0 + (_g119_db * 2 + 1 + _g119_dr) * 1024, GmView13::Shape(t86_re4_re5_b1.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t86_re4_re5_b1, v0Gm13);  // layernorm_bwd.pto:9:14
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileView1 view15;  // layernorm_bwd.pto:11:13
-                TASSIGN(view15, 0);  // layernorm_bwd.pto:11:13
-                TileTmp2 tmp16;  // layernorm_bwd.pto:11:13
-                TASSIGN(tmp16, 49280);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t103_re5_b1, t86_re4_re5_b1, view15, tmp16);  // layernorm_bwd.pto:11:13
-                pipe_barrier(PIPE_V);
-                TileView1 view17;  // layernorm_bwd.pto:13:16
-                TASSIGN(view17, 32);  // layernorm_bwd.pto:13:16
-                TileTmp2 tmp18;  // layernorm_bwd.pto:13:16
-                TASSIGN(tmp18, 49280);  // layernorm_bwd.pto:13:16
-                TROWEXPANDMUL(t126_b1, t103_re5_b1, view17, tmp18);  // layernorm_bwd.pto:13:16
-                TileT127B1 t127_b1(min_i64(H - (_g119_db * 2 + 1 + _g119_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-                TASSIGN(t127_b1, 24704);  // layernorm_bwd.pto:15:83
-                pipe_barrier(PIPE_V);
-                TMUL(t127_b1, t120_b1, t126_b1);  // layernorm_bwd.pto:15:83
-                TileT131B1 t131_b1;  // layernorm_bwd.pto:15:78
-                TASSIGN(t131_b1, 16512);  // layernorm_bwd.pto:15:78
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp19;  // layernorm_bwd.pto:15:78
-                TASSIGN(tmp19, 49280);  // layernorm_bwd.pto:15:78
-                TROWSUM(t131_b1, t127_b1, tmp19);  // layernorm_bwd.pto:15:78
-                pipe_barrier(PIPE_V);
-                TADD(t128, t128, t131_b1);  // layernorm_bwd.pto:15:78
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g119 = 0; _g119 < (H + 1023) / 1024; ++_g119) {  // layernorm_bwd.pto:15:33
+            pipe_barrier(PIPE_V);
+            TileT120 t120(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TASSIGN(t120, 128);  // layernorm_bwd.pto:15:33
+            TileT108Re6 t108_re6(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TASSIGN(t108_re6, 4224);  // layernorm_bwd.pto:14:18
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+            GmView4 gammaGm4(gamma + _g119 * 1024, GmView4::Shape(t108_re6.GetValidCol()));  // layernorm_bwd.pto:14:18
+            TLOAD(t108_re6, gammaGm4);  // layernorm_bwd.pto:14:18
+            TileT111Re6 t111_re6(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TASSIGN(t111_re6, 8320);  // layernorm_bwd.pto:14:14
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+            GmView5 v1Gm5(v1 + _g119 * 1024, GmView5::Shape(t111_re6.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
+            TLOAD(t111_re6, v1Gm5);  // layernorm_bwd.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TCOLEXPANDMUL(t120, t111_re6, t108_re6);  // layernorm_bwd.pto:14:14
+            TileT126 t126(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:15:83
+            TASSIGN(t126, 4224);  // layernorm_bwd.pto:15:83
+            TileT103Re5 t103_re5(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:13:16
+            TASSIGN(t103_re5, 8320);  // layernorm_bwd.pto:13:16
+            TileT86Re4Re5 t86_re4_re5(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TASSIGN(t86_re4_re5, 12416);  // layernorm_bwd.pto:11:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+            GmView6 v0Gm6(v0 + _g119 * 1024, GmView6::Shape(t86_re4_re5.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:9:14
+            TLOAD(t86_re4_re5, v0Gm6);  // layernorm_bwd.pto:9:14
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileView1 view5;  // layernorm_bwd.pto:11:13
+            TASSIGN(view5, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp6;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp6, 24704);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t103_re5, t86_re4_re5, view5, tmp6);  // layernorm_bwd.pto:11:13
+            pipe_barrier(PIPE_V);
+            TileView1 view7;  // layernorm_bwd.pto:13:16
+            TASSIGN(view7, 32);  // layernorm_bwd.pto:13:16
+            TileTmp2 tmp8;  // layernorm_bwd.pto:13:16
+            TASSIGN(tmp8, 24704);  // layernorm_bwd.pto:13:16
+            TROWEXPANDMUL(t126, t103_re5, view7, tmp8);  // layernorm_bwd.pto:13:16
+            TileT127 t127(min_i64(H - _g119 * 1024, 1024));  // layernorm_bwd.pto:15:83
+            TASSIGN(t127, 8320);  // layernorm_bwd.pto:15:83
+            pipe_barrier(PIPE_V);
+            TMUL(t127, t120, t126);  // layernorm_bwd.pto:15:83
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT131 t131;  // layernorm_bwd.pto:15:78
+            TASSIGN(t131, 128);  // layernorm_bwd.pto:15:78
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp9;  // layernorm_bwd.pto:15:78
+            TASSIGN(tmp9, 24704);  // layernorm_bwd.pto:15:78
+            TROWSUM(t131, t127, tmp9);  // layernorm_bwd.pto:15:78
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TADD(t128, t128, t131);  // layernorm_bwd.pto:15:78
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         TMULS(t128, t128, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g132_db = 0; _g132_db < ((H + 1023) / 1024 + 1) / 2; ++_g132_db) {  // layernorm_bwd.pto:15:71
+        for (int64_t _g132 = 0; _g132 < (H + 1023) / 1024; ++_g132) {  // layernorm_bwd.pto:15:71
             pipe_barrier(PIPE_V);
-            TileT133B0 t133_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t133_b0, 128);  // layernorm_bwd.pto:15:71
-            TileT103Re8B0 t103_re8_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t103_re8_b0, 4224);  // layernorm_bwd.pto:13:16
-            TileT86Re4Re8B0 t86_re4_re8_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t86_re4_re8_b0, 8320);  // layernorm_bwd.pto:11:13
+            TileT133 t133(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:71
+            TASSIGN(t133, 128);  // layernorm_bwd.pto:15:71
+            TileT103Re8 t103_re8(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:13:16
+            TASSIGN(t103_re8, 4224);  // layernorm_bwd.pto:13:16
+            TileT86Re4Re8 t86_re4_re8(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TASSIGN(t86_re4_re8, 8320);  // layernorm_bwd.pto:11:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView14 v0Gm14(v0 + _g132_db * 2 * 1024, GmView14::Shape(t86_re4_re8_b0.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t86_re4_re8_b0, v0Gm14);  // layernorm_bwd.pto:9:14
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+            GmView7 v0Gm7(v0 + _g132 * 1024, GmView7::Shape(t86_re4_re8.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:9:14
+            TLOAD(t86_re4_re8, v0Gm7);  // layernorm_bwd.pto:9:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileView1 view20;  // layernorm_bwd.pto:11:13
-            TASSIGN(view20, 0);  // layernorm_bwd.pto:11:13
-            TileTmp2 tmp21;  // layernorm_bwd.pto:11:13
-            TASSIGN(tmp21, 49280);  // layernorm_bwd.pto:11:13
-            TROWEXPANDSUB(t103_re8_b0, t86_re4_re8_b0, view20, tmp21);  // layernorm_bwd.pto:11:13
+            TileView1 view10;  // layernorm_bwd.pto:11:13
+            TASSIGN(view10, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp11;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp11, 24704);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t103_re8, t86_re4_re8, view10, tmp11);  // layernorm_bwd.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            TileView1 view22;  // layernorm_bwd.pto:13:16
-            TASSIGN(view22, 32);  // layernorm_bwd.pto:13:16
-            TileTmp2 tmp23;  // layernorm_bwd.pto:13:16
-            TASSIGN(tmp23, 49280);  // layernorm_bwd.pto:13:16
-            TROWEXPANDMUL(t133_b0, t103_re8_b0, view22, tmp23);  // layernorm_bwd.pto:13:16
-            TileT136B0 t136_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t136_b0, 4224);  // layernorm_bwd.pto:15:71
+            TileView1 view12;  // layernorm_bwd.pto:13:16
+            TASSIGN(view12, 32);  // layernorm_bwd.pto:13:16
+            TileTmp2 tmp13;  // layernorm_bwd.pto:13:16
+            TASSIGN(tmp13, 24704);  // layernorm_bwd.pto:13:16
+            TROWEXPANDMUL(t133, t103_re8, view12, tmp13);  // layernorm_bwd.pto:13:16
+            TileT136 t136(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:71
+            TASSIGN(t136, 4224);  // layernorm_bwd.pto:15:71
             pipe_barrier(PIPE_V);
-            TileView1 view24;  // layernorm_bwd.pto:15:71
-            TASSIGN(view24, 96);  // layernorm_bwd.pto:15:71
-            TileTmp2 tmp25;  // layernorm_bwd.pto:15:71
-            TASSIGN(tmp25, 49280);  // layernorm_bwd.pto:15:71
-            TROWEXPANDMUL(t136_b0, t133_b0, view24, tmp25);  // layernorm_bwd.pto:15:71
-            TileT138B0 t138_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t138_b0, 8320);  // layernorm_bwd.pto:15:33
-            TileT120Re9B0 t120_re9_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t120_re9_b0, 12416);  // layernorm_bwd.pto:15:33
-            TileT108Re6Re9B0 t108_re6_re9_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t108_re6_re9_b0, 16512);  // layernorm_bwd.pto:14:18
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView15 gammaGm15(gamma + _g132_db * 2 * 1024, GmView15::Shape(t108_re6_re9_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t108_re6_re9_b0, gammaGm15);  // layernorm_bwd.pto:14:18
-            TileT111Re6Re9B0 t111_re6_re9_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t111_re6_re9_b0, 20608);  // layernorm_bwd.pto:14:14
+            TileView1 view14;  // layernorm_bwd.pto:15:71
+            TASSIGN(view14, 96);  // layernorm_bwd.pto:15:71
+            TileTmp2 tmp15;  // layernorm_bwd.pto:15:71
+            TASSIGN(tmp15, 24704);  // layernorm_bwd.pto:15:71
+            TROWEXPANDMUL(t136, t133, view14, tmp15);  // layernorm_bwd.pto:15:71
+            TileT138 t138(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TASSIGN(t138, 8320);  // layernorm_bwd.pto:15:33
+            TileT120Re9 t120_re9(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TASSIGN(t120_re9, 12416);  // layernorm_bwd.pto:15:33
+            TileT108Re6Re9 t108_re6_re9(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TASSIGN(t108_re6_re9, 16512);  // layernorm_bwd.pto:14:18
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+            GmView8 gammaGm8(gamma + _g132 * 1024, GmView8::Shape(t108_re6_re9.GetValidCol()));  // layernorm_bwd.pto:14:18
+            TLOAD(t108_re6_re9, gammaGm8);  // layernorm_bwd.pto:14:18
+            TileT111Re6Re9 t111_re6_re9(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TASSIGN(t111_re6_re9, 20608);  // layernorm_bwd.pto:14:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView16 v1Gm16(v1 + _g132_db * 2 * 1024, GmView16::Shape(t111_re6_re9_b0.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t111_re6_re9_b0, v1Gm16);  // layernorm_bwd.pto:10:13
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+            GmView9 v1Gm9(v1 + _g132 * 1024, GmView9::Shape(t111_re6_re9.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:10:13
+            TLOAD(t111_re6_re9, v1Gm9);  // layernorm_bwd.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLEXPANDMUL(t120_re9_b0, t111_re6_re9_b0, t108_re6_re9_b0);  // layernorm_bwd.pto:14:14
+            TCOLEXPANDMUL(t120_re9, t111_re6_re9, t108_re6_re9);  // layernorm_bwd.pto:14:14
             pipe_barrier(PIPE_V);
-            TileView1 view26;  // layernorm_bwd.pto:15:33
-            TASSIGN(view26, 64);  // layernorm_bwd.pto:15:33
-            TileTmp2 tmp27;  // layernorm_bwd.pto:15:33
-            TASSIGN(tmp27, 49280);  // layernorm_bwd.pto:15:33
-            TROWEXPANDSUB(t138_b0, t120_re9_b0, view26, tmp27);  // layernorm_bwd.pto:15:33
-            TileT140B0 t140_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t140_b0, 12416);  // layernorm_bwd.pto:15:33
+            TileView1 view16;  // layernorm_bwd.pto:15:33
+            TASSIGN(view16, 64);  // layernorm_bwd.pto:15:33
+            TileTmp2 tmp17;  // layernorm_bwd.pto:15:33
+            TASSIGN(tmp17, 24704);  // layernorm_bwd.pto:15:33
+            TROWEXPANDSUB(t138, t120_re9, view16, tmp17);  // layernorm_bwd.pto:15:33
+            TileT140 t140(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TASSIGN(t140, 12416);  // layernorm_bwd.pto:15:33
             pipe_barrier(PIPE_V);
-            TSUB(t140_b0, t138_b0, t136_b0);  // layernorm_bwd.pto:15:33
-            TileT145B0 t145_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:25
-            TASSIGN(t145_b0, 4224);  // layernorm_bwd.pto:15:25
+            TSUB(t140, t138, t136);  // layernorm_bwd.pto:15:33
+            TileT145 t145(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:15:25
+            TASSIGN(t145, 4224);  // layernorm_bwd.pto:15:25
             pipe_barrier(PIPE_V);
-            TileTmp3 tmp28;  // layernorm_bwd.pto:15:25
-            TASSIGN(tmp28, 49280);  // layernorm_bwd.pto:15:25
-            TROWEXPAND(tmp28, t101);  // layernorm_bwd.pto:15:25
+            TileTmp3 tmp18;  // layernorm_bwd.pto:15:25
+            TASSIGN(tmp18, 24704);  // layernorm_bwd.pto:15:25
+            TROWEXPAND(tmp18, t101);  // layernorm_bwd.pto:15:25
             pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
-            TROWEXPANDMUL(t145_b0, tmp28, t140_b0);  // layernorm_bwd.pto:15:25
+            TROWEXPANDMUL(t145, tmp18, t140);  // layernorm_bwd.pto:15:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-            GmView17 dxGm17(dx + r * H + _g132_db * 2 * 1024, GmView17::Shape(t145_b0.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:15:20
-            TSTORE(dxGm17, t145_b0);  // layernorm_bwd.pto:15:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            TileT152B0 t152_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
-            TASSIGN(t152_b0, 4224);  // layernorm_bwd.pto:16:28
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
+            GmView10 dxGm10(dx + r * H + _g132 * 1024, GmView10::Shape(t145.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:20
+            TSTORE(dxGm10, t145);  // layernorm_bwd.pto:15:20
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            TileT152 t152(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:16:28
+            TASSIGN(t152, 4224);  // layernorm_bwd.pto:16:28
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            TMUL(t152_b0, t111_re6_re9_b0, t133_b0);  // layernorm_bwd.pto:16:28
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            TileT154B0 t154_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t154_b0, 128);  // layernorm_bwd.pto:16:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView18 acc_g_partGm18(acc_g_part + _g132_db * 2 * 1024, GmView18::Shape(t154_b0.GetValidCol()), GmView18::Stride(H));  // layernorm_bwd.pto:16:20
-            TLOAD(t154_b0, acc_g_partGm18);  // layernorm_bwd.pto:16:20
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            TMUL(t152, t111_re6_re9, t133);  // layernorm_bwd.pto:16:28
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT154 t154(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:16:20
+            TASSIGN(t154, 128);  // layernorm_bwd.pto:16:20
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+            GmView11 acc_g_partGm11(acc_g_part + _g132 * 1024, GmView11::Shape(t154.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:16:20
+            TLOAD(t154, acc_g_partGm11);  // layernorm_bwd.pto:16:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT156B0 t156_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t156_b0, 8320);  // layernorm_bwd.pto:16:20
+            TileT156 t156(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:16:20
+            TASSIGN(t156, 8320);  // layernorm_bwd.pto:16:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t156_b0, t154_b0, t152_b0);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            TADD(t156, t154, t152);  // layernorm_bwd.pto:16:20
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView19 acc_g_partsGm19(acc_g_parts + r_part * H + _g132_db * 2 * 1024, GmView19::Shape(t156_b0.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:16:20
-            TSTORE(acc_g_partsGm19, t156_b0);  // layernorm_bwd.pto:16:20
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+            GmView12 acc_g_partsGm12(acc_g_parts + r_part * H + _g132 * 1024, GmView12::Shape(t156.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:16:20
+            TSTORE(acc_g_partsGm12, t156);  // layernorm_bwd.pto:16:20
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            TileT158B0 t158_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t158_b0, 128);  // layernorm_bwd.pto:17:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView20 acc_b_partGm20(acc_b_part + _g132_db * 2 * 1024, GmView20::Shape(t158_b0.GetValidCol()), GmView20::Stride(H));  // layernorm_bwd.pto:17:20
-            TLOAD(t158_b0, acc_b_partGm20);  // layernorm_bwd.pto:17:20
+            TileT158 t158(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:17:20
+            TASSIGN(t158, 128);  // layernorm_bwd.pto:17:20
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+            GmView13 acc_b_partGm13(acc_b_part + _g132 * 1024, GmView13::Shape(t158.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:17:20
+            TLOAD(t158, acc_b_partGm13);  // layernorm_bwd.pto:17:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT160B0 t160_b0(min_i64(H - _g132_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t160_b0, 4224);  // layernorm_bwd.pto:17:20
+            TileT160 t160(min_i64(H - _g132 * 1024, 1024));  // layernorm_bwd.pto:17:20
+            TASSIGN(t160, 4224);  // layernorm_bwd.pto:17:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t160_b0, t158_b0, t111_re6_re9_b0);  // layernorm_bwd.pto:17:20
+            TADD(t160, t158, t111_re6_re9);  // layernorm_bwd.pto:17:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView21 acc_b_partsGm21(acc_b_parts + r_part * H + _g132_db * 2 * 1024, GmView21::Shape(t160_b0.GetValidCol()), GmView21::Stride(H));  // layernorm_bwd.pto:17:20
-            TSTORE(acc_b_partsGm21, t160_b0);  // layernorm_bwd.pto:17:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+            GmView14 acc_b_partsGm14(acc_b_parts + r_part * H + _g132 * 1024, GmView14::Shape(t160.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:17:20
+            TSTORE(acc_b_partsGm14, t160);  // layernorm_bwd.pto:17:20
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            for (int64_t _g132_dr = 0; _g132_dr < min_i64((H + 1023) / 1024 - (_g132_db * 2 + 1), 1); ++_g132_dr) {  // layernorm_bwd.pto:15:71
-                TileT133B1 t133_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-                TASSIGN(t133_b1, 24704);  // layernorm_bwd.pto:15:71
-                TileT103Re8B1 t103_re8_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-                TASSIGN(t103_re8_b1, 28800);  // layernorm_bwd.pto:13:16
-                TileT86Re4Re8B1 t86_re4_re8_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t86_re4_re8_b1, 32896);  // layernorm_bwd.pto:11:13
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView22 v0Gm22(v0 + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView22::Shape(t86_re4_re8_b1.GetValidCol()), GmView22::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t86_re4_re8_b1, v0Gm22);  // layernorm_bwd.pto:9:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileView1 view29;  // layernorm_bwd.pto:11:13
-                TASSIGN(view29, 0);  // layernorm_bwd.pto:11:13
-                TileTmp2 tmp30;  // layernorm_bwd.pto:11:13
-                TASSIGN(tmp30, 49280);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t103_re8_b1, t86_re4_re8_b1, view29, tmp30);  // layernorm_bwd.pto:11:13
-                pipe_barrier(PIPE_V);
-                TileView1 view31;  // layernorm_bwd.pto:13:16
-                TASSIGN(view31, 32);  // layernorm_bwd.pto:13:16
-                TileTmp2 tmp32;  // layernorm_bwd.pto:13:16
-                TASSIGN(tmp32, 49280);  // layernorm_bwd.pto:13:16
-                TROWEXPANDMUL(t133_b1, t103_re8_b1, view31, tmp32);  // layernorm_bwd.pto:13:16
-                TileT136B1 t136_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-                TASSIGN(t136_b1, 28800);  // layernorm_bwd.pto:15:71
-                pipe_barrier(PIPE_V);
-                TileView1 view33;  // layernorm_bwd.pto:15:71
-                TASSIGN(view33, 96);  // layernorm_bwd.pto:15:71
-                TileTmp2 tmp34;  // layernorm_bwd.pto:15:71
-                TASSIGN(tmp34, 49280);  // layernorm_bwd.pto:15:71
-                TROWEXPANDMUL(t136_b1, t133_b1, view33, tmp34);  // layernorm_bwd.pto:15:71
-                TileT138B1 t138_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t138_b1, 32896);  // layernorm_bwd.pto:15:33
-                TileT120Re9B1 t120_re9_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t120_re9_b1, 36992);  // layernorm_bwd.pto:15:33
-                TileT108Re6Re9B1 t108_re6_re9_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t108_re6_re9_b1, 41088);  // layernorm_bwd.pto:14:18
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView23 gammaGm23(gamma + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView23::Shape(t108_re6_re9_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t108_re6_re9_b1, gammaGm23);  // layernorm_bwd.pto:14:18
-                TileT111Re6Re9B1 t111_re6_re9_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t111_re6_re9_b1, 45184);  // layernorm_bwd.pto:14:14
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView24 v1Gm24(v1 + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView24::Shape(t111_re6_re9_b1.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t111_re6_re9_b1, v1Gm24);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCOLEXPANDMUL(t120_re9_b1, t111_re6_re9_b1, t108_re6_re9_b1);  // layernorm_bwd.pto:14:14
-                pipe_barrier(PIPE_V);
-                TileView1 view35;  // layernorm_bwd.pto:15:33
-                TASSIGN(view35, 64);  // layernorm_bwd.pto:15:33
-                TileTmp2 tmp36;  // layernorm_bwd.pto:15:33
-                TASSIGN(tmp36, 49280);  // layernorm_bwd.pto:15:33
-                TROWEXPANDSUB(t138_b1, t120_re9_b1, view35, tmp36);  // layernorm_bwd.pto:15:33
-                TileT140B1 t140_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t140_b1, 36992);  // layernorm_bwd.pto:15:33
-                pipe_barrier(PIPE_V);
-                TSUB(t140_b1, t138_b1, t136_b1);  // layernorm_bwd.pto:15:33
-                TileT145B1 t145_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:15:25
-                TASSIGN(t145_b1, 28800);  // layernorm_bwd.pto:15:25
-                pipe_barrier(PIPE_V);
-                TileTmp3 tmp37;  // layernorm_bwd.pto:15:25
-                TASSIGN(tmp37, 49280);  // layernorm_bwd.pto:15:25
-                TROWEXPAND(tmp37, t101);  // layernorm_bwd.pto:15:25
-                pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
-                TROWEXPANDMUL(t145_b1, tmp37, t140_b1);  // layernorm_bwd.pto:15:25
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-                GmView25 dxGm25(dx + r * H + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView25::Shape(t145_b1.GetValidCol()), GmView25::Stride(H));  // layernorm_bwd.pto:15:20
-                TSTORE(dxGm25, t145_b1);  // layernorm_bwd.pto:15:20
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT152B1 t152_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
-                TASSIGN(t152_b1, 28800);  // layernorm_bwd.pto:16:28
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TMUL(t152_b1, t111_re6_re9_b1, t133_b1);  // layernorm_bwd.pto:16:28
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT154B1 t154_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-                TASSIGN(t154_b1, 24704);  // layernorm_bwd.pto:16:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-                GmView26 acc_g_partGm26(acc_g_part + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView26::Shape(t154_b1.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:16:20
-                TLOAD(t154_b1, acc_g_partGm26);  // layernorm_bwd.pto:16:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT156B1 t156_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-                TASSIGN(t156_b1, 32896);  // layernorm_bwd.pto:16:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t156_b1, t154_b1, t152_b1);  // layernorm_bwd.pto:16:20
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-                GmView27 acc_g_partsGm27(acc_g_parts + r_part * H + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView27::Shape(t156_b1.GetValidCol()), GmView27::Stride(H));  // layernorm_bwd.pto:16:20
-                TSTORE(acc_g_partsGm27, t156_b1);  // layernorm_bwd.pto:16:20
-                TileT158B1 t158_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-                TASSIGN(t158_b1, 24704);  // layernorm_bwd.pto:17:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-                GmView28 acc_b_partGm28(acc_b_part + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView28::Shape(t158_b1.GetValidCol()), GmView28::Stride(H));  // layernorm_bwd.pto:17:20
-                TLOAD(t158_b1, acc_b_partGm28);  // layernorm_bwd.pto:17:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT160B1 t160_b1(min_i64(H - (_g132_db * 2 + 1 + _g132_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-                TASSIGN(t160_b1, 28800);  // layernorm_bwd.pto:17:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t160_b1, t158_b1, t111_re6_re9_b1);  // layernorm_bwd.pto:17:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-                GmView29 acc_b_partsGm29(acc_b_parts + r_part * H + (_g132_db * 2 + 1 + _g132_dr) * 1024, GmView29::Shape(t160_b1.GetValidCol()), GmView29::Stride(H));  // layernorm_bwd.pto:17:20
-                TSTORE(acc_b_partsGm29, t160_b1);  // layernorm_bwd.pto:17:20
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -36,17 +36,13 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k3(__gm__ float* acc_g_parts
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT162 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT164B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT165B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT164B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT165B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT164 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT165 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT167 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT169 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT171 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT173B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT174B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT173B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT174B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT173 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT174 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT176 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT178 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
@@ -63,52 +59,33 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k3(__gm__ float* acc_g_parts
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k163_db = 0; _k163_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k163_db) {  // layernorm_bwd.pto:8:5
+            for (int64_t _k163 = 0; _k163 < ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48); ++_k163) {  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileT164B0 t164_b0(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                TASSIGN(t164_b0, 4096);  // layernorm_bwd.pto:8:5
+                TileT164 t164(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t164, 4096);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-                GmView0 acc_g_partsGm0(acc_g_parts + _k163_db * 2 * H + _g161 * 1024, GmView0::Shape(t164_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:8:5
-                TLOAD(t164_b0, acc_g_partsGm0);  // layernorm_bwd.pto:8:5
+                GmView0 acc_g_partsGm0(acc_g_parts + _k163 * H + _g161 * 1024, GmView0::Shape(t164.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:8:5
+                TLOAD(t164, acc_g_partsGm0);  // layernorm_bwd.pto:8:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT165B0 t165_b0(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                TASSIGN(t165_b0, 8192);  // layernorm_bwd.pto:8:5
+                TileT165 t165(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t165, 8192);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t165_b0, t164_b0);  // layernorm_bwd.pto:8:5
+                TCOLSUM(t165, t164);  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t162, t162, t165_b0);  // layernorm_bwd.pto:8:5
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k163_dr = 0; _k163_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k163_db * 2 + 1), 1); ++_k163_dr) {  // layernorm_bwd.pto:8:5
-                    TileT164B1 t164_b1(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                    TASSIGN(t164_b1, 12288);  // layernorm_bwd.pto:8:5
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-                    GmView1 acc_g_partsGm1(acc_g_parts + (_k163_db * 2 + 1 + _k163_dr) * H + _g161 * 1024, GmView1::Shape(t164_b1.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:8:5
-                    TLOAD(t164_b1, acc_g_partsGm1);  // layernorm_bwd.pto:8:5
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT165B1 t165_b1(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                    TASSIGN(t165_b1, 16384);  // layernorm_bwd.pto:8:5
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCOLSUM(t165_b1, t164_b1);  // layernorm_bwd.pto:8:5
-                    pipe_barrier(PIPE_V);
-                    TADD(t162, t162, t165_b1);  // layernorm_bwd.pto:8:5
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TADD(t162, t162, t165);  // layernorm_bwd.pto:8:5
             }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT167 t167(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
             TASSIGN(t167, 4096);  // layernorm_bwd.pto:8:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView2 acc_gGm2(acc_g + _g161 * 1024, GmView2::Shape(t167.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:8:5
-            TLOAD(t167, acc_gGm2);  // layernorm_bwd.pto:8:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView1 acc_gGm1(acc_g + _g161 * 1024, GmView1::Shape(t167.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:8:5
+            TLOAD(t167, acc_gGm1);  // layernorm_bwd.pto:8:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT169 t169(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
@@ -120,9 +97,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k3(__gm__ float* acc_g_parts
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView3 acc_gGm3(acc_g + _g161 * 1024, GmView3::Shape(t169.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:8:5
-            TSTORE(acc_gGm3, t169);  // layernorm_bwd.pto:8:5
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView2 acc_gGm2(acc_g + _g161 * 1024, GmView2::Shape(t169.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:8:5
+            TSTORE(acc_gGm2, t169);  // layernorm_bwd.pto:8:5
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             TileT171 t171(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
@@ -132,52 +109,33 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k3(__gm__ float* acc_g_parts
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k172_db = 0; _k172_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k172_db) {  // layernorm_bwd.pto:8:5
+            for (int64_t _k172 = 0; _k172 < ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48); ++_k172) {  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileT173B0 t173_b0(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                TASSIGN(t173_b0, 4096);  // layernorm_bwd.pto:8:5
+                TileT173 t173(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t173, 4096);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-                GmView4 acc_b_partsGm4(acc_b_parts + _k172_db * 2 * H + _g161 * 1024, GmView4::Shape(t173_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:8:5
-                TLOAD(t173_b0, acc_b_partsGm4);  // layernorm_bwd.pto:8:5
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+                GmView3 acc_b_partsGm3(acc_b_parts + _k172 * H + _g161 * 1024, GmView3::Shape(t173.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:8:5
+                TLOAD(t173, acc_b_partsGm3);  // layernorm_bwd.pto:8:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT174B0 t174_b0(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                TASSIGN(t174_b0, 8192);  // layernorm_bwd.pto:8:5
+                TileT174 t174(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t174, 8192);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t174_b0, t173_b0);  // layernorm_bwd.pto:8:5
+                TCOLSUM(t174, t173);  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TADD(t171, t171, t174_b0);  // layernorm_bwd.pto:8:5
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k172_dr = 0; _k172_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k172_db * 2 + 1), 1); ++_k172_dr) {  // layernorm_bwd.pto:8:5
-                    TileT173B1 t173_b1(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                    TASSIGN(t173_b1, 12288);  // layernorm_bwd.pto:8:5
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-                    GmView5 acc_b_partsGm5(acc_b_parts + (_k172_db * 2 + 1 + _k172_dr) * H + _g161 * 1024, GmView5::Shape(t173_b1.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:8:5
-                    TLOAD(t173_b1, acc_b_partsGm5);  // layernorm_bwd.pto:8:5
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT174B1 t174_b1(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                    TASSIGN(t174_b1, 16384);  // layernorm_bwd.pto:8:5
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCOLSUM(t174_b1, t173_b1);  // layernorm_bwd.pto:8:5
-                    pipe_barrier(PIPE_V);
-                    TADD(t171, t171, t174_b1);  // layernorm_bwd.pto:8:5
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TADD(t171, t171, t174);  // layernorm_bwd.pto:8:5
             }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT176 t176(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
             TASSIGN(t176, 4096);  // layernorm_bwd.pto:8:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView6 acc_bGm6(acc_b + _g161 * 1024, GmView6::Shape(t176.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:8:5
-            TLOAD(t176, acc_bGm6);  // layernorm_bwd.pto:8:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView4 acc_bGm4(acc_b + _g161 * 1024, GmView4::Shape(t176.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:8:5
+            TLOAD(t176, acc_bGm4);  // layernorm_bwd.pto:8:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT178 t178(min_i64(H - _g161 * 1024, 1024));  // layernorm_bwd.pto:8:5
@@ -189,9 +147,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k3(__gm__ float* acc_g_parts
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView7 acc_bGm7(acc_b + _g161 * 1024, GmView7::Shape(t178.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:8:5
-            TSTORE(acc_bGm7, t178);  // layernorm_bwd.pto:8:5
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView5 acc_bGm5(acc_b + _g161 * 1024, GmView5::Shape(t178.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:8:5
+            TSTORE(acc_bGm5, t178);  // layernorm_bwd.pto:8:5
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }

@@ -20,11 +20,6 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
-{
-    return b > a ? b : a;
-}
-
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void layernorm_bwd_f32_k4p1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H, int64_t block_index, int64_t block_count)
 #else
@@ -35,85 +30,45 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k4p1(__gm__ float* acc_g, __
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT183B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT186B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT187B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT183B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT186B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT187B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT183 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT186 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT187 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g182_db = 0; _g182_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g182_db) {  // layernorm_bwd.pto:18:17
-        TileT183B0 t183_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g182_db * 2) * 1024, 1024));  // layernorm_bwd.pto:18:17
-        TASSIGN(t183_b0, 0);  // layernorm_bwd.pto:18:17
+    for (int64_t _g182 = block_index * ceil_div((H + 1023) / 1024, block_count); _g182 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g182) {  // layernorm_bwd.pto:18:17
+        TileT183 t183(min_i64(H - _g182 * 1024, 1024));  // layernorm_bwd.pto:18:17
+        TASSIGN(t183, 0);  // layernorm_bwd.pto:18:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-        GmView0 t19Gm0(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g182_db * 2) * 1024, GmView0::Shape(t183_b0.GetValidCol()));  // layernorm_bwd.pto:18:17
-        TLOAD(t183_b0, t19Gm0);  // layernorm_bwd.pto:18:17
+        GmView0 t19Gm0(t19 + _g182 * 1024, GmView0::Shape(t183.GetValidCol()));  // layernorm_bwd.pto:18:17
+        TLOAD(t183, t19Gm0);  // layernorm_bwd.pto:18:17
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-        GmView1 dgammaGm1(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g182_db * 2) * 1024, GmView1::Shape(t183_b0.GetValidCol()));  // layernorm_bwd.pto:18:17
-        TSTORE(dgammaGm1, t183_b0);  // layernorm_bwd.pto:18:17
+        GmView1 dgammaGm1(dgamma + _g182 * 1024, GmView1::Shape(t183.GetValidCol()));  // layernorm_bwd.pto:18:17
+        TSTORE(dgammaGm1, t183);  // layernorm_bwd.pto:18:17
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT186B0 t186_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g182_db * 2) * 1024, 1024));  // layernorm_bwd.pto:19:21
-        TASSIGN(t186_b0, 0);  // layernorm_bwd.pto:19:21
-        TileT187B0 t187_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g182_db * 2) * 1024, 1024));  // layernorm_bwd.pto:19:21
-        TASSIGN(t187_b0, 4096);  // layernorm_bwd.pto:19:21
+        TileT186 t186(min_i64(H - _g182 * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TASSIGN(t186, 0);  // layernorm_bwd.pto:19:21
+        TileT187 t187(min_i64(H - _g182 * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TASSIGN(t187, 4096);  // layernorm_bwd.pto:19:21
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-        GmView2 acc_bGm2(acc_b + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g182_db * 2) * 1024, GmView2::Shape(t187_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:19:21
-        TLOAD(t187_b0, acc_bGm2);  // layernorm_bwd.pto:19:21
+        GmView2 acc_bGm2(acc_b + _g182 * 1024, GmView2::Shape(t187.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:19:21
+        TLOAD(t187, acc_bGm2);  // layernorm_bwd.pto:19:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLSUM(t186_b0, t187_b0);  // layernorm_bwd.pto:19:21
+        TCOLSUM(t186, t187);  // layernorm_bwd.pto:19:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-        GmView3 t23Gm3(t23 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g182_db * 2) * 1024, GmView3::Shape(t186_b0.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:19:21
-        TSTORE(t23Gm3, t186_b0);  // layernorm_bwd.pto:19:21
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        GmView3 t23Gm3(t23 + _g182 * 1024, GmView3::Shape(t186.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:19:21
+        TSTORE(t23Gm3, t186);  // layernorm_bwd.pto:19:21
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g182_dr = 0; _g182_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g182_db * 2 + 1), 1); ++_g182_dr) {  // layernorm_bwd.pto:18:17
-            TileT183B1 t183_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g182_db * 2 + 1 + _g182_dr)) * 1024, 1024));  // layernorm_bwd.pto:18:17
-            TASSIGN(t183_b1, 8192);  // layernorm_bwd.pto:18:17
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-            GmView4 t19Gm4(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g182_db * 2 + 1 + _g182_dr)) * 1024, GmView4::Shape(t183_b1.GetValidCol()));  // layernorm_bwd.pto:18:17
-            TLOAD(t183_b1, t19Gm4);  // layernorm_bwd.pto:18:17
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-            GmView5 dgammaGm5(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g182_db * 2 + 1 + _g182_dr)) * 1024, GmView5::Shape(t183_b1.GetValidCol()));  // layernorm_bwd.pto:18:17
-            TSTORE(dgammaGm5, t183_b1);  // layernorm_bwd.pto:18:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT186B1 t186_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g182_db * 2 + 1 + _g182_dr)) * 1024, 1024));  // layernorm_bwd.pto:19:21
-            TASSIGN(t186_b1, 8192);  // layernorm_bwd.pto:19:21
-            TileT187B1 t187_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g182_db * 2 + 1 + _g182_dr)) * 1024, 1024));  // layernorm_bwd.pto:19:21
-            TASSIGN(t187_b1, 12288);  // layernorm_bwd.pto:19:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-            GmView6 acc_bGm6(acc_b + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g182_db * 2 + 1 + _g182_dr)) * 1024, GmView6::Shape(t187_b1.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:19:21
-            TLOAD(t187_b1, acc_bGm6);  // layernorm_bwd.pto:19:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t186_b1, t187_b1);  // layernorm_bwd.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-            GmView7 t23Gm7(t23 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g182_db * 2 + 1 + _g182_dr)) * 1024, GmView7::Shape(t186_b1.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:19:21
-            TSTORE(t23Gm7, t186_b1);  // layernorm_bwd.pto:19:21
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

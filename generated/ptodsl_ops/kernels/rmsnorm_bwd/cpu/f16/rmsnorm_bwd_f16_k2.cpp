@@ -17,83 +17,52 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void rmsnorm_bwd_f16_k2(__gm__ float* acc_parts, __gm__ half* x, __gm__ half* dy, __gm__ half* gamma, __gm__ float* t8, __gm__ half* dx, int64_t R, int64_t r_part, int64_t H, float eps)
 {
     using TileT74 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT71B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT73B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT71B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT73B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT71 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT73 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT77 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT79 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT81 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT83B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT84B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT68Re2B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT94B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT84B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT68Re2B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT94B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT84 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT86 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT68Re2 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT94 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT97 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT100 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT110 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT102B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65Re3B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT107B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83Re4B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT84Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT68Re2Re4B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT109B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT113B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT102B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65Re3B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT107B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83Re4B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT84Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT68Re2Re4B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT109B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT113B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT115B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT102Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65Re3Re7B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT118B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT120B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT122B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT125B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT127B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT68Re6B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT129B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT134B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT136B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT138B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT115B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT102Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65Re3Re7B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT118B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT120B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT122B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT125B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT127B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT68Re6B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT129B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT134B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT136B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT138B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT102 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65Re3 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT107 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83Re4 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT84Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT86Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT68Re2Re4 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT109 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT113 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT115 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT102Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65Re3Re7 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT118 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT120 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT122 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT125 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT127 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT68Re6 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT129 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT134 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT136 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT138 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
     using TileView2 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -105,71 +74,40 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k2(__gm__ float* acc_parts, __
         TileT74 t74;  // rmsnorm_bwd.pto:9:21
         TASSIGN(t74, 0);  // rmsnorm_bwd.pto:9:21
         TEXPANDS(t74, 0.0f);  // rmsnorm_bwd.pto:9:21
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g67_db = 0; _g67_db < ((H + 1023) / 1024 + 1) / 2; ++_g67_db) {  // rmsnorm_bwd.pto:8:13
+        for (int64_t _g67 = 0; _g67 < (H + 1023) / 1024; ++_g67) {  // rmsnorm_bwd.pto:8:13
             pipe_barrier(PIPE_V);
-            TileT71B0 t71_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t71_b0, 32);  // rmsnorm_bwd.pto:9:26
-            TileT65Re1B0 t65_re1_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-            TASSIGN(t65_re1_b0, 4128);  // rmsnorm_bwd.pto:7:14
+            TileT71 t71(min_i64(H - _g67 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+            TASSIGN(t71, 32);  // rmsnorm_bwd.pto:9:26
+            TileT65Re1 t65_re1(min_i64(H - _g67 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+            TASSIGN(t65_re1, 4128);  // rmsnorm_bwd.pto:7:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView0 v0Gm0(v0 + _g67_db * 2 * 1024, GmView0::Shape(t65_re1_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t65_re1_b0, v0Gm0);  // rmsnorm_bwd.pto:7:14
+            GmView0 v0Gm0(v0 + _g67 * 1024, GmView0::Shape(t65_re1.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
+            TLOAD(t65_re1, v0Gm0);  // rmsnorm_bwd.pto:7:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t71_b0, t65_re1_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-            TileT73B0 t73_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t73_b0, 4128);  // rmsnorm_bwd.pto:9:26
+            TCVT(t71, t65_re1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+            TileT73 t73(min_i64(H - _g67 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+            TASSIGN(t73, 4128);  // rmsnorm_bwd.pto:9:26
             pipe_barrier(PIPE_V);
-            TMUL(t73_b0, t71_b0, t71_b0);  // rmsnorm_bwd.pto:9:26
-            TileT77B0 t77_b0;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t77_b0, 32);  // rmsnorm_bwd.pto:9:21
+            TMUL(t73, t71, t71);  // rmsnorm_bwd.pto:9:26
+            TileT77 t77;  // rmsnorm_bwd.pto:9:21
+            TASSIGN(t77, 32);  // rmsnorm_bwd.pto:9:21
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(tmp0, 36960);  // rmsnorm_bwd.pto:9:21
-            TROWSUM(t77_b0, t73_b0, tmp0);  // rmsnorm_bwd.pto:9:21
+            TASSIGN(tmp0, 18528);  // rmsnorm_bwd.pto:9:21
+            TROWSUM(t77, t73, tmp0);  // rmsnorm_bwd.pto:9:21
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TADD(t74, t74, t77_b0);  // rmsnorm_bwd.pto:9:21
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g67_dr = 0; _g67_dr < min_i64((H + 1023) / 1024 - (_g67_db * 2 + 1), 1); ++_g67_dr) {  // rmsnorm_bwd.pto:8:13
-                TileT71B1 t71_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t71_b1, 8224);  // rmsnorm_bwd.pto:9:26
-                TileT65Re1B1 t65_re1_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                TASSIGN(t65_re1_b1, 12320);  // rmsnorm_bwd.pto:7:14
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView1 v0Gm1(v0 + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView1::Shape(t65_re1_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t65_re1_b1, v0Gm1);  // rmsnorm_bwd.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t71_b1, t65_re1_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                TileT73B1 t73_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t73_b1, 12320);  // rmsnorm_bwd.pto:9:26
-                pipe_barrier(PIPE_V);
-                TMUL(t73_b1, t71_b1, t71_b1);  // rmsnorm_bwd.pto:9:26
-                TileT77B1 t77_b1;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(t77_b1, 8224);  // rmsnorm_bwd.pto:9:21
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(tmp1, 36960);  // rmsnorm_bwd.pto:9:21
-                TROWSUM(t77_b1, t73_b1, tmp1);  // rmsnorm_bwd.pto:9:21
-                pipe_barrier(PIPE_V);
-                TADD(t74, t74, t77_b1);  // rmsnorm_bwd.pto:9:21
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TADD(t74, t74, t77);  // rmsnorm_bwd.pto:9:21
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         TMULS(t74, t74, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
         TileT79 t79;  // rmsnorm_bwd.pto:9:21
         TASSIGN(t79, 32);  // rmsnorm_bwd.pto:9:21
@@ -181,120 +119,68 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k2(__gm__ float* acc_parts, __
         TRSQRT(t81, t79);  // rmsnorm_bwd.pto:9:15
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g82_db = 0; _g82_db < ((H + 1023) / 1024 + 1) / 2; ++_g82_db) {  // rmsnorm_bwd.pto:10:18
+        for (int64_t _g82 = 0; _g82 < (H + 1023) / 1024; ++_g82) {  // rmsnorm_bwd.pto:10:18
             pipe_barrier(PIPE_V);
-            TileT83B0 t83_b0(min_i64(H - _g82_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t83_b0, 32);  // rmsnorm_bwd.pto:10:18
+            TileT83 t83(min_i64(H - _g82 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+            TASSIGN(t83, 32);  // rmsnorm_bwd.pto:10:18
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView2 gammaGm2(gamma + _g82_db * 2 * 1024, GmView2::Shape(t83_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t83_b0, gammaGm2);  // rmsnorm_bwd.pto:10:18
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+            GmView1 gammaGm1(gamma + _g82 * 1024, GmView1::Shape(t83.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+            TLOAD(t83, gammaGm1);  // rmsnorm_bwd.pto:10:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT84B0 t84_b0(min_i64(H - _g82_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t84_b0, 2080);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TileT84 t84(min_i64(H - _g82 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+            TASSIGN(t84, 2080);  // rmsnorm_bwd.pto:10:18
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t84_b0, t83_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+            TCVT(t84, t83, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT86B0 t86_b0(min_i64(H - _g82_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t86_b0, 6176);  // rmsnorm_bwd.pto:10:14
-            TileT68Re2B0 t68_re2_b0(min_i64(H - _g82_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-            TASSIGN(t68_re2_b0, 32);  // rmsnorm_bwd.pto:8:13
+            TileT86 t86(min_i64(H - _g82 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+            TASSIGN(t86, 6176);  // rmsnorm_bwd.pto:10:14
+            TileT68Re2 t68_re2(min_i64(H - _g82 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+            TASSIGN(t68_re2, 32);  // rmsnorm_bwd.pto:8:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView3 v1Gm3(v1 + _g82_db * 2 * 1024, GmView3::Shape(t68_re2_b0.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t68_re2_b0, v1Gm3);  // rmsnorm_bwd.pto:8:13
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+            GmView2 v1Gm2(v1 + _g82 * 1024, GmView2::Shape(t68_re2.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:8:13
+            TLOAD(t68_re2, v1Gm2);  // rmsnorm_bwd.pto:8:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t86_b0, t68_re2_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            TileT89B0 t89_b0(min_i64(H - _g82_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t89_b0, 10272);  // rmsnorm_bwd.pto:10:14
+            TCVT(t86, t68_re2, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+            TileT89 t89(min_i64(H - _g82 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+            TASSIGN(t89, 10272);  // rmsnorm_bwd.pto:10:14
             pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t89_b0, t86_b0, t84_b0);  // rmsnorm_bwd.pto:10:14
-            TileT94B0 t94_b0(min_i64(H - _g82_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t94_b0, 32);  // rmsnorm_bwd.pto:11:25
+            TCOLEXPANDMUL(t89, t86, t84);  // rmsnorm_bwd.pto:10:14
+            TileT94 t94(min_i64(H - _g82 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t94, 32);  // rmsnorm_bwd.pto:11:25
             pipe_barrier(PIPE_V);
-            TileTmp1 tmp2;  // rmsnorm_bwd.pto:11:25
-            TASSIGN(tmp2, 36960);  // rmsnorm_bwd.pto:11:25
-            TROWEXPAND(tmp2, t81);  // rmsnorm_bwd.pto:11:25
+            TileTmp1 tmp1;  // rmsnorm_bwd.pto:11:25
+            TASSIGN(tmp1, 18528);  // rmsnorm_bwd.pto:11:25
+            TROWEXPAND(tmp1, t81);  // rmsnorm_bwd.pto:11:25
             pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-            TROWEXPANDMUL(t94_b0, tmp2, t89_b0);  // rmsnorm_bwd.pto:11:25
+            TROWEXPANDMUL(t94, tmp1, t89);  // rmsnorm_bwd.pto:11:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-            GmView4 t8Gm4(t8 + _g82_db * 2 * 1024, GmView4::Shape(t94_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:11:25
-            TSTORE(t8Gm4, t94_b0);  // rmsnorm_bwd.pto:11:25
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g82_dr = 0; _g82_dr < min_i64((H + 1023) / 1024 - (_g82_db * 2 + 1), 1); ++_g82_dr) {  // rmsnorm_bwd.pto:10:18
-                TileT83B1 t83_b1(min_i64(H - (_g82_db * 2 + 1 + _g82_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t83_b1, 14368);  // rmsnorm_bwd.pto:10:18
-                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView5 gammaGm5(gamma + (_g82_db * 2 + 1 + _g82_dr) * 1024, GmView5::Shape(t83_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t83_b1, gammaGm5);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT84B1 t84_b1(min_i64(H - (_g82_db * 2 + 1 + _g82_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t84_b1, 16416);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t84_b1, t83_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT86B1 t86_b1(min_i64(H - (_g82_db * 2 + 1 + _g82_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t86_b1, 20512);  // rmsnorm_bwd.pto:10:14
-                TileT68Re2B1 t68_re2_b1(min_i64(H - (_g82_db * 2 + 1 + _g82_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                TASSIGN(t68_re2_b1, 14368);  // rmsnorm_bwd.pto:8:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView6 v1Gm6(v1 + (_g82_db * 2 + 1 + _g82_dr) * 1024, GmView6::Shape(t68_re2_b1.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t68_re2_b1, v1Gm6);  // rmsnorm_bwd.pto:8:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t86_b1, t68_re2_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-                TileT89B1 t89_b1(min_i64(H - (_g82_db * 2 + 1 + _g82_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t89_b1, 24608);  // rmsnorm_bwd.pto:10:14
-                pipe_barrier(PIPE_V);
-                TCOLEXPANDMUL(t89_b1, t86_b1, t84_b1);  // rmsnorm_bwd.pto:10:14
-                TileT94B1 t94_b1(min_i64(H - (_g82_db * 2 + 1 + _g82_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t94_b1, 14368);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);
-                TileTmp1 tmp3;  // rmsnorm_bwd.pto:11:25
-                TASSIGN(tmp3, 36960);  // rmsnorm_bwd.pto:11:25
-                TROWEXPAND(tmp3, t81);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-                TROWEXPANDMUL(t94_b1, tmp3, t89_b1);  // rmsnorm_bwd.pto:11:25
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-                GmView7 t8Gm7(t8 + (_g82_db * 2 + 1 + _g82_dr) * 1024, GmView7::Shape(t94_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:11:25
-                TSTORE(t8Gm7, t94_b1);  // rmsnorm_bwd.pto:11:25
-            }
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
+            GmView3 t8Gm3(t8 + _g82 * 1024, GmView3::Shape(t94.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:11:25
+            TSTORE(t8Gm3, t94);  // rmsnorm_bwd.pto:11:25
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TileT97 t97;  // rmsnorm_bwd.pto:11:42
         TASSIGN(t97, 32);  // rmsnorm_bwd.pto:11:42
         pipe_barrier(PIPE_V);
@@ -308,367 +194,201 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k2(__gm__ float* acc_parts, __
         TASSIGN(t110, 32);  // rmsnorm_bwd.pto:11:61
         pipe_barrier(PIPE_V);
         TEXPANDS(t110, 0.0f);  // rmsnorm_bwd.pto:11:61
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g101_db = 0; _g101_db < ((H + 1023) / 1024 + 1) / 2; ++_g101_db) {  // rmsnorm_bwd.pto:11:36
+        for (int64_t _g101 = 0; _g101 < (H + 1023) / 1024; ++_g101) {  // rmsnorm_bwd.pto:11:36
             pipe_barrier(PIPE_V);
-            TileT102B0 t102_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t102_b0, 96);  // rmsnorm_bwd.pto:11:36
-            TileT65Re3B0 t65_re3_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-            TASSIGN(t65_re3_b0, 4192);  // rmsnorm_bwd.pto:7:14
+            TileT102 t102(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t102, 96);  // rmsnorm_bwd.pto:11:36
+            TileT65Re3 t65_re3(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+            TASSIGN(t65_re3, 4192);  // rmsnorm_bwd.pto:7:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView8 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView8 v0Gm8(v0 + _g101_db * 2 * 1024, GmView8::Shape(t65_re3_b0.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t65_re3_b0, v0Gm8);  // rmsnorm_bwd.pto:7:14
+            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+            GmView4 v0Gm4(v0 + _g101 * 1024, GmView4::Shape(t65_re3.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:7:14
+            TLOAD(t65_re3, v0Gm4);  // rmsnorm_bwd.pto:7:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t102_b0, t65_re3_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-            TileT107B0 t107_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t107_b0, 4192);  // rmsnorm_bwd.pto:11:66
-            TileT83Re4B0 t83_re4_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t83_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
+            TCVT(t102, t65_re3, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+            TileT107 t107(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+            TASSIGN(t107, 4192);  // rmsnorm_bwd.pto:11:66
+            TileT83Re4 t83_re4(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+            TASSIGN(t83_re4, 8288);  // rmsnorm_bwd.pto:10:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView9 gammaGm9(gamma + _g101_db * 2 * 1024, GmView9::Shape(t83_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t83_re4_b0, gammaGm9);  // rmsnorm_bwd.pto:10:18
+            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+            GmView5 gammaGm5(gamma + _g101 * 1024, GmView5::Shape(t83_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+            TLOAD(t83_re4, gammaGm5);  // rmsnorm_bwd.pto:10:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT84Re4B0 t84_re4_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t84_re4_b0, 10336);  // rmsnorm_bwd.pto:10:18
+            TileT84Re4 t84_re4(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+            TASSIGN(t84_re4, 10336);  // rmsnorm_bwd.pto:10:18
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t84_re4_b0, t83_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            TileT86Re4B0 t86_re4_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t86_re4_b0, 14432);  // rmsnorm_bwd.pto:10:14
-            TileT68Re2Re4B0 t68_re2_re4_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-            TASSIGN(t68_re2_re4_b0, 8288);  // rmsnorm_bwd.pto:8:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView10 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView10 v1Gm10(v1 + _g101_db * 2 * 1024, GmView10::Shape(t68_re2_re4_b0.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t68_re2_re4_b0, v1Gm10);  // rmsnorm_bwd.pto:8:13
+            TCVT(t84_re4, t83_re4, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT86Re4 t86_re4(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+            TASSIGN(t86_re4, 14432);  // rmsnorm_bwd.pto:10:14
+            TileT68Re2Re4 t68_re2_re4(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+            TASSIGN(t68_re2_re4, 8288);  // rmsnorm_bwd.pto:8:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+            GmView6 v1Gm6(v1 + _g101 * 1024, GmView6::Shape(t68_re2_re4.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
+            TLOAD(t68_re2_re4, v1Gm6);  // rmsnorm_bwd.pto:8:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t86_re4_b0, t68_re2_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+            TCVT(t86_re4, t68_re2_re4, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
             pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t107_b0, t86_re4_b0, t84_re4_b0);  // rmsnorm_bwd.pto:10:14
-            TileT109B0 t109_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t109_b0, 8288);  // rmsnorm_bwd.pto:11:66
+            TCOLEXPANDMUL(t107, t86_re4, t84_re4);  // rmsnorm_bwd.pto:10:14
+            TileT109 t109(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+            TASSIGN(t109, 8288);  // rmsnorm_bwd.pto:11:66
             pipe_barrier(PIPE_V);
-            TMUL(t109_b0, t107_b0, t102_b0);  // rmsnorm_bwd.pto:11:66
+            TMUL(t109, t107, t102);  // rmsnorm_bwd.pto:11:66
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT113B0 t113_b0;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(t113_b0, 96);  // rmsnorm_bwd.pto:11:61
+            TileT113 t113;  // rmsnorm_bwd.pto:11:61
+            TASSIGN(t113, 96);  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp4;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(tmp4, 36960);  // rmsnorm_bwd.pto:11:61
-            TROWSUM(t113_b0, t109_b0, tmp4);  // rmsnorm_bwd.pto:11:61
+            TileTmp0 tmp2;  // rmsnorm_bwd.pto:11:61
+            TASSIGN(tmp2, 18528);  // rmsnorm_bwd.pto:11:61
+            TROWSUM(t113, t109, tmp2);  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TADD(t110, t110, t113_b0);  // rmsnorm_bwd.pto:11:61
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g101_dr = 0; _g101_dr < min_i64((H + 1023) / 1024 - (_g101_db * 2 + 1), 1); ++_g101_dr) {  // rmsnorm_bwd.pto:11:36
-                TileT102B1 t102_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t102_b1, 18528);  // rmsnorm_bwd.pto:11:36
-                TileT65Re3B1 t65_re3_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                TASSIGN(t65_re3_b1, 22624);  // rmsnorm_bwd.pto:7:14
-                using GmView11 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView11 v0Gm11(v0 + (_g101_db * 2 + 1 + _g101_dr) * 1024, GmView11::Shape(t65_re3_b1.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t65_re3_b1, v0Gm11);  // rmsnorm_bwd.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t102_b1, t65_re3_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                TileT107B1 t107_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t107_b1, 22624);  // rmsnorm_bwd.pto:11:66
-                TileT83Re4B1 t83_re4_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t83_re4_b1, 26720);  // rmsnorm_bwd.pto:10:18
-                using GmView12 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView12 gammaGm12(gamma + (_g101_db * 2 + 1 + _g101_dr) * 1024, GmView12::Shape(t83_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t83_re4_b1, gammaGm12);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT84Re4B1 t84_re4_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t84_re4_b1, 28768);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t84_re4_b1, t83_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT86Re4B1 t86_re4_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t86_re4_b1, 32864);  // rmsnorm_bwd.pto:10:14
-                TileT68Re2Re4B1 t68_re2_re4_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                TASSIGN(t68_re2_re4_b1, 26720);  // rmsnorm_bwd.pto:8:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView13 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView13 v1Gm13(v1 + (_g101_db * 2 + 1 + _g101_dr) * 1024, GmView13::Shape(t68_re2_re4_b1.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t68_re2_re4_b1, v1Gm13);  // rmsnorm_bwd.pto:8:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t86_re4_b1, t68_re2_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-                pipe_barrier(PIPE_V);
-                TCOLEXPANDMUL(t107_b1, t86_re4_b1, t84_re4_b1);  // rmsnorm_bwd.pto:10:14
-                TileT109B1 t109_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t109_b1, 26720);  // rmsnorm_bwd.pto:11:66
-                pipe_barrier(PIPE_V);
-                TMUL(t109_b1, t107_b1, t102_b1);  // rmsnorm_bwd.pto:11:66
-                TileT113B1 t113_b1;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(t113_b1, 18528);  // rmsnorm_bwd.pto:11:61
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp5;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(tmp5, 36960);  // rmsnorm_bwd.pto:11:61
-                TROWSUM(t113_b1, t109_b1, tmp5);  // rmsnorm_bwd.pto:11:61
-                pipe_barrier(PIPE_V);
-                TADD(t110, t110, t113_b1);  // rmsnorm_bwd.pto:11:61
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TADD(t110, t110, t113);  // rmsnorm_bwd.pto:11:61
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         TMULS(t110, t110, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g114_db = 0; _g114_db < ((H + 1023) / 1024 + 1) / 2; ++_g114_db) {  // rmsnorm_bwd.pto:11:36
+        for (int64_t _g114 = 0; _g114 < (H + 1023) / 1024; ++_g114) {  // rmsnorm_bwd.pto:11:36
             pipe_barrier(PIPE_V);
-            TileT115B0 t115_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t115_b0, 96);  // rmsnorm_bwd.pto:11:36
-            TileT102Re7B0 t102_re7_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t102_re7_b0, 4192);  // rmsnorm_bwd.pto:11:36
-            TileT65Re3Re7B0 t65_re3_re7_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-            TASSIGN(t65_re3_re7_b0, 8288);  // rmsnorm_bwd.pto:7:14
+            TileT115 t115(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t115, 96);  // rmsnorm_bwd.pto:11:36
+            TileT102Re7 t102_re7(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t102_re7, 4192);  // rmsnorm_bwd.pto:11:36
+            TileT65Re3Re7 t65_re3_re7(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+            TASSIGN(t65_re3_re7, 8288);  // rmsnorm_bwd.pto:7:14
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView14 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView14 v0Gm14(v0 + _g114_db * 2 * 1024, GmView14::Shape(t65_re3_re7_b0.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t65_re3_re7_b0, v0Gm14);  // rmsnorm_bwd.pto:7:14
+            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+            GmView7 v0Gm7(v0 + _g114 * 1024, GmView7::Shape(t65_re3_re7.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:7:14
+            TLOAD(t65_re3_re7, v0Gm7);  // rmsnorm_bwd.pto:7:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TCVT(t102_re7_b0, t65_re3_re7_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TCVT(t102_re7, t65_re3_re7, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
             pipe_barrier(PIPE_V);
-            TileView2 view6;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(view6, 64);  // rmsnorm_bwd.pto:11:36
-            TileTmp3 tmp7;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(tmp7, 36960);  // rmsnorm_bwd.pto:11:36
-            TROWEXPANDMUL(t115_b0, t102_re7_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
-            TileT118B0 t118_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t118_b0, 8288);  // rmsnorm_bwd.pto:11:36
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TileView2 view3;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view3, 64);  // rmsnorm_bwd.pto:11:36
+            TileTmp3 tmp4;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(tmp4, 18528);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t115, t102_re7, view3, tmp4);  // rmsnorm_bwd.pto:11:36
+            TileT118 t118(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t118, 8288);  // rmsnorm_bwd.pto:11:36
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            TileView2 view8;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(view8, 32);  // rmsnorm_bwd.pto:11:36
-            TileTmp3 tmp9;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(tmp9, 36960);  // rmsnorm_bwd.pto:11:36
-            TROWEXPANDMUL(t118_b0, t115_b0, view8, tmp9);  // rmsnorm_bwd.pto:11:36
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT120B0 t120_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t120_b0, 96);  // rmsnorm_bwd.pto:11:25
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-            GmView15 t8Gm15(t8 + _g114_db * 2 * 1024, GmView15::Shape(t120_b0.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:11:25
-            TLOAD(t120_b0, t8Gm15);  // rmsnorm_bwd.pto:11:25
+            TileView2 view5;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view5, 32);  // rmsnorm_bwd.pto:11:36
+            TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(tmp6, 18528);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t118, t115, view5, tmp6);  // rmsnorm_bwd.pto:11:36
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT120 t120(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t120, 96);  // rmsnorm_bwd.pto:11:25
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
+            GmView8 t8Gm8(t8 + _g114 * 1024, GmView8::Shape(t120.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:11:25
+            TLOAD(t120, t8Gm8);  // rmsnorm_bwd.pto:11:25
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT122B0 t122_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t122_b0, 12384);  // rmsnorm_bwd.pto:11:25
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileT122 t122(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t122, 12384);  // rmsnorm_bwd.pto:11:25
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TSUB(t122_b0, t120_b0, t118_b0);  // rmsnorm_bwd.pto:11:25
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT125B0 t125_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
-            TASSIGN(t125_b0, 96);  // rmsnorm_bwd.pto:11:20
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TSUB(t122, t120, t118);  // rmsnorm_bwd.pto:11:25
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT125 t125(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
+            TASSIGN(t125, 96);  // rmsnorm_bwd.pto:11:20
             pipe_barrier(PIPE_V);
-            TCVT(t125_b0, t122_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
+            TCVT(t125, t122, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView16 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-            GmView16 dxGm16(dx + r * H + _g114_db * 2 * 1024, GmView16::Shape(t125_b0.GetValidCol()), GmView16::Stride(H));  // rmsnorm_bwd.pto:11:20
-            TSTORE(dxGm16, t125_b0);  // rmsnorm_bwd.pto:11:20
+            using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+            GmView9 dxGm9(dx + r * H + _g114 * 1024, GmView9::Shape(t125.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:11:20
+            TSTORE(dxGm9, t125);  // rmsnorm_bwd.pto:11:20
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            TileT127B0 t127_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t127_b0, 96);  // rmsnorm_bwd.pto:12:24
-            TileT68Re6B0 t68_re6_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-            TASSIGN(t68_re6_b0, 8288);  // rmsnorm_bwd.pto:8:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView17 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView17 v1Gm17(v1 + _g114_db * 2 * 1024, GmView17::Shape(t68_re6_b0.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t68_re6_b0, v1Gm17);  // rmsnorm_bwd.pto:8:13
+            TileT127 t127(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+            TASSIGN(t127, 96);  // rmsnorm_bwd.pto:12:24
+            TileT68Re6 t68_re6(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+            TASSIGN(t68_re6, 8288);  // rmsnorm_bwd.pto:8:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView10 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+            GmView10 v1Gm10(v1 + _g114 * 1024, GmView10::Shape(t68_re6.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:8:13
+            TLOAD(t68_re6, v1Gm10);  // rmsnorm_bwd.pto:8:13
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TCVT(t127_b0, t68_re6_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            TileT129B0 t129_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t129_b0, 8288);  // rmsnorm_bwd.pto:12:24
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TCVT(t127, t68_re6, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+            TileT129 t129(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+            TASSIGN(t129, 8288);  // rmsnorm_bwd.pto:12:24
             pipe_barrier(PIPE_V);
-            TMUL(t129_b0, t127_b0, t102_re7_b0);  // rmsnorm_bwd.pto:12:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT134B0 t134_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t134_b0, 96);  // rmsnorm_bwd.pto:12:24
+            TMUL(t129, t127, t102_re7);  // rmsnorm_bwd.pto:12:24
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT134 t134(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+            TASSIGN(t134, 96);  // rmsnorm_bwd.pto:12:24
             pipe_barrier(PIPE_V);
-            TileView2 view10;  // rmsnorm_bwd.pto:12:24
-            TASSIGN(view10, 0);  // rmsnorm_bwd.pto:12:24
-            TileTmp3 tmp11;  // rmsnorm_bwd.pto:12:24
-            TASSIGN(tmp11, 36960);  // rmsnorm_bwd.pto:12:24
-            TROWEXPANDMUL(t134_b0, t129_b0, view10, tmp11);  // rmsnorm_bwd.pto:12:24
-            TileT136B0 t136_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t136_b0, 4192);  // rmsnorm_bwd.pto:12:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView18 acc_partGm18(acc_part + _g114_db * 2 * 1024, GmView18::Shape(t136_b0.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TLOAD(t136_b0, acc_partGm18);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            TileView2 view7;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
+            TileTmp3 tmp8;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(tmp8, 18528);  // rmsnorm_bwd.pto:12:24
+            TROWEXPANDMUL(t134, t129, view7, tmp8);  // rmsnorm_bwd.pto:12:24
+            TileT136 t136(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+            TASSIGN(t136, 4192);  // rmsnorm_bwd.pto:12:18
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+            GmView11 acc_partGm11(acc_part + _g114 * 1024, GmView11::Shape(t136.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:12:18
+            TLOAD(t136, acc_partGm11);  // rmsnorm_bwd.pto:12:18
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT138B0 t138_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t138_b0, 8288);  // rmsnorm_bwd.pto:12:18
+            TileT138 t138(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+            TASSIGN(t138, 8288);  // rmsnorm_bwd.pto:12:18
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TADD(t138_b0, t136_b0, t134_b0);  // rmsnorm_bwd.pto:12:18
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TADD(t138, t136, t134);  // rmsnorm_bwd.pto:12:18
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView19 acc_partsGm19(acc_parts + r_part * H + _g114_db * 2 * 1024, GmView19::Shape(t138_b0.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TSTORE(acc_partsGm19, t138_b0);  // rmsnorm_bwd.pto:12:18
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g114_dr = 0; _g114_dr < min_i64((H + 1023) / 1024 - (_g114_db * 2 + 1), 1); ++_g114_dr) {  // rmsnorm_bwd.pto:11:36
-                TileT115B1 t115_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t115_b1, 16480);  // rmsnorm_bwd.pto:11:36
-                TileT102Re7B1 t102_re7_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t102_re7_b1, 20576);  // rmsnorm_bwd.pto:11:36
-                TileT65Re3Re7B1 t65_re3_re7_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                TASSIGN(t65_re3_re7_b1, 24672);  // rmsnorm_bwd.pto:7:14
-                using GmView20 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView20 v0Gm20(v0 + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView20::Shape(t65_re3_re7_b1.GetValidCol()), GmView20::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t65_re3_re7_b1, v0Gm20);  // rmsnorm_bwd.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCVT(t102_re7_b1, t65_re3_re7_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                pipe_barrier(PIPE_V);
-                TileView2 view12;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view12, 64);  // rmsnorm_bwd.pto:11:36
-                TileTmp3 tmp13;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp13, 36960);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t115_b1, t102_re7_b1, view12, tmp13);  // rmsnorm_bwd.pto:11:36
-                TileT118B1 t118_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t118_b1, 24672);  // rmsnorm_bwd.pto:11:36
-                pipe_barrier(PIPE_V);
-                TileView2 view14;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view14, 32);  // rmsnorm_bwd.pto:11:36
-                TileTmp3 tmp15;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp15, 36960);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t118_b1, t115_b1, view14, tmp15);  // rmsnorm_bwd.pto:11:36
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT120B1 t120_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t120_b1, 16480);  // rmsnorm_bwd.pto:11:25
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-                GmView21 t8Gm21(t8 + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView21::Shape(t120_b1.GetValidCol()), GmView21::Stride(H));  // rmsnorm_bwd.pto:11:25
-                TLOAD(t120_b1, t8Gm21);  // rmsnorm_bwd.pto:11:25
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT122B1 t122_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t122_b1, 28768);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TSUB(t122_b1, t120_b1, t118_b1);  // rmsnorm_bwd.pto:11:25
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT125B1 t125_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:20
-                TASSIGN(t125_b1, 16480);  // rmsnorm_bwd.pto:11:20
-                pipe_barrier(PIPE_V);
-                TCVT(t125_b1, t122_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView22 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-                GmView22 dxGm22(dx + r * H + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView22::Shape(t125_b1.GetValidCol()), GmView22::Stride(H));  // rmsnorm_bwd.pto:11:20
-                TSTORE(dxGm22, t125_b1);  // rmsnorm_bwd.pto:11:20
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT127B1 t127_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t127_b1, 16480);  // rmsnorm_bwd.pto:12:24
-                TileT68Re6B1 t68_re6_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                TASSIGN(t68_re6_b1, 24672);  // rmsnorm_bwd.pto:8:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView23 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView23 v1Gm23(v1 + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView23::Shape(t68_re6_b1.GetValidCol()), GmView23::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t68_re6_b1, v1Gm23);  // rmsnorm_bwd.pto:8:13
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCVT(t127_b1, t68_re6_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-                TileT129B1 t129_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t129_b1, 24672);  // rmsnorm_bwd.pto:12:24
-                pipe_barrier(PIPE_V);
-                TMUL(t129_b1, t127_b1, t102_re7_b1);  // rmsnorm_bwd.pto:12:24
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT134B1 t134_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t134_b1, 16480);  // rmsnorm_bwd.pto:12:24
-                pipe_barrier(PIPE_V);
-                TileView2 view16;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(view16, 0);  // rmsnorm_bwd.pto:12:24
-                TileTmp3 tmp17;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(tmp17, 36960);  // rmsnorm_bwd.pto:12:24
-                TROWEXPANDMUL(t134_b1, t129_b1, view16, tmp17);  // rmsnorm_bwd.pto:12:24
-                TileT136B1 t136_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t136_b1, 20576);  // rmsnorm_bwd.pto:12:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView24 acc_partGm24(acc_part + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView24::Shape(t136_b1.GetValidCol()), GmView24::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TLOAD(t136_b1, acc_partGm24);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT138B1 t138_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t138_b1, 24672);  // rmsnorm_bwd.pto:12:18
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TADD(t138_b1, t136_b1, t134_b1);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView25 acc_partsGm25(acc_parts + r_part * H + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView25::Shape(t138_b1.GetValidCol()), GmView25::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TSTORE(acc_partsGm25, t138_b1);  // rmsnorm_bwd.pto:12:18
-            }
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+            GmView12 acc_partsGm12(acc_parts + r_part * H + _g114 * 1024, GmView12::Shape(t138.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:12:18
+            TSTORE(acc_partsGm12, t138);  // rmsnorm_bwd.pto:12:18
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -20,11 +20,6 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
-{
-    return b > a ? b : a;
-}
-
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void rmsnorm_bwd_f16_k4p1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, int64_t H, int64_t block_index, int64_t block_count)
 #else
@@ -35,60 +30,33 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k4p1(__gm__ float* acc, __gm__
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT152B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT153B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT152B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT153B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT152 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT153 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g151_db = 0; _g151_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g151_db) {  // rmsnorm_bwd.pto:13:17
+    for (int64_t _g151 = block_index * ceil_div((H + 1023) / 1024, block_count); _g151 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g151) {  // rmsnorm_bwd.pto:13:17
         pipe_barrier(PIPE_V);
-        TileT152B0 t152_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g151_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-        TASSIGN(t152_b0, 0);  // rmsnorm_bwd.pto:13:17
+        TileT152 t152(min_i64(H - _g151 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+        TASSIGN(t152, 0);  // rmsnorm_bwd.pto:13:17
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-        GmView0 t19Gm0(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g151_db * 2) * 1024, GmView0::Shape(t152_b0.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-        TLOAD(t152_b0, t19Gm0);  // rmsnorm_bwd.pto:13:17
+        GmView0 t19Gm0(t19 + _g151 * 1024, GmView0::Shape(t152.GetValidCol()));  // rmsnorm_bwd.pto:13:17
+        TLOAD(t152, t19Gm0);  // rmsnorm_bwd.pto:13:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT153B0 t153_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g151_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-        TASSIGN(t153_b0, 4096);  // rmsnorm_bwd.pto:13:17
+        TileT153 t153(min_i64(H - _g151 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+        TASSIGN(t153, 4096);  // rmsnorm_bwd.pto:13:17
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t153_b0, t152_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
+        TCVT(t153, t152, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-        GmView1 dgammaGm1(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g151_db * 2) * 1024, GmView1::Shape(t153_b0.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-        TSTORE(dgammaGm1, t153_b0);  // rmsnorm_bwd.pto:13:17
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        GmView1 dgammaGm1(dgamma + _g151 * 1024, GmView1::Shape(t153.GetValidCol()));  // rmsnorm_bwd.pto:13:17
+        TSTORE(dgammaGm1, t153);  // rmsnorm_bwd.pto:13:17
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g151_dr = 0; _g151_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g151_db * 2 + 1), 1); ++_g151_dr) {  // rmsnorm_bwd.pto:13:17
-            TileT152B1 t152_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g151_db * 2 + 1 + _g151_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-            TASSIGN(t152_b1, 6144);  // rmsnorm_bwd.pto:13:17
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-            GmView2 t19Gm2(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g151_db * 2 + 1 + _g151_dr)) * 1024, GmView2::Shape(t152_b1.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-            TLOAD(t152_b1, t19Gm2);  // rmsnorm_bwd.pto:13:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT153B1 t153_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g151_db * 2 + 1 + _g151_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-            TASSIGN(t153_b1, 10240);  // rmsnorm_bwd.pto:13:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t153_b1, t152_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-            GmView3 dgammaGm3(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g151_db * 2 + 1 + _g151_dr)) * 1024, GmView3::Shape(t153_b1.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-            TSTORE(dgammaGm3, t153_b1);  // rmsnorm_bwd.pto:13:17
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

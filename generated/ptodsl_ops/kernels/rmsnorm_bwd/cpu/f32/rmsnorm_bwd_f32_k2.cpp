@@ -17,59 +17,37 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void rmsnorm_bwd_f32_k2(__gm__ float* acc_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t R, int64_t r_part, int64_t H, float eps)
 {
     using TileT74 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT71B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT73B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT71B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT73B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT71 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT73 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT77 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT79 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT81 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT97 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT100 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT110 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT102B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT107B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT109B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT113B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT102B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT107B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT109B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT113B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT115B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT102Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT118B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT120B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT122B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT129B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT134B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT136B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT138B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT115B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT102Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT118B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT120B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT86Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT122B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT129B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT134B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT136B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT138B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT102 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT107 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT86Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT109 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT113 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT115 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT102Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT118 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT120 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT86Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT89Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT122 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT129 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT134 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT136 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT138 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
     using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -81,65 +59,36 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k2(__gm__ float* acc_parts, __
         TileT74 t74;  // rmsnorm_bwd.pto:9:21
         TASSIGN(t74, 0);  // rmsnorm_bwd.pto:9:21
         TEXPANDS(t74, 0.0f);  // rmsnorm_bwd.pto:9:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g67_db = 0; _g67_db < ((H + 1023) / 1024 + 1) / 2; ++_g67_db) {  // rmsnorm_bwd.pto:8:13
+        for (int64_t _g67 = 0; _g67 < (H + 1023) / 1024; ++_g67) {  // rmsnorm_bwd.pto:8:13
             pipe_barrier(PIPE_V);
-            TileT71B0 t71_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t71_b0, 32);  // rmsnorm_bwd.pto:9:26
+            TileT71 t71(min_i64(H - _g67 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+            TASSIGN(t71, 32);  // rmsnorm_bwd.pto:9:26
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView0 v0Gm0(v0 + _g67_db * 2 * 1024, GmView0::Shape(t71_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t71_b0, v0Gm0);  // rmsnorm_bwd.pto:7:14
+            GmView0 v0Gm0(v0 + _g67 * 1024, GmView0::Shape(t71.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
+            TLOAD(t71, v0Gm0);  // rmsnorm_bwd.pto:7:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT73B0 t73_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t73_b0, 4128);  // rmsnorm_bwd.pto:9:26
+            TileT73 t73(min_i64(H - _g67 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+            TASSIGN(t73, 4128);  // rmsnorm_bwd.pto:9:26
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMUL(t73_b0, t71_b0, t71_b0);  // rmsnorm_bwd.pto:9:26
-            TileT77B0 t77_b0;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t77_b0, 32);  // rmsnorm_bwd.pto:9:21
+            TMUL(t73, t71, t71);  // rmsnorm_bwd.pto:9:26
+            TileT77 t77;  // rmsnorm_bwd.pto:9:21
+            TASSIGN(t77, 32);  // rmsnorm_bwd.pto:9:21
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(tmp0, 49248);  // rmsnorm_bwd.pto:9:21
-            TROWSUM(t77_b0, t73_b0, tmp0);  // rmsnorm_bwd.pto:9:21
+            TASSIGN(tmp0, 24672);  // rmsnorm_bwd.pto:9:21
+            TROWSUM(t77, t73, tmp0);  // rmsnorm_bwd.pto:9:21
             pipe_barrier(PIPE_V);
-            TADD(t74, t74, t77_b0);  // rmsnorm_bwd.pto:9:21
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
+            TADD(t74, t74, t77);  // rmsnorm_bwd.pto:9:21
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g67_dr = 0; _g67_dr < min_i64((H + 1023) / 1024 - (_g67_db * 2 + 1), 1); ++_g67_dr) {  // rmsnorm_bwd.pto:8:13
-                TileT71B1 t71_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t71_b1, 8224);  // rmsnorm_bwd.pto:9:26
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView1 v0Gm1(v0 + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView1::Shape(t71_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t71_b1, v0Gm1);  // rmsnorm_bwd.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT73B1 t73_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t73_b1, 12320);  // rmsnorm_bwd.pto:9:26
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMUL(t73_b1, t71_b1, t71_b1);  // rmsnorm_bwd.pto:9:26
-                TileT77B1 t77_b1;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(t77_b1, 8224);  // rmsnorm_bwd.pto:9:21
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(tmp1, 49248);  // rmsnorm_bwd.pto:9:21
-                TROWSUM(t77_b1, t73_b1, tmp1);  // rmsnorm_bwd.pto:9:21
-                pipe_barrier(PIPE_V);
-                TADD(t74, t74, t77_b1);  // rmsnorm_bwd.pto:9:21
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMULS(t74, t74, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
         TileT79 t79;  // rmsnorm_bwd.pto:9:21
@@ -163,306 +112,162 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k2(__gm__ float* acc_parts, __
         TASSIGN(t110, 32);  // rmsnorm_bwd.pto:11:61
         pipe_barrier(PIPE_V);
         TEXPANDS(t110, 0.0f);  // rmsnorm_bwd.pto:11:61
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g101_db = 0; _g101_db < ((H + 1023) / 1024 + 1) / 2; ++_g101_db) {  // rmsnorm_bwd.pto:11:36
+        for (int64_t _g101 = 0; _g101 < (H + 1023) / 1024; ++_g101) {  // rmsnorm_bwd.pto:11:36
             pipe_barrier(PIPE_V);
-            TileT102B0 t102_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t102_b0, 96);  // rmsnorm_bwd.pto:11:36
+            TileT102 t102(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t102, 96);  // rmsnorm_bwd.pto:11:36
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView2 v0Gm2(v0 + _g101_db * 2 * 1024, GmView2::Shape(t102_b0.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t102_b0, v0Gm2);  // rmsnorm_bwd.pto:7:14
-            TileT107B0 t107_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t107_b0, 4192);  // rmsnorm_bwd.pto:11:66
-            TileT83Re4B0 t83_re4_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t83_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView3 gammaGm3(gamma + _g101_db * 2 * 1024, GmView3::Shape(t83_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t83_re4_b0, gammaGm3);  // rmsnorm_bwd.pto:10:18
-            TileT86Re4B0 t86_re4_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t86_re4_b0, 12384);  // rmsnorm_bwd.pto:10:14
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView4 v1Gm4(v1 + _g101_db * 2 * 1024, GmView4::Shape(t86_re4_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t86_re4_b0, v1Gm4);  // rmsnorm_bwd.pto:8:13
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+            GmView1 v0Gm1(v0 + _g101 * 1024, GmView1::Shape(t102.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
+            TLOAD(t102, v0Gm1);  // rmsnorm_bwd.pto:7:14
+            TileT107 t107(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+            TASSIGN(t107, 4192);  // rmsnorm_bwd.pto:11:66
+            TileT83Re4 t83_re4(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+            TASSIGN(t83_re4, 8288);  // rmsnorm_bwd.pto:10:18
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+            GmView2 gammaGm2(gamma + _g101 * 1024, GmView2::Shape(t83_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+            TLOAD(t83_re4, gammaGm2);  // rmsnorm_bwd.pto:10:18
+            TileT86Re4 t86_re4(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+            TASSIGN(t86_re4, 12384);  // rmsnorm_bwd.pto:10:14
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+            GmView3 v1Gm3(v1 + _g101 * 1024, GmView3::Shape(t86_re4.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
+            TLOAD(t86_re4, v1Gm3);  // rmsnorm_bwd.pto:8:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPANDMUL(t107_b0, t86_re4_b0, t83_re4_b0);  // rmsnorm_bwd.pto:10:14
-            TileT109B0 t109_b0(min_i64(H - _g101_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t109_b0, 8288);  // rmsnorm_bwd.pto:11:66
+            TCOLEXPANDMUL(t107, t86_re4, t83_re4);  // rmsnorm_bwd.pto:10:14
+            TileT109 t109(min_i64(H - _g101 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+            TASSIGN(t109, 8288);  // rmsnorm_bwd.pto:11:66
             pipe_barrier(PIPE_V);
-            TMUL(t109_b0, t107_b0, t102_b0);  // rmsnorm_bwd.pto:11:66
-            TileT113B0 t113_b0;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(t113_b0, 96);  // rmsnorm_bwd.pto:11:61
+            TMUL(t109, t107, t102);  // rmsnorm_bwd.pto:11:66
+            TileT113 t113;  // rmsnorm_bwd.pto:11:61
+            TASSIGN(t113, 96);  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(tmp2, 49248);  // rmsnorm_bwd.pto:11:61
-            TROWSUM(t113_b0, t109_b0, tmp2);  // rmsnorm_bwd.pto:11:61
+            TileTmp0 tmp1;  // rmsnorm_bwd.pto:11:61
+            TASSIGN(tmp1, 24672);  // rmsnorm_bwd.pto:11:61
+            TROWSUM(t113, t109, tmp1);  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
-            TADD(t110, t110, t113_b0);  // rmsnorm_bwd.pto:11:61
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
+            TADD(t110, t110, t113);  // rmsnorm_bwd.pto:11:61
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g101_dr = 0; _g101_dr < min_i64((H + 1023) / 1024 - (_g101_db * 2 + 1), 1); ++_g101_dr) {  // rmsnorm_bwd.pto:11:36
-                TileT102B1 t102_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t102_b1, 16480);  // rmsnorm_bwd.pto:11:36
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView5 v0Gm5(v0 + (_g101_db * 2 + 1 + _g101_dr) * 1024, GmView5::Shape(t102_b1.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t102_b1, v0Gm5);  // rmsnorm_bwd.pto:7:14
-                TileT107B1 t107_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t107_b1, 20576);  // rmsnorm_bwd.pto:11:66
-                TileT83Re4B1 t83_re4_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t83_re4_b1, 24672);  // rmsnorm_bwd.pto:10:18
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView6 gammaGm6(gamma + (_g101_db * 2 + 1 + _g101_dr) * 1024, GmView6::Shape(t83_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t83_re4_b1, gammaGm6);  // rmsnorm_bwd.pto:10:18
-                TileT86Re4B1 t86_re4_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t86_re4_b1, 28768);  // rmsnorm_bwd.pto:10:14
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView7 v1Gm7(v1 + (_g101_db * 2 + 1 + _g101_dr) * 1024, GmView7::Shape(t86_re4_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t86_re4_b1, v1Gm7);  // rmsnorm_bwd.pto:8:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCOLEXPANDMUL(t107_b1, t86_re4_b1, t83_re4_b1);  // rmsnorm_bwd.pto:10:14
-                TileT109B1 t109_b1(min_i64(H - (_g101_db * 2 + 1 + _g101_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t109_b1, 24672);  // rmsnorm_bwd.pto:11:66
-                pipe_barrier(PIPE_V);
-                TMUL(t109_b1, t107_b1, t102_b1);  // rmsnorm_bwd.pto:11:66
-                TileT113B1 t113_b1;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(t113_b1, 16480);  // rmsnorm_bwd.pto:11:61
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp3;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(tmp3, 49248);  // rmsnorm_bwd.pto:11:61
-                TROWSUM(t113_b1, t109_b1, tmp3);  // rmsnorm_bwd.pto:11:61
-                pipe_barrier(PIPE_V);
-                TADD(t110, t110, t113_b1);  // rmsnorm_bwd.pto:11:61
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TMULS(t110, t110, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g114_db = 0; _g114_db < ((H + 1023) / 1024 + 1) / 2; ++_g114_db) {  // rmsnorm_bwd.pto:11:36
+        for (int64_t _g114 = 0; _g114 < (H + 1023) / 1024; ++_g114) {  // rmsnorm_bwd.pto:11:36
             pipe_barrier(PIPE_V);
-            TileT115B0 t115_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t115_b0, 96);  // rmsnorm_bwd.pto:11:36
-            TileT102Re8B0 t102_re8_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t102_re8_b0, 4192);  // rmsnorm_bwd.pto:11:36
+            TileT115 t115(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t115, 96);  // rmsnorm_bwd.pto:11:36
+            TileT102Re8 t102_re8(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t102_re8, 4192);  // rmsnorm_bwd.pto:11:36
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView8 v0Gm8(v0 + _g114_db * 2 * 1024, GmView8::Shape(t102_re8_b0.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t102_re8_b0, v0Gm8);  // rmsnorm_bwd.pto:7:14
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+            GmView4 v0Gm4(v0 + _g114 * 1024, GmView4::Shape(t102_re8.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:7:14
+            TLOAD(t102_re8, v0Gm4);  // rmsnorm_bwd.pto:7:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileView1 view2;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view2, 64);  // rmsnorm_bwd.pto:11:36
+            TileTmp2 tmp3;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(tmp3, 24672);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t115, t102_re8, view2, tmp3);  // rmsnorm_bwd.pto:11:36
+            TileT118 t118(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t118, 8288);  // rmsnorm_bwd.pto:11:36
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            pipe_barrier(PIPE_V);
             TileView1 view4;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(view4, 64);  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view4, 32);  // rmsnorm_bwd.pto:11:36
             TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(tmp5, 49248);  // rmsnorm_bwd.pto:11:36
-            TROWEXPANDMUL(t115_b0, t102_re8_b0, view4, tmp5);  // rmsnorm_bwd.pto:11:36
-            TileT118B0 t118_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t118_b0, 8288);  // rmsnorm_bwd.pto:11:36
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            TileView1 view6;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(view6, 32);  // rmsnorm_bwd.pto:11:36
-            TileTmp2 tmp7;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(tmp7, 49248);  // rmsnorm_bwd.pto:11:36
-            TROWEXPANDMUL(t118_b0, t115_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
-            TileT120B0 t120_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t120_b0, 96);  // rmsnorm_bwd.pto:11:25
-            TileT83Re7B0 t83_re7_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t83_re7_b0, 12384);  // rmsnorm_bwd.pto:10:18
+            TASSIGN(tmp5, 24672);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t118, t115, view4, tmp5);  // rmsnorm_bwd.pto:11:36
+            TileT120 t120(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t120, 96);  // rmsnorm_bwd.pto:11:25
+            TileT83Re7 t83_re7(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+            TASSIGN(t83_re7, 12384);  // rmsnorm_bwd.pto:10:18
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView9 gammaGm9(gamma + _g114_db * 2 * 1024, GmView9::Shape(t83_re7_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t83_re7_b0, gammaGm9);  // rmsnorm_bwd.pto:10:18
-            TileT86Re7B0 t86_re7_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t86_re7_b0, 16480);  // rmsnorm_bwd.pto:10:14
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView10 v1Gm10(v1 + _g114_db * 2 * 1024, GmView10::Shape(t86_re7_b0.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t86_re7_b0, v1Gm10);  // rmsnorm_bwd.pto:8:13
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+            GmView5 gammaGm5(gamma + _g114 * 1024, GmView5::Shape(t83_re7.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+            TLOAD(t83_re7, gammaGm5);  // rmsnorm_bwd.pto:10:18
+            TileT86Re7 t86_re7(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+            TASSIGN(t86_re7, 16480);  // rmsnorm_bwd.pto:10:14
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+            GmView6 v1Gm6(v1 + _g114 * 1024, GmView6::Shape(t86_re7.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
+            TLOAD(t86_re7, v1Gm6);  // rmsnorm_bwd.pto:8:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT89Re7B0 t89_re7_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t89_re7_b0, 20576);  // rmsnorm_bwd.pto:10:14
+            TileT89Re7 t89_re7(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+            TASSIGN(t89_re7, 20576);  // rmsnorm_bwd.pto:10:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLEXPANDMUL(t89_re7_b0, t86_re7_b0, t83_re7_b0);  // rmsnorm_bwd.pto:10:14
+            TCOLEXPANDMUL(t89_re7, t86_re7, t83_re7);  // rmsnorm_bwd.pto:10:14
             pipe_barrier(PIPE_V);
-            TileTmp3 tmp8;  // rmsnorm_bwd.pto:11:25
-            TASSIGN(tmp8, 49248);  // rmsnorm_bwd.pto:11:25
-            TROWEXPAND(tmp8, t81);  // rmsnorm_bwd.pto:11:25
+            TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:25
+            TASSIGN(tmp6, 24672);  // rmsnorm_bwd.pto:11:25
+            TROWEXPAND(tmp6, t81);  // rmsnorm_bwd.pto:11:25
             pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-            TROWEXPANDMUL(t120_b0, tmp8, t89_re7_b0);  // rmsnorm_bwd.pto:11:25
-            TileT122B0 t122_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t122_b0, 12384);  // rmsnorm_bwd.pto:11:25
+            TROWEXPANDMUL(t120, tmp6, t89_re7);  // rmsnorm_bwd.pto:11:25
+            TileT122 t122(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t122, 12384);  // rmsnorm_bwd.pto:11:25
             pipe_barrier(PIPE_V);
-            TSUB(t122_b0, t120_b0, t118_b0);  // rmsnorm_bwd.pto:11:25
+            TSUB(t122, t120, t118);  // rmsnorm_bwd.pto:11:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-            GmView11 dxGm11(dx + r * H + _g114_db * 2 * 1024, GmView11::Shape(t122_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:11:20
-            TSTORE(dxGm11, t122_b0);  // rmsnorm_bwd.pto:11:20
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+            GmView7 dxGm7(dx + r * H + _g114 * 1024, GmView7::Shape(t122.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:11:20
+            TSTORE(dxGm7, t122);  // rmsnorm_bwd.pto:11:20
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            TileT129B0 t129_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t129_b0, 96);  // rmsnorm_bwd.pto:12:24
+            TileT129 t129(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+            TASSIGN(t129, 96);  // rmsnorm_bwd.pto:12:24
             pipe_barrier(PIPE_V);
-            TMUL(t129_b0, t86_re7_b0, t102_re8_b0);  // rmsnorm_bwd.pto:12:24
-            TileT134B0 t134_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t134_b0, 4192);  // rmsnorm_bwd.pto:12:24
+            TMUL(t129, t86_re7, t102_re8);  // rmsnorm_bwd.pto:12:24
+            TileT134 t134(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+            TASSIGN(t134, 4192);  // rmsnorm_bwd.pto:12:24
             pipe_barrier(PIPE_V);
-            TileView1 view9;  // rmsnorm_bwd.pto:12:24
-            TASSIGN(view9, 0);  // rmsnorm_bwd.pto:12:24
-            TileTmp2 tmp10;  // rmsnorm_bwd.pto:12:24
-            TASSIGN(tmp10, 49248);  // rmsnorm_bwd.pto:12:24
-            TROWEXPANDMUL(t134_b0, t129_b0, view9, tmp10);  // rmsnorm_bwd.pto:12:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT136B0 t136_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t136_b0, 96);  // rmsnorm_bwd.pto:12:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView12 acc_partGm12(acc_part + _g114_db * 2 * 1024, GmView12::Shape(t136_b0.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TLOAD(t136_b0, acc_partGm12);  // rmsnorm_bwd.pto:12:18
+            TileView1 view7;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
+            TileTmp2 tmp8;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(tmp8, 24672);  // rmsnorm_bwd.pto:12:24
+            TROWEXPANDMUL(t134, t129, view7, tmp8);  // rmsnorm_bwd.pto:12:24
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT136 t136(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+            TASSIGN(t136, 96);  // rmsnorm_bwd.pto:12:18
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+            GmView8 acc_partGm8(acc_part + _g114 * 1024, GmView8::Shape(t136.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:12:18
+            TLOAD(t136, acc_partGm8);  // rmsnorm_bwd.pto:12:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT138B0 t138_b0(min_i64(H - _g114_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t138_b0, 8288);  // rmsnorm_bwd.pto:12:18
+            TileT138 t138(min_i64(H - _g114 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+            TASSIGN(t138, 8288);  // rmsnorm_bwd.pto:12:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t138_b0, t136_b0, t134_b0);  // rmsnorm_bwd.pto:12:18
+            TADD(t138, t136, t134);  // rmsnorm_bwd.pto:12:18
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView13 acc_partsGm13(acc_parts + r_part * H + _g114_db * 2 * 1024, GmView13::Shape(t138_b0.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TSTORE(acc_partsGm13, t138_b0);  // rmsnorm_bwd.pto:12:18
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            for (int64_t _g114_dr = 0; _g114_dr < min_i64((H + 1023) / 1024 - (_g114_db * 2 + 1), 1); ++_g114_dr) {  // rmsnorm_bwd.pto:11:36
-                TileT115B1 t115_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t115_b1, 24672);  // rmsnorm_bwd.pto:11:36
-                TileT102Re8B1 t102_re8_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t102_re8_b1, 28768);  // rmsnorm_bwd.pto:11:36
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView14 v0Gm14(v0 + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView14::Shape(t102_re8_b1.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t102_re8_b1, v0Gm14);  // rmsnorm_bwd.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileView1 view11;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view11, 64);  // rmsnorm_bwd.pto:11:36
-                TileTmp2 tmp12;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp12, 49248);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t115_b1, t102_re8_b1, view11, tmp12);  // rmsnorm_bwd.pto:11:36
-                TileT118B1 t118_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t118_b1, 32864);  // rmsnorm_bwd.pto:11:36
-                pipe_barrier(PIPE_V);
-                TileView1 view13;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view13, 32);  // rmsnorm_bwd.pto:11:36
-                TileTmp2 tmp14;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp14, 49248);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t118_b1, t115_b1, view13, tmp14);  // rmsnorm_bwd.pto:11:36
-                TileT120B1 t120_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t120_b1, 24672);  // rmsnorm_bwd.pto:11:25
-                TileT83Re7B1 t83_re7_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t83_re7_b1, 36960);  // rmsnorm_bwd.pto:10:18
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView15 gammaGm15(gamma + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView15::Shape(t83_re7_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t83_re7_b1, gammaGm15);  // rmsnorm_bwd.pto:10:18
-                TileT86Re7B1 t86_re7_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t86_re7_b1, 41056);  // rmsnorm_bwd.pto:10:14
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView16 v1Gm16(v1 + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView16::Shape(t86_re7_b1.GetValidCol()), GmView16::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t86_re7_b1, v1Gm16);  // rmsnorm_bwd.pto:8:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT89Re7B1 t89_re7_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t89_re7_b1, 45152);  // rmsnorm_bwd.pto:10:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCOLEXPANDMUL(t89_re7_b1, t86_re7_b1, t83_re7_b1);  // rmsnorm_bwd.pto:10:14
-                pipe_barrier(PIPE_V);
-                TileTmp3 tmp15;  // rmsnorm_bwd.pto:11:25
-                TASSIGN(tmp15, 49248);  // rmsnorm_bwd.pto:11:25
-                TROWEXPAND(tmp15, t81);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-                TROWEXPANDMUL(t120_b1, tmp15, t89_re7_b1);  // rmsnorm_bwd.pto:11:25
-                TileT122B1 t122_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t122_b1, 36960);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);
-                TSUB(t122_b1, t120_b1, t118_b1);  // rmsnorm_bwd.pto:11:25
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-                GmView17 dxGm17(dx + r * H + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView17::Shape(t122_b1.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:11:20
-                TSTORE(dxGm17, t122_b1);  // rmsnorm_bwd.pto:11:20
-                TileT129B1 t129_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t129_b1, 24672);  // rmsnorm_bwd.pto:12:24
-                pipe_barrier(PIPE_V);
-                TMUL(t129_b1, t86_re7_b1, t102_re8_b1);  // rmsnorm_bwd.pto:12:24
-                TileT134B1 t134_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t134_b1, 28768);  // rmsnorm_bwd.pto:12:24
-                pipe_barrier(PIPE_V);
-                TileView1 view16;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(view16, 0);  // rmsnorm_bwd.pto:12:24
-                TileTmp2 tmp17;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(tmp17, 49248);  // rmsnorm_bwd.pto:12:24
-                TROWEXPANDMUL(t134_b1, t129_b1, view16, tmp17);  // rmsnorm_bwd.pto:12:24
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT136B1 t136_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t136_b1, 24672);  // rmsnorm_bwd.pto:12:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView18 acc_partGm18(acc_part + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView18::Shape(t136_b1.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TLOAD(t136_b1, acc_partGm18);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT138B1 t138_b1(min_i64(H - (_g114_db * 2 + 1 + _g114_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t138_b1, 32864);  // rmsnorm_bwd.pto:12:18
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t138_b1, t136_b1, t134_b1);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView19 acc_partsGm19(acc_parts + r_part * H + (_g114_db * 2 + 1 + _g114_dr) * 1024, GmView19::Shape(t138_b1.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TSTORE(acc_partsGm19, t138_b1);  // rmsnorm_bwd.pto:12:18
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+            GmView9 acc_partsGm9(acc_parts + r_part * H + _g114 * 1024, GmView9::Shape(t138.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:12:18
+            TSTORE(acc_partsGm9, t138);  // rmsnorm_bwd.pto:12:18
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -36,10 +36,8 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k3(__gm__ float* acc_parts, __
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT140 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT142B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT143B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT142B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT143B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT142 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT143 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT145 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT147 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
@@ -55,52 +53,33 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k3(__gm__ float* acc_parts, __
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k141_db = 0; _k141_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k141_db) {  // rmsnorm_bwd.pto:6:5
+            for (int64_t _k141 = 0; _k141 < ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48); ++_k141) {  // rmsnorm_bwd.pto:6:5
                 pipe_barrier(PIPE_V);
-                TileT142B0 t142_b0(min_i64(H - _g139 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
-                TASSIGN(t142_b0, 4096);  // rmsnorm_bwd.pto:6:5
+                TileT142 t142(min_i64(H - _g139 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                TASSIGN(t142, 4096);  // rmsnorm_bwd.pto:6:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
-                GmView0 acc_partsGm0(acc_parts + _k141_db * 2 * H + _g139 * 1024, GmView0::Shape(t142_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
-                TLOAD(t142_b0, acc_partsGm0);  // rmsnorm_bwd.pto:6:5
+                GmView0 acc_partsGm0(acc_parts + _k141 * H + _g139 * 1024, GmView0::Shape(t142.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
+                TLOAD(t142, acc_partsGm0);  // rmsnorm_bwd.pto:6:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT143B0 t143_b0(min_i64(H - _g139 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
-                TASSIGN(t143_b0, 8192);  // rmsnorm_bwd.pto:6:5
+                TileT143 t143(min_i64(H - _g139 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                TASSIGN(t143, 8192);  // rmsnorm_bwd.pto:6:5
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t143_b0, t142_b0);  // rmsnorm_bwd.pto:6:5
+                TCOLSUM(t143, t142);  // rmsnorm_bwd.pto:6:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t140, t140, t143_b0);  // rmsnorm_bwd.pto:6:5
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k141_dr = 0; _k141_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k141_db * 2 + 1), 1); ++_k141_dr) {  // rmsnorm_bwd.pto:6:5
-                    TileT142B1 t142_b1(min_i64(H - _g139 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
-                    TASSIGN(t142_b1, 12288);  // rmsnorm_bwd.pto:6:5
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
-                    GmView1 acc_partsGm1(acc_parts + (_k141_db * 2 + 1 + _k141_dr) * H + _g139 * 1024, GmView1::Shape(t142_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:6:5
-                    TLOAD(t142_b1, acc_partsGm1);  // rmsnorm_bwd.pto:6:5
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT143B1 t143_b1(min_i64(H - _g139 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
-                    TASSIGN(t143_b1, 16384);  // rmsnorm_bwd.pto:6:5
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCOLSUM(t143_b1, t142_b1);  // rmsnorm_bwd.pto:6:5
-                    pipe_barrier(PIPE_V);
-                    TADD(t140, t140, t143_b1);  // rmsnorm_bwd.pto:6:5
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TADD(t140, t140, t143);  // rmsnorm_bwd.pto:6:5
             }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT145 t145(min_i64(H - _g139 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
             TASSIGN(t145, 4096);  // rmsnorm_bwd.pto:6:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
-            GmView2 accGm2(acc + _g139 * 1024, GmView2::Shape(t145.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:6:5
-            TLOAD(t145, accGm2);  // rmsnorm_bwd.pto:6:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+            GmView1 accGm1(acc + _g139 * 1024, GmView1::Shape(t145.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TLOAD(t145, accGm1);  // rmsnorm_bwd.pto:6:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT147 t147(min_i64(H - _g139 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
@@ -112,9 +91,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k3(__gm__ float* acc_parts, __
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
-            GmView3 accGm3(acc + _g139 * 1024, GmView3::Shape(t147.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:6:5
-            TSTORE(accGm3, t147);  // rmsnorm_bwd.pto:6:5
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+            GmView2 accGm2(acc + _g139 * 1024, GmView2::Shape(t147.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TSTORE(accGm2, t147);  // rmsnorm_bwd.pto:6:5
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }

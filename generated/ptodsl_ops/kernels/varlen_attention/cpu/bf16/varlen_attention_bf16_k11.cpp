@@ -32,10 +32,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     using TileT187 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT190 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT193 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT196B0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT197B0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT196B1 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT197B1 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT196 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT197 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT199 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT201 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT202 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -60,7 +58,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
             TASSIGN(t187, 1536);  // varlen_attention.pto:37:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // varlen_attention.pto:37:27
-            TASSIGN(tmp0, 4096);  // varlen_attention.pto:37:27
+            TASSIGN(tmp0, 2560);  // varlen_attention.pto:37:27
             TROWMAX(t187, t186, tmp0);  // varlen_attention.pto:37:27
             pipe_barrier(PIPE_V);
             TMAX(t184, t184, t187);  // varlen_attention.pto:37:27
@@ -84,7 +82,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
             TASSIGN(t193, 1536);  // varlen_attention.pto:38:31
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp1 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(tmp1, 4096);  // varlen_attention.pto:38:31
+            TASSIGN(tmp1, 2560);  // varlen_attention.pto:38:31
             TROWEXPAND(tmp1, t184);  // varlen_attention.pto:38:31
             pipe_barrier(PIPE_V);  // varlen_attention.pto:38:31
             TROWEXPANDSUB(t193, t190, tmp1);  // varlen_attention.pto:38:31
@@ -108,57 +106,25 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    for (int64_t _g195_f_db = 0; _g195_f_db < (max_i64(max_i64(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), 0) * ((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16), 0) + 1) / 2; ++_g195_f_db) {  // varlen_attention.pto:38:27
-        pipe_barrier(PIPE_V);
-        TileT196B0 t196_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g195_f_db * 2 / max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g195_f_db * 2 % max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, 16));  // varlen_attention.pto:38:27
-        TASSIGN(t196_b0, 0);  // varlen_attention.pto:38:27
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-        GmView4 t0_lastGm4(t0_last + _g195_f_db * 2 / max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16 * 16 + _g195_f_db * 2 % max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, GmView4::Shape(t196_b0.GetValidRow(), t196_b0.GetValidCol()));  // varlen_attention.pto:38:27
-        TLOAD(t196_b0, t0_lastGm4);  // varlen_attention.pto:38:27
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT197B0 t197_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g195_f_db * 2 / max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g195_f_db * 2 % max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, 16));  // varlen_attention.pto:38:27
-        TASSIGN(t197_b0, 1024);  // varlen_attention.pto:38:27
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TEXP(t197_b0, t196_b0);  // varlen_attention.pto:38:27
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-        GmView5 pij_lastGm5(pij_last + _g195_f_db * 2 / max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16 * 16 + _g195_f_db * 2 % max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, GmView5::Shape(t197_b0.GetValidRow(), t197_b0.GetValidCol()));  // varlen_attention.pto:38:27
-        TSTORE(pij_lastGm5, t197_b0);  // varlen_attention.pto:38:27
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        for (int64_t _g195_f_dr = 0; _g195_f_dr < min_i64(max_i64(max_i64(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), 0) * ((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16), 0) - (_g195_f_db * 2 + 1), 1); ++_g195_f_dr) {  // varlen_attention.pto:38:27
-            TileT196B1 t196_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (_g195_f_db * 2 + 1 + _g195_f_dr) / max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - (_g195_f_db * 2 + 1 + _g195_f_dr) % max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, 16));  // varlen_attention.pto:38:27
-            TASSIGN(t196_b1, 2048);  // varlen_attention.pto:38:27
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-            GmView6 t0_lastGm6(t0_last + (_g195_f_db * 2 + 1 + _g195_f_dr) / max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16 * 16 + (_g195_f_db * 2 + 1 + _g195_f_dr) % max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, GmView6::Shape(t196_b1.GetValidRow(), t196_b1.GetValidCol()));  // varlen_attention.pto:38:27
-            TLOAD(t196_b1, t0_lastGm6);  // varlen_attention.pto:38:27
+    for (int64_t _g194 = 0; _g194 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g194) {  // varlen_attention.pto:38:27
+        for (int64_t _g195 = 0; _g195 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g195) {  // varlen_attention.pto:38:27
+            TileT196 t196(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g194 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g195 * 16, 16));  // varlen_attention.pto:38:27
+            TASSIGN(t196, 0);  // varlen_attention.pto:38:27
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
+            GmView4 t0_lastGm4(t0_last + _g194 * 16 * 16 + _g195 * 16, GmView4::Shape(t196.GetValidRow(), t196.GetValidCol()));  // varlen_attention.pto:38:27
+            TLOAD(t196, t0_lastGm4);  // varlen_attention.pto:38:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT197B1 t197_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (_g195_f_db * 2 + 1 + _g195_f_dr) / max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - (_g195_f_db * 2 + 1 + _g195_f_dr) % max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, 16));  // varlen_attention.pto:38:27
-            TASSIGN(t197_b1, 3072);  // varlen_attention.pto:38:27
+            TileT197 t197(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g194 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g195 * 16, 16));  // varlen_attention.pto:38:27
+            TASSIGN(t197, 1024);  // varlen_attention.pto:38:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TEXP(t197_b1, t196_b1);  // varlen_attention.pto:38:27
+            TEXP(t197, t196);  // varlen_attention.pto:38:27
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-            GmView7 pij_lastGm7(pij_last + (_g195_f_db * 2 + 1 + _g195_f_dr) / max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16 * 16 + (_g195_f_db * 2 + 1 + _g195_f_dr) % max_i64((min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16, 1) * 16, GmView7::Shape(t197_b1.GetValidRow(), t197_b1.GetValidCol()));  // varlen_attention.pto:38:27
-            TSTORE(pij_lastGm7, t197_b1);  // varlen_attention.pto:38:27
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
+            GmView5 pij_lastGm5(pij_last + _g194 * 16 * 16 + _g195 * 16, GmView5::Shape(t197.GetValidRow(), t197.GetValidCol()));  // varlen_attention.pto:38:27
+            TSTORE(pij_lastGm5, t197);  // varlen_attention.pto:38:27
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -180,15 +146,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
         for (int64_t _k200 = 0; _k200 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_k200) {  // varlen_attention.pto:39:27
             TileT201 t201(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k200 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t201, 512);  // varlen_attention.pto:39:27
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:39:27
-            GmView8 pij_lastGm8(pij_last + _g198 * 16 * 16 + _k200 * 16, GmView8::Shape(t201.GetValidRow(), t201.GetValidCol()));  // varlen_attention.pto:39:27
-            TLOAD(t201, pij_lastGm8);  // varlen_attention.pto:39:27
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:39:27
+            GmView6 pij_lastGm6(pij_last + _g198 * 16 * 16 + _k200 * 16, GmView6::Shape(t201.GetValidRow(), t201.GetValidCol()));  // varlen_attention.pto:39:27
+            TLOAD(t201, pij_lastGm6);  // varlen_attention.pto:39:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT202 t202(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t202, 1536);  // varlen_attention.pto:39:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp2;  // varlen_attention.pto:39:27
-            TASSIGN(tmp2, 4096);  // varlen_attention.pto:39:27
+            TASSIGN(tmp2, 2560);  // varlen_attention.pto:39:27
             TROWSUM(t202, t201, tmp2);  // varlen_attention.pto:39:27
             pipe_barrier(PIPE_V);
             TADD(t199, t199, t202);  // varlen_attention.pto:39:27
@@ -198,9 +164,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-        GmView9 lij_lastGm9(lij_last + _g198 * 16, GmView9::Shape(t199.GetValidRow()));  // varlen_attention.pto:39:27
-        TSTORE(lij_lastGm9, t199);  // varlen_attention.pto:39:27
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+        GmView7 lij_lastGm7(lij_last + _g198 * 16, GmView7::Shape(t199.GetValidRow()));  // varlen_attention.pto:39:27
+        TSTORE(lij_lastGm7, t199);  // varlen_attention.pto:39:27
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -210,9 +176,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
         for (int64_t _g204 = 0; _g204 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g204) {  // varlen_attention.pto:51:38
             TileT205 t205(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
             TASSIGN(t205, 0);  // varlen_attention.pto:51:38
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-            GmView10 pij_lastGm10(pij_last + _g198 * 16 * 16 + _g204 * 16, GmView10::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
-            TLOAD(t205, pij_lastGm10);  // varlen_attention.pto:51:38
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
+            GmView8 pij_lastGm8(pij_last + _g198 * 16 * 16 + _g204 * 16, GmView8::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
+            TLOAD(t205, pij_lastGm8);  // varlen_attention.pto:51:38
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT206 t206(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
             TASSIGN(t206, 1024);  // varlen_attention.pto:51:38
@@ -220,9 +186,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
             TCVT(t206, t205, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-            GmView11 t6_lastGm11(t6_last + _g198 * 16 * 16 + _g204 * 16, GmView11::Shape(t206.GetValidRow(), t206.GetValidCol()));  // varlen_attention.pto:51:38
-            TSTORE(t6_lastGm11, t206);  // varlen_attention.pto:51:38
+            using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
+            GmView9 t6_lastGm9(t6_last + _g198 * 16 * 16 + _g204 * 16, GmView9::Shape(t206.GetValidRow(), t206.GetValidCol()));  // varlen_attention.pto:51:38
+            TSTORE(t6_lastGm9, t206);  // varlen_attention.pto:51:38
         }
     }
 }

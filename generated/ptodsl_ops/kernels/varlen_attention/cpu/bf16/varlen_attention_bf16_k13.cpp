@@ -25,345 +25,375 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void varlen_attention_bf16_k13(__gm__ float* mi_last, __gm__ float* mij_last, __gm__ float* li_last, __gm__ float* lij_last, __gm__ float* oi_last, __gm__ float* oij_1_last, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD, int64_t block_index, int64_t block_count)
-#else
-extern "C" __global__ AICORE void varlen_attention_bf16_k13(__gm__ float* mi_last, __gm__ float* mij_last, __gm__ float* li_last, __gm__ float* lij_last, __gm__ float* oi_last, __gm__ float* oij_1_last, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD)
-#endif
+extern "C" __global__ AICORE void varlen_attention_bf16_k13(__gm__ float* mi_last, __gm__ float* mij_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* li_last, __gm__ float* t9_last, __gm__ float* lij_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* oi_last, __gm__ float* t11_last, __gm__ float* oij_1_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD)
 {
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-    const int64_t block_index = static_cast<int64_t>(get_block_idx());
-    const int64_t block_count = static_cast<int64_t>(get_block_num());
-#endif
-    using TileT219B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT220B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT221B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT225B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT228B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT232B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT235B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT238B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT239B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT242B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT243B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT247B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT249B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT251B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT252B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT254B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT257B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT261B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT270B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT273B0 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT219B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT220B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT221B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT225B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT228B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT232B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT235B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT238B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT239B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT242B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT243B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT247B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT249B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT251B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT252B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT254B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT257B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT261B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT270B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT273B1 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT219 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT220 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT221 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT223 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT224 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT225 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT228 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT230 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT231 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT232 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT235 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT237 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT238 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT239 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT241 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT242 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT243 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT245 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT246 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT247 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT249 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT250 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT251 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT252 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT254 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT255 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT256 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT257 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT259 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT260 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT261 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT263 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT265 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT267 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT268 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT269 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT270 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT273 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
 
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g218) {  // varlen_attention.pto:55:34
+        TileT219 t219(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g218 * 16, 0), 16));  // varlen_attention.pto:55:34
+        TASSIGN(t219, 0);  // varlen_attention.pto:55:34
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+        GmView0 mi_lastGm0(mi_last + _g218 * 16, GmView0::Shape(t219.GetValidRow()));  // varlen_attention.pto:55:34
+        TLOAD(t219, mi_lastGm0);  // varlen_attention.pto:55:34
+        TileT220 t220(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g218 * 16, 0), 16));  // varlen_attention.pto:55:34
+        TASSIGN(t220, 512);  // varlen_attention.pto:55:34
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+        GmView1 mij_lastGm1(mij_last + _g218 * 16, GmView1::Shape(t220.GetValidRow()));  // varlen_attention.pto:55:34
+        TLOAD(t220, mij_lastGm1);  // varlen_attention.pto:55:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT221 t221(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g218 * 16, 16));  // varlen_attention.pto:55:34
+        TASSIGN(t221, 1024);  // varlen_attention.pto:55:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMAX(t221, t219, t220);  // varlen_attention.pto:55:34
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+        GmView2 mi_new_lastGm2(mi_new_last + _g218 * 16, GmView2::Shape(t221.GetValidRow()));  // varlen_attention.pto:55:34
+        TSTORE(mi_new_lastGm2, t221);  // varlen_attention.pto:55:34
+    }
+    pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g218_db = 0; _g218_db < (max_i64(min_i64(ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count), ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16) - block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count)), 0) + 1) / 2; ++_g218_db) {  // varlen_attention.pto:55:34
-        pipe_barrier(PIPE_V);
-        TileT219B0 t219_b0(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 0), 16));  // varlen_attention.pto:55:34
-        TASSIGN(t219_b0, 0);  // varlen_attention.pto:55:34
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-        GmView0 mi_lastGm0(mi_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, GmView0::Shape(t219_b0.GetValidRow()));  // varlen_attention.pto:55:34
-        TLOAD(t219_b0, mi_lastGm0);  // varlen_attention.pto:55:34
-        TileT220B0 t220_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:55:34
-        TASSIGN(t220_b0, 512);  // varlen_attention.pto:55:34
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-        GmView1 mij_lastGm1(mij_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, GmView1::Shape(t220_b0.GetValidRow()));  // varlen_attention.pto:55:34
-        TLOAD(t220_b0, mij_lastGm1);  // varlen_attention.pto:55:34
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT221B0 t221_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:55:34
-        TASSIGN(t221_b0, 1024);  // varlen_attention.pto:55:34
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t221_b0, t219_b0, t220_b0);  // varlen_attention.pto:55:34
-        TileT225B0 t225_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:56:34
-        TASSIGN(t225_b0, 1536);  // varlen_attention.pto:56:34
-        pipe_barrier(PIPE_V);
-        TSUB(t225_b0, t219_b0, t221_b0);  // varlen_attention.pto:56:34
-        TileT228B0 t228_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:56:30
-        TASSIGN(t228_b0, 0);  // varlen_attention.pto:56:30
-        pipe_barrier(PIPE_V);
-        TEXP(t228_b0, t225_b0);  // varlen_attention.pto:56:30
-        TileT232B0 t232_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:57:34
-        TASSIGN(t232_b0, 1536);  // varlen_attention.pto:57:34
-        pipe_barrier(PIPE_V);
-        TSUB(t232_b0, t220_b0, t221_b0);  // varlen_attention.pto:57:34
-        TileT235B0 t235_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:57:30
-        TASSIGN(t235_b0, 512);  // varlen_attention.pto:57:30
-        pipe_barrier(PIPE_V);
-        TEXP(t235_b0, t232_b0);  // varlen_attention.pto:57:30
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT238B0 t238_b0(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 0), 16));  // varlen_attention.pto:58:34
-        TASSIGN(t238_b0, 1536);  // varlen_attention.pto:58:34
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-        GmView2 li_lastGm2(li_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, GmView2::Shape(t238_b0.GetValidRow()));  // varlen_attention.pto:58:34
-        TLOAD(t238_b0, li_lastGm2);  // varlen_attention.pto:58:34
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT239B0 t239_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:58:34
-        TASSIGN(t239_b0, 2048);  // varlen_attention.pto:58:34
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t239_b0, t228_b0, t238_b0);  // varlen_attention.pto:58:34
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT242B0 t242_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:58:44
-        TASSIGN(t242_b0, 1536);  // varlen_attention.pto:58:44
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-        GmView3 lij_lastGm3(lij_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, GmView3::Shape(t242_b0.GetValidRow()));  // varlen_attention.pto:58:44
-        TLOAD(t242_b0, lij_lastGm3);  // varlen_attention.pto:58:44
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT243B0 t243_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:58:44
-        TASSIGN(t243_b0, 2560);  // varlen_attention.pto:58:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t243_b0, t235_b0, t242_b0);  // varlen_attention.pto:58:44
-        TileT247B0 t247_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:58:34
-        TASSIGN(t247_b0, 1536);  // varlen_attention.pto:58:34
-        pipe_barrier(PIPE_V);
-        TADD(t247_b0, t239_b0, t243_b0);  // varlen_attention.pto:58:34
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT249B0 t249_b0(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 0), 16));  // varlen_attention.pto:59:34
-        TASSIGN(t249_b0, 2048);  // varlen_attention.pto:59:34
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-        GmView4 oi_lastGm4(oi_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16 * 64, GmView4::Shape(t249_b0.GetValidRow()));  // varlen_attention.pto:59:34
-        TLOAD(t249_b0, oi_lastGm4);  // varlen_attention.pto:59:34
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT251B0 t251_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:59:34
-        TASSIGN(t251_b0, 6144);  // varlen_attention.pto:59:34
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t251_b0, t228_b0);  // varlen_attention.pto:59:34
-        TileT252B0 t252_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:59:34
-        TASSIGN(t252_b0, 10240);  // varlen_attention.pto:59:34
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t252_b0, t249_b0, t251_b0);  // varlen_attention.pto:59:34
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT254B0 t254_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:59:44
-        TASSIGN(t254_b0, 2048);  // varlen_attention.pto:59:44
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-        GmView5 oij_1_lastGm5(oij_1_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16 * 64, GmView5::Shape(t254_b0.GetValidRow()));  // varlen_attention.pto:59:44
-        TLOAD(t254_b0, oij_1_lastGm5);  // varlen_attention.pto:59:44
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT257B0 t257_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:59:44
-        TASSIGN(t257_b0, 6144);  // varlen_attention.pto:59:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileTmp0 tmp0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:59:44
-        TASSIGN(tmp0, 28672);  // varlen_attention.pto:59:44
-        TROWEXPAND(tmp0, t235_b0);  // varlen_attention.pto:59:44
-        pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-        TROWEXPANDMUL(t257_b0, t254_b0, tmp0);  // varlen_attention.pto:59:44
-        TileT261B0 t261_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:59:34
-        TASSIGN(t261_b0, 2048);  // varlen_attention.pto:59:34
-        pipe_barrier(PIPE_V);
-        TADD(t261_b0, t252_b0, t257_b0);  // varlen_attention.pto:59:34
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
-        GmView6 l_outputGm6(l_output + (q_start + q_tile_idx * 16 + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16) * NH + h, GmView6::Shape(t247_b0.GetValidRow()), GmView6::Stride(NH));  // varlen_attention.pto:61:29
-        TSTORE(l_outputGm6, t247_b0);  // varlen_attention.pto:61:29
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
-        GmView7 m_outputGm7(m_output + (q_start + q_tile_idx * 16 + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16) * NH + h, GmView7::Shape(t221_b0.GetValidRow()), GmView7::Stride(NH));  // varlen_attention.pto:62:29
-        TSTORE(m_outputGm7, t221_b0);  // varlen_attention.pto:62:29
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TileT270B0 t270_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:63:76
-        TASSIGN(t270_b0, 6144);  // varlen_attention.pto:63:76
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:63:76
-        TASSIGN(tmp1, 28672);  // varlen_attention.pto:63:76
-        TROWEXPAND(tmp1, t247_b0);  // varlen_attention.pto:63:76
-        pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
-        TROWEXPANDDIV(t270_b0, t261_b0, tmp1);  // varlen_attention.pto:63:76
-        TileT273B0 t273_b0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16, 16));  // varlen_attention.pto:63:71
-        TASSIGN(t273_b0, 0);  // varlen_attention.pto:63:71
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TCVT(t273_b0, t270_b0, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
-        GmView8 outputGm8(output + (q_start + q_tile_idx * 16 + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + _g218_db * 2) * 16) * HD + h * 64, GmView8::Shape(t273_b0.GetValidRow()), GmView8::Stride(HD));  // varlen_attention.pto:63:71
-        TSTORE(outputGm8, t273_b0);  // varlen_attention.pto:63:71
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g218_dr = 0; _g218_dr < min_i64(max_i64(min_i64(ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count), ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16) - block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count)), 0) - (_g218_db * 2 + 1), 1); ++_g218_dr) {  // varlen_attention.pto:55:34
-            TileT219B1 t219_b1(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 0), 16));  // varlen_attention.pto:55:34
-            TASSIGN(t219_b1, 14336);  // varlen_attention.pto:55:34
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-            GmView9 mi_lastGm9(mi_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, GmView9::Shape(t219_b1.GetValidRow()));  // varlen_attention.pto:55:34
-            TLOAD(t219_b1, mi_lastGm9);  // varlen_attention.pto:55:34
-            TileT220B1 t220_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:55:34
-            TASSIGN(t220_b1, 14848);  // varlen_attention.pto:55:34
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-            GmView10 mij_lastGm10(mij_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, GmView10::Shape(t220_b1.GetValidRow()));  // varlen_attention.pto:55:34
-            TLOAD(t220_b1, mij_lastGm10);  // varlen_attention.pto:55:34
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT221B1 t221_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:55:34
-            TASSIGN(t221_b1, 15360);  // varlen_attention.pto:55:34
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMAX(t221_b1, t219_b1, t220_b1);  // varlen_attention.pto:55:34
-            TileT225B1 t225_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:56:34
-            TASSIGN(t225_b1, 15872);  // varlen_attention.pto:56:34
-            pipe_barrier(PIPE_V);
-            TSUB(t225_b1, t219_b1, t221_b1);  // varlen_attention.pto:56:34
-            TileT228B1 t228_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:56:30
-            TASSIGN(t228_b1, 14336);  // varlen_attention.pto:56:30
-            pipe_barrier(PIPE_V);
-            TEXP(t228_b1, t225_b1);  // varlen_attention.pto:56:30
-            TileT232B1 t232_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:57:34
-            TASSIGN(t232_b1, 15872);  // varlen_attention.pto:57:34
-            pipe_barrier(PIPE_V);
-            TSUB(t232_b1, t220_b1, t221_b1);  // varlen_attention.pto:57:34
-            TileT235B1 t235_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:57:30
-            TASSIGN(t235_b1, 14848);  // varlen_attention.pto:57:30
-            pipe_barrier(PIPE_V);
-            TEXP(t235_b1, t232_b1);  // varlen_attention.pto:57:30
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT238B1 t238_b1(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 0), 16));  // varlen_attention.pto:58:34
-            TASSIGN(t238_b1, 15872);  // varlen_attention.pto:58:34
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-            GmView11 li_lastGm11(li_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, GmView11::Shape(t238_b1.GetValidRow()));  // varlen_attention.pto:58:34
-            TLOAD(t238_b1, li_lastGm11);  // varlen_attention.pto:58:34
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT239B1 t239_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:58:34
-            TASSIGN(t239_b1, 16384);  // varlen_attention.pto:58:34
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t239_b1, t228_b1, t238_b1);  // varlen_attention.pto:58:34
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT242B1 t242_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:58:44
-            TASSIGN(t242_b1, 15872);  // varlen_attention.pto:58:44
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-            GmView12 lij_lastGm12(lij_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, GmView12::Shape(t242_b1.GetValidRow()));  // varlen_attention.pto:58:44
-            TLOAD(t242_b1, lij_lastGm12);  // varlen_attention.pto:58:44
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT243B1 t243_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:58:44
-            TASSIGN(t243_b1, 16896);  // varlen_attention.pto:58:44
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t243_b1, t235_b1, t242_b1);  // varlen_attention.pto:58:44
-            TileT247B1 t247_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:58:34
-            TASSIGN(t247_b1, 15872);  // varlen_attention.pto:58:34
-            pipe_barrier(PIPE_V);
-            TADD(t247_b1, t239_b1, t243_b1);  // varlen_attention.pto:58:34
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT249B1 t249_b1(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 0), 16));  // varlen_attention.pto:59:34
-            TASSIGN(t249_b1, 16384);  // varlen_attention.pto:59:34
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-            GmView13 oi_lastGm13(oi_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16 * 64, GmView13::Shape(t249_b1.GetValidRow()));  // varlen_attention.pto:59:34
-            TLOAD(t249_b1, oi_lastGm13);  // varlen_attention.pto:59:34
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT251B1 t251_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:59:34
-            TASSIGN(t251_b1, 20480);  // varlen_attention.pto:59:34
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t251_b1, t228_b1);  // varlen_attention.pto:59:34
-            TileT252B1 t252_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:59:34
-            TASSIGN(t252_b1, 24576);  // varlen_attention.pto:59:34
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t252_b1, t249_b1, t251_b1);  // varlen_attention.pto:59:34
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT254B1 t254_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:59:44
-            TASSIGN(t254_b1, 16384);  // varlen_attention.pto:59:44
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-            GmView14 oij_1_lastGm14(oij_1_last + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16 * 64, GmView14::Shape(t254_b1.GetValidRow()));  // varlen_attention.pto:59:44
-            TLOAD(t254_b1, oij_1_lastGm14);  // varlen_attention.pto:59:44
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT257B1 t257_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:59:44
-            TASSIGN(t257_b1, 20480);  // varlen_attention.pto:59:44
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp2(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:59:44
-            TASSIGN(tmp2, 28672);  // varlen_attention.pto:59:44
-            TROWEXPAND(tmp2, t235_b1);  // varlen_attention.pto:59:44
-            pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-            TROWEXPANDMUL(t257_b1, t254_b1, tmp2);  // varlen_attention.pto:59:44
-            TileT261B1 t261_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:59:34
-            TASSIGN(t261_b1, 16384);  // varlen_attention.pto:59:34
-            pipe_barrier(PIPE_V);
-            TADD(t261_b1, t252_b1, t257_b1);  // varlen_attention.pto:59:34
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
-            GmView15 l_outputGm15(l_output + (q_start + q_tile_idx * 16 + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16) * NH + h, GmView15::Shape(t247_b1.GetValidRow()), GmView15::Stride(NH));  // varlen_attention.pto:61:29
-            TSTORE(l_outputGm15, t247_b1);  // varlen_attention.pto:61:29
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
-            GmView16 m_outputGm16(m_output + (q_start + q_tile_idx * 16 + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16) * NH + h, GmView16::Shape(t221_b1.GetValidRow()), GmView16::Stride(NH));  // varlen_attention.pto:62:29
-            TSTORE(m_outputGm16, t221_b1);  // varlen_attention.pto:62:29
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TileT270B1 t270_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:63:76
-            TASSIGN(t270_b1, 20480);  // varlen_attention.pto:63:76
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:63:76
-            TASSIGN(tmp3, 28672);  // varlen_attention.pto:63:76
-            TROWEXPAND(tmp3, t247_b1);  // varlen_attention.pto:63:76
-            pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
-            TROWEXPANDDIV(t270_b1, t261_b1, tmp3);  // varlen_attention.pto:63:76
-            TileT273B1 t273_b1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16, 16));  // varlen_attention.pto:63:71
-            TASSIGN(t273_b1, 14336);  // varlen_attention.pto:63:71
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TCVT(t273_b1, t270_b1, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
-            GmView17 outputGm17(output + (q_start + q_tile_idx * 16 + (block_index * ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), block_count) + (_g218_db * 2 + 1 + _g218_dr)) * 16) * HD + h * 64, GmView17::Shape(t273_b1.GetValidRow()), GmView17::Stride(HD));  // varlen_attention.pto:63:71
-            TSTORE(outputGm17, t273_b1);  // varlen_attention.pto:63:71
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g222 = 0; _g222 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g222) {  // varlen_attention.pto:56:34
+        TileT223 t223(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g222 * 16, 0), 16));  // varlen_attention.pto:56:34
+        TASSIGN(t223, 0);  // varlen_attention.pto:56:34
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
+        GmView3 mi_lastGm3(mi_last + _g222 * 16, GmView3::Shape(t223.GetValidRow()));  // varlen_attention.pto:56:34
+        TLOAD(t223, mi_lastGm3);  // varlen_attention.pto:56:34
+        TileT224 t224(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g222 * 16, 0), 16));  // varlen_attention.pto:56:34
+        TASSIGN(t224, 512);  // varlen_attention.pto:56:34
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
+        GmView4 mi_new_lastGm4(mi_new_last + _g222 * 16, GmView4::Shape(t224.GetValidRow()));  // varlen_attention.pto:56:34
+        TLOAD(t224, mi_new_lastGm4);  // varlen_attention.pto:56:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT225 t225(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g222 * 16, 16));  // varlen_attention.pto:56:34
+        TASSIGN(t225, 1024);  // varlen_attention.pto:56:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TSUB(t225, t223, t224);  // varlen_attention.pto:56:34
+        TileT228 t228(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g222 * 16, 16));  // varlen_attention.pto:56:30
+        TASSIGN(t228, 0);  // varlen_attention.pto:56:30
+        pipe_barrier(PIPE_V);
+        TEXP(t228, t225);  // varlen_attention.pto:56:30
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
+        GmView5 t2_1_lastGm5(t2_1_last + _g222 * 16, GmView5::Shape(t228.GetValidRow()));  // varlen_attention.pto:56:30
+        TSTORE(t2_1_lastGm5, t228);  // varlen_attention.pto:56:30
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g229 = 0; _g229 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g229) {  // varlen_attention.pto:57:34
+        TileT230 t230(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g229 * 16, 0), 16));  // varlen_attention.pto:57:34
+        TASSIGN(t230, 0);  // varlen_attention.pto:57:34
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
+        GmView6 mij_lastGm6(mij_last + _g229 * 16, GmView6::Shape(t230.GetValidRow()));  // varlen_attention.pto:57:34
+        TLOAD(t230, mij_lastGm6);  // varlen_attention.pto:57:34
+        TileT231 t231(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g229 * 16, 0), 16));  // varlen_attention.pto:57:34
+        TASSIGN(t231, 512);  // varlen_attention.pto:57:34
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
+        GmView7 mi_new_lastGm7(mi_new_last + _g229 * 16, GmView7::Shape(t231.GetValidRow()));  // varlen_attention.pto:57:34
+        TLOAD(t231, mi_new_lastGm7);  // varlen_attention.pto:57:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT232 t232(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g229 * 16, 16));  // varlen_attention.pto:57:34
+        TASSIGN(t232, 1024);  // varlen_attention.pto:57:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TSUB(t232, t230, t231);  // varlen_attention.pto:57:34
+        TileT235 t235(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g229 * 16, 16));  // varlen_attention.pto:57:30
+        TASSIGN(t235, 0);  // varlen_attention.pto:57:30
+        pipe_barrier(PIPE_V);
+        TEXP(t235, t232);  // varlen_attention.pto:57:30
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
+        GmView8 t4_1_lastGm8(t4_1_last + _g229 * 16, GmView8::Shape(t235.GetValidRow()));  // varlen_attention.pto:57:30
+        TSTORE(t4_1_lastGm8, t235);  // varlen_attention.pto:57:30
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g236 = 0; _g236 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), 16); ++_g236) {  // varlen_attention.pto:58:34
+        TileT237 t237(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g236 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t237, 0);  // varlen_attention.pto:58:34
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView9 t2_1_lastGm9(t2_1_last + _g236 * 16, GmView9::Shape(t237.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t237, t2_1_lastGm9);  // varlen_attention.pto:58:34
+        TileT238 t238(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g236 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t238, 512);  // varlen_attention.pto:58:34
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView10 li_lastGm10(li_last + _g236 * 16, GmView10::Shape(t238.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t238, li_lastGm10);  // varlen_attention.pto:58:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT239 t239(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g236 * 16, 16));  // varlen_attention.pto:58:34
+        TASSIGN(t239, 1024);  // varlen_attention.pto:58:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t239, t237, t238);  // varlen_attention.pto:58:34
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView11 t9_lastGm11(t9_last + _g236 * 16, GmView11::Shape(t239.GetValidRow()));  // varlen_attention.pto:58:34
+        TSTORE(t9_lastGm11, t239);  // varlen_attention.pto:58:34
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g240 = 0; _g240 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g240) {  // varlen_attention.pto:58:44
+        TileT241 t241(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g240 * 16, 0), 16));  // varlen_attention.pto:58:44
+        TASSIGN(t241, 0);  // varlen_attention.pto:58:44
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+        GmView12 t4_1_lastGm12(t4_1_last + _g240 * 16, GmView12::Shape(t241.GetValidRow()));  // varlen_attention.pto:58:44
+        TLOAD(t241, t4_1_lastGm12);  // varlen_attention.pto:58:44
+        TileT242 t242(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g240 * 16, 0), 16));  // varlen_attention.pto:58:44
+        TASSIGN(t242, 512);  // varlen_attention.pto:58:44
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+        GmView13 lij_lastGm13(lij_last + _g240 * 16, GmView13::Shape(t242.GetValidRow()));  // varlen_attention.pto:58:44
+        TLOAD(t242, lij_lastGm13);  // varlen_attention.pto:58:44
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT243 t243(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g240 * 16, 16));  // varlen_attention.pto:58:44
+        TASSIGN(t243, 1024);  // varlen_attention.pto:58:44
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t243, t241, t242);  // varlen_attention.pto:58:44
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+        GmView14 t10_lastGm14(t10_last + _g240 * 16, GmView14::Shape(t243.GetValidRow()));  // varlen_attention.pto:58:44
+        TSTORE(t10_lastGm14, t243);  // varlen_attention.pto:58:44
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g244 = 0; _g244 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g244) {  // varlen_attention.pto:58:34
+        TileT245 t245(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g244 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t245, 0);  // varlen_attention.pto:58:34
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView15 t9_lastGm15(t9_last + _g244 * 16, GmView15::Shape(t245.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t245, t9_lastGm15);  // varlen_attention.pto:58:34
+        TileT246 t246(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g244 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t246, 512);  // varlen_attention.pto:58:34
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView16 t10_lastGm16(t10_last + _g244 * 16, GmView16::Shape(t246.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t246, t10_lastGm16);  // varlen_attention.pto:58:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT247 t247(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g244 * 16, 16));  // varlen_attention.pto:58:34
+        TASSIGN(t247, 1024);  // varlen_attention.pto:58:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TADD(t247, t245, t246);  // varlen_attention.pto:58:34
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView17 li_new_lastGm17(li_new_last + _g244 * 16, GmView17::Shape(t247.GetValidRow()));  // varlen_attention.pto:58:34
+        TSTORE(li_new_lastGm17, t247);  // varlen_attention.pto:58:34
+    }
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g248 = 0; _g248 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g248) {  // varlen_attention.pto:59:34
+        TileT249 t249(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g248 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t249, 0);  // varlen_attention.pto:59:34
+        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView18 oi_lastGm18(oi_last + _g248 * 16 * 64, GmView18::Shape(t249.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t249, oi_lastGm18);  // varlen_attention.pto:59:34
+        TileT250 t250(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g248 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t250, 4096);  // varlen_attention.pto:59:34
+        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
+        GmView19 t2_1_lastGm19(t2_1_last + _g248 * 16, GmView19::Shape(t250.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t250, t2_1_lastGm19);  // varlen_attention.pto:59:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT251 t251(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g248 * 16, 16));  // varlen_attention.pto:59:34
+        TASSIGN(t251, 4608);  // varlen_attention.pto:59:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TROWEXPAND(t251, t250);  // varlen_attention.pto:59:34
+        TileT252 t252(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g248 * 16, 16));  // varlen_attention.pto:59:34
+        TASSIGN(t252, 8704);  // varlen_attention.pto:59:34
+        pipe_barrier(PIPE_V);
+        TMUL(t252, t249, t251);  // varlen_attention.pto:59:34
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView20 t11_lastGm20(t11_last + _g248 * 16 * 64, GmView20::Shape(t252.GetValidRow()));  // varlen_attention.pto:59:34
+        TSTORE(t11_lastGm20, t252);  // varlen_attention.pto:59:34
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g253 = 0; _g253 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g253) {  // varlen_attention.pto:59:44
+        TileT254 t254(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g253 * 16, 0), 16));  // varlen_attention.pto:59:44
+        TASSIGN(t254, 0);  // varlen_attention.pto:59:44
+        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+        GmView21 oij_1_lastGm21(oij_1_last + _g253 * 16 * 64, GmView21::Shape(t254.GetValidRow()));  // varlen_attention.pto:59:44
+        TLOAD(t254, oij_1_lastGm21);  // varlen_attention.pto:59:44
+        TileT255 t255(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g253 * 16, 0), 16));  // varlen_attention.pto:59:44
+        TASSIGN(t255, 4096);  // varlen_attention.pto:59:44
+        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
+        GmView22 t4_1_lastGm22(t4_1_last + _g253 * 16, GmView22::Shape(t255.GetValidRow()));  // varlen_attention.pto:59:44
+        TLOAD(t255, t4_1_lastGm22);  // varlen_attention.pto:59:44
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT256 t256(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g253 * 16, 16));  // varlen_attention.pto:59:44
+        TASSIGN(t256, 4608);  // varlen_attention.pto:59:44
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TROWEXPAND(t256, t255);  // varlen_attention.pto:59:44
+        TileT257 t257(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g253 * 16, 16));  // varlen_attention.pto:59:44
+        TASSIGN(t257, 8704);  // varlen_attention.pto:59:44
+        pipe_barrier(PIPE_V);
+        TMUL(t257, t254, t256);  // varlen_attention.pto:59:44
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+        GmView23 t12_lastGm23(t12_last + _g253 * 16 * 64, GmView23::Shape(t257.GetValidRow()));  // varlen_attention.pto:59:44
+        TSTORE(t12_lastGm23, t257);  // varlen_attention.pto:59:44
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g258 = 0; _g258 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), 16); ++_g258) {  // varlen_attention.pto:59:34
+        TileT259 t259(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g258 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t259, 0);  // varlen_attention.pto:59:34
+        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView24 t11_lastGm24(t11_last + _g258 * 16 * 64, GmView24::Shape(t259.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t259, t11_lastGm24);  // varlen_attention.pto:59:34
+        TileT260 t260(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g258 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t260, 4096);  // varlen_attention.pto:59:34
+        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView25 t12_lastGm25(t12_last + _g258 * 16 * 64, GmView25::Shape(t260.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t260, t12_lastGm25);  // varlen_attention.pto:59:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT261 t261(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g258 * 16, 16));  // varlen_attention.pto:59:34
+        TASSIGN(t261, 8192);  // varlen_attention.pto:59:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TADD(t261, t259, t260);  // varlen_attention.pto:59:34
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView26 oi_tmp_lastGm26(oi_tmp_last + _g258 * 16 * 64, GmView26::Shape(t261.GetValidRow()));  // varlen_attention.pto:59:34
+        TSTORE(oi_tmp_lastGm26, t261);  // varlen_attention.pto:59:34
+    }
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g262 = 0; _g262 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g262) {  // varlen_attention.pto:61:29
+        TileT263 t263(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g262 * 16, 16));  // varlen_attention.pto:61:29
+        TASSIGN(t263, 0);  // varlen_attention.pto:61:29
+        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:61:29
+        GmView27 li_new_lastGm27(li_new_last + _g262 * 16, GmView27::Shape(t263.GetValidRow()));  // varlen_attention.pto:61:29
+        TLOAD(t263, li_new_lastGm27);  // varlen_attention.pto:61:29
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+        GmView28 l_outputGm28(l_output + (q_start + q_tile_idx * 16 + _g262 * 16) * NH + h, GmView28::Shape(t263.GetValidRow()), GmView28::Stride(NH));  // varlen_attention.pto:61:29
+        TSTORE(l_outputGm28, t263);  // varlen_attention.pto:61:29
+    }
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g264 = 0; _g264 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g264) {  // varlen_attention.pto:62:29
+        TileT265 t265(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g264 * 16, 16));  // varlen_attention.pto:62:29
+        TASSIGN(t265, 0);  // varlen_attention.pto:62:29
+        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:62:29
+        GmView29 mi_new_lastGm29(mi_new_last + _g264 * 16, GmView29::Shape(t265.GetValidRow()));  // varlen_attention.pto:62:29
+        TLOAD(t265, mi_new_lastGm29);  // varlen_attention.pto:62:29
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+        GmView30 m_outputGm30(m_output + (q_start + q_tile_idx * 16 + _g264 * 16) * NH + h, GmView30::Shape(t265.GetValidRow()), GmView30::Stride(NH));  // varlen_attention.pto:62:29
+        TSTORE(m_outputGm30, t265);  // varlen_attention.pto:62:29
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g266 = 0; _g266 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g266) {  // varlen_attention.pto:63:76
+        TileT267 t267(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g266 * 16, 0), 16));  // varlen_attention.pto:63:76
+        TASSIGN(t267, 0);  // varlen_attention.pto:63:76
+        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:63:76
+        GmView31 oi_tmp_lastGm31(oi_tmp_last + _g266 * 16 * 64, GmView31::Shape(t267.GetValidRow()));  // varlen_attention.pto:63:76
+        TLOAD(t267, oi_tmp_lastGm31);  // varlen_attention.pto:63:76
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        TileT268 t268(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g266 * 16, 0), 16));  // varlen_attention.pto:63:76
+        TASSIGN(t268, 4096);  // varlen_attention.pto:63:76
+        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:63:76
+        GmView32 li_new_lastGm32(li_new_last + _g266 * 16, GmView32::Shape(t268.GetValidRow()));  // varlen_attention.pto:63:76
+        TLOAD(t268, li_new_lastGm32);  // varlen_attention.pto:63:76
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT269 t269(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g266 * 16, 16));  // varlen_attention.pto:63:76
+        TASSIGN(t269, 4608);  // varlen_attention.pto:63:76
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TROWEXPAND(t269, t268);  // varlen_attention.pto:63:76
+        TileT270 t270(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g266 * 16, 16));  // varlen_attention.pto:63:76
+        TASSIGN(t270, 8704);  // varlen_attention.pto:63:76
+        pipe_barrier(PIPE_V);
+        TDIV(t270, t267, t269);  // varlen_attention.pto:63:76
+        TileT273 t273(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g266 * 16, 16));  // varlen_attention.pto:63:71
+        TASSIGN(t273, 0);  // varlen_attention.pto:63:71
+        pipe_barrier(PIPE_V);
+        TCVT(t273, t270, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+        GmView33 outputGm33(output + (q_start + q_tile_idx * 16 + _g266 * 16) * HD + h * 64, GmView33::Shape(t273.GetValidRow()), GmView33::Stride(HD));  // varlen_attention.pto:63:71
+        TSTORE(outputGm33, t273);  // varlen_attention.pto:63:71
+    }
 }

@@ -25,138 +25,331 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void varlen_attention_bf16_k9(__gm__ float* mi, __gm__ float* mij, __gm__ float* li, __gm__ float* lij, __gm__ float* oi, __gm__ float* oij_1, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0)
+extern "C" __global__ AICORE void varlen_attention_bf16_k9(__gm__ float* mi, __gm__ float* mij, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* li, __gm__ float* t9, __gm__ float* lij, __gm__ float* t10, __gm__ float* li_new, __gm__ float* oi, __gm__ float* t11, __gm__ float* oij_1, __gm__ float* t12, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0)
 {
     using TileT125 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT126 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT127 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT129 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT130 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT131 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT134 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT136 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT137 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT138 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT141 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT143 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT144 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT145 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT147 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT148 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT149 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT151 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT152 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT153 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT155 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT156 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT157 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT158 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT160 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT161 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT162 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT163 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT165 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT166 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT167 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT169 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT171 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
-    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g124) {  // varlen_attention.pto:55:34
+    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g124) {  // varlen_attention.pto:55:34
         TileT125 t125(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g124 * 16, 0), 16));  // varlen_attention.pto:55:34
         TASSIGN(t125, 0);  // varlen_attention.pto:55:34
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
         GmView0 miGm0(mi + _g124 * 16, GmView0::Shape(t125.GetValidRow()));  // varlen_attention.pto:55:34
         TLOAD(t125, miGm0);  // varlen_attention.pto:55:34
-        TileT126 t126(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:55:34
+        TileT126 t126(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 0), 16));  // varlen_attention.pto:55:34
         TASSIGN(t126, 512);  // varlen_attention.pto:55:34
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
         GmView1 mijGm1(mij + _g124 * 16, GmView1::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
         TLOAD(t126, mijGm1);  // varlen_attention.pto:55:34
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT127 t127(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:55:34
+        TileT127 t127(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g124 * 16, 16));  // varlen_attention.pto:55:34
         TASSIGN(t127, 1024);  // varlen_attention.pto:55:34
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t127, t125, t126);  // varlen_attention.pto:55:34
-        TileT131 t131(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:56:34
-        TASSIGN(t131, 1536);  // varlen_attention.pto:56:34
-        pipe_barrier(PIPE_V);
-        TSUB(t131, t125, t127);  // varlen_attention.pto:56:34
-        TileT134 t134(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:56:30
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+        GmView2 mi_newGm2(mi_new + _g124 * 16, GmView2::Shape(t127.GetValidRow()));  // varlen_attention.pto:55:34
+        TSTORE(mi_newGm2, t127);  // varlen_attention.pto:55:34
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g128 = 0; _g128 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g128) {  // varlen_attention.pto:56:34
+        TileT129 t129(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g128 * 16, 0), 16));  // varlen_attention.pto:56:34
+        TASSIGN(t129, 0);  // varlen_attention.pto:56:34
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
+        GmView3 miGm3(mi + _g128 * 16, GmView3::Shape(t129.GetValidRow()));  // varlen_attention.pto:56:34
+        TLOAD(t129, miGm3);  // varlen_attention.pto:56:34
+        TileT130 t130(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g128 * 16, 0), 16));  // varlen_attention.pto:56:34
+        TASSIGN(t130, 512);  // varlen_attention.pto:56:34
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
+        GmView4 mi_newGm4(mi_new + _g128 * 16, GmView4::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
+        TLOAD(t130, mi_newGm4);  // varlen_attention.pto:56:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT131 t131(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g128 * 16, 16));  // varlen_attention.pto:56:34
+        TASSIGN(t131, 1024);  // varlen_attention.pto:56:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TSUB(t131, t129, t130);  // varlen_attention.pto:56:34
+        TileT134 t134(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g128 * 16, 16));  // varlen_attention.pto:56:30
         TASSIGN(t134, 0);  // varlen_attention.pto:56:30
         pipe_barrier(PIPE_V);
         TEXP(t134, t131);  // varlen_attention.pto:56:30
-        TileT138 t138(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:57:34
-        TASSIGN(t138, 1536);  // varlen_attention.pto:57:34
-        pipe_barrier(PIPE_V);
-        TSUB(t138, t126, t127);  // varlen_attention.pto:57:34
-        TileT141 t141(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:57:30
-        TASSIGN(t141, 512);  // varlen_attention.pto:57:30
-        pipe_barrier(PIPE_V);
-        TEXP(t141, t138);  // varlen_attention.pto:57:30
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT144 t144(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g124 * 16, 0), 16));  // varlen_attention.pto:58:34
-        TASSIGN(t144, 1536);  // varlen_attention.pto:58:34
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-        GmView2 liGm2(li + _g124 * 16, GmView2::Shape(t144.GetValidRow()));  // varlen_attention.pto:58:34
-        TLOAD(t144, liGm2);  // varlen_attention.pto:58:34
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT145 t145(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:58:34
-        TASSIGN(t145, 2048);  // varlen_attention.pto:58:34
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t145, t134, t144);  // varlen_attention.pto:58:34
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT148 t148(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:58:44
-        TASSIGN(t148, 1536);  // varlen_attention.pto:58:44
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-        GmView3 lijGm3(lij + _g124 * 16, GmView3::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
-        TLOAD(t148, lijGm3);  // varlen_attention.pto:58:44
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT149 t149(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:58:44
-        TASSIGN(t149, 2560);  // varlen_attention.pto:58:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t149, t141, t148);  // varlen_attention.pto:58:44
-        TileT153 t153(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:58:34
-        TASSIGN(t153, 1536);  // varlen_attention.pto:58:34
-        pipe_barrier(PIPE_V);
-        TADD(t153, t145, t149);  // varlen_attention.pto:58:34
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT155 t155(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g124 * 16, 0), 16));  // varlen_attention.pto:59:34
-        TASSIGN(t155, 2048);  // varlen_attention.pto:59:34
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-        GmView4 oiGm4(oi + _g124 * 16 * 64, GmView4::Shape(t155.GetValidRow()));  // varlen_attention.pto:59:34
-        TLOAD(t155, oiGm4);  // varlen_attention.pto:59:34
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT157 t157(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:59:34
-        TASSIGN(t157, 6144);  // varlen_attention.pto:59:34
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t157, t134);  // varlen_attention.pto:59:34
-        TileT158 t158(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:59:34
-        TASSIGN(t158, 10240);  // varlen_attention.pto:59:34
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t158, t155, t157);  // varlen_attention.pto:59:34
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT160 t160(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:59:44
-        TASSIGN(t160, 2048);  // varlen_attention.pto:59:44
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-        GmView5 oij_1Gm5(oij_1 + _g124 * 16 * 64, GmView5::Shape(t160.GetValidRow()));  // varlen_attention.pto:59:44
-        TLOAD(t160, oij_1Gm5);  // varlen_attention.pto:59:44
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT163 t163(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:59:44
-        TASSIGN(t163, 6144);  // varlen_attention.pto:59:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileTmp0 tmp0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:59:44
-        TASSIGN(tmp0, 14336);  // varlen_attention.pto:59:44
-        TROWEXPAND(tmp0, t141);  // varlen_attention.pto:59:44
-        pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-        TROWEXPANDMUL(t163, t160, tmp0);  // varlen_attention.pto:59:44
-        TileT167 t167(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 16));  // varlen_attention.pto:59:34
-        TASSIGN(t167, 2048);  // varlen_attention.pto:59:34
-        pipe_barrier(PIPE_V);
-        TADD(t167, t158, t163);  // varlen_attention.pto:59:34
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-        GmView6 oi_updateGm6(oi_update + _g124 * 16 * 64, GmView6::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
-        TSTORE(oi_updateGm6, t167);  // varlen_attention.pto:59:34
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-        GmView7 li_updateGm7(li_update + _g124 * 16, GmView7::Shape(t153.GetValidRow()));  // varlen_attention.pto:66:29
-        TSTORE(li_updateGm7, t153);  // varlen_attention.pto:66:29
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-        GmView8 mi_updateGm8(mi_update + _g124 * 16, GmView8::Shape(t127.GetValidRow()));  // varlen_attention.pto:67:29
-        TSTORE(mi_updateGm8, t127);  // varlen_attention.pto:67:29
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
+        GmView5 t2_1Gm5(t2_1 + _g128 * 16, GmView5::Shape(t134.GetValidRow()));  // varlen_attention.pto:56:30
+        TSTORE(t2_1Gm5, t134);  // varlen_attention.pto:56:30
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g135 = 0; _g135 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g135) {  // varlen_attention.pto:57:34
+        TileT136 t136(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g135 * 16, 0), 16));  // varlen_attention.pto:57:34
+        TASSIGN(t136, 0);  // varlen_attention.pto:57:34
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
+        GmView6 mijGm6(mij + _g135 * 16, GmView6::Shape(t136.GetValidRow()));  // varlen_attention.pto:57:34
+        TLOAD(t136, mijGm6);  // varlen_attention.pto:57:34
+        TileT137 t137(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g135 * 16, 0), 16));  // varlen_attention.pto:57:34
+        TASSIGN(t137, 512);  // varlen_attention.pto:57:34
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
+        GmView7 mi_newGm7(mi_new + _g135 * 16, GmView7::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
+        TLOAD(t137, mi_newGm7);  // varlen_attention.pto:57:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT138 t138(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g135 * 16, 16));  // varlen_attention.pto:57:34
+        TASSIGN(t138, 1024);  // varlen_attention.pto:57:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TSUB(t138, t136, t137);  // varlen_attention.pto:57:34
+        TileT141 t141(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g135 * 16, 16));  // varlen_attention.pto:57:30
+        TASSIGN(t141, 0);  // varlen_attention.pto:57:30
+        pipe_barrier(PIPE_V);
+        TEXP(t141, t138);  // varlen_attention.pto:57:30
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
+        GmView8 t4_1Gm8(t4_1 + _g135 * 16, GmView8::Shape(t141.GetValidRow()));  // varlen_attention.pto:57:30
+        TSTORE(t4_1Gm8, t141);  // varlen_attention.pto:57:30
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g142 = 0; _g142 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), 16); ++_g142) {  // varlen_attention.pto:58:34
+        TileT143 t143(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g142 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t143, 0);  // varlen_attention.pto:58:34
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView9 t2_1Gm9(t2_1 + _g142 * 16, GmView9::Shape(t143.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t143, t2_1Gm9);  // varlen_attention.pto:58:34
+        TileT144 t144(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g142 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t144, 512);  // varlen_attention.pto:58:34
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView10 liGm10(li + _g142 * 16, GmView10::Shape(t144.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t144, liGm10);  // varlen_attention.pto:58:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT145 t145(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g142 * 16, 16));  // varlen_attention.pto:58:34
+        TASSIGN(t145, 1024);  // varlen_attention.pto:58:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t145, t143, t144);  // varlen_attention.pto:58:34
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView11 t9Gm11(t9 + _g142 * 16, GmView11::Shape(t145.GetValidRow()));  // varlen_attention.pto:58:34
+        TSTORE(t9Gm11, t145);  // varlen_attention.pto:58:34
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g146 = 0; _g146 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g146) {  // varlen_attention.pto:58:44
+        TileT147 t147(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g146 * 16, 0), 16));  // varlen_attention.pto:58:44
+        TASSIGN(t147, 0);  // varlen_attention.pto:58:44
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+        GmView12 t4_1Gm12(t4_1 + _g146 * 16, GmView12::Shape(t147.GetValidRow()));  // varlen_attention.pto:58:44
+        TLOAD(t147, t4_1Gm12);  // varlen_attention.pto:58:44
+        TileT148 t148(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g146 * 16, 0), 16));  // varlen_attention.pto:58:44
+        TASSIGN(t148, 512);  // varlen_attention.pto:58:44
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+        GmView13 lijGm13(lij + _g146 * 16, GmView13::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
+        TLOAD(t148, lijGm13);  // varlen_attention.pto:58:44
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT149 t149(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g146 * 16, 16));  // varlen_attention.pto:58:44
+        TASSIGN(t149, 1024);  // varlen_attention.pto:58:44
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t149, t147, t148);  // varlen_attention.pto:58:44
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+        GmView14 t10Gm14(t10 + _g146 * 16, GmView14::Shape(t149.GetValidRow()));  // varlen_attention.pto:58:44
+        TSTORE(t10Gm14, t149);  // varlen_attention.pto:58:44
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g150 = 0; _g150 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g150) {  // varlen_attention.pto:58:34
+        TileT151 t151(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g150 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t151, 0);  // varlen_attention.pto:58:34
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView15 t9Gm15(t9 + _g150 * 16, GmView15::Shape(t151.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t151, t9Gm15);  // varlen_attention.pto:58:34
+        TileT152 t152(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g150 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t152, 512);  // varlen_attention.pto:58:34
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView16 t10Gm16(t10 + _g150 * 16, GmView16::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t152, t10Gm16);  // varlen_attention.pto:58:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT153 t153(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g150 * 16, 16));  // varlen_attention.pto:58:34
+        TASSIGN(t153, 1024);  // varlen_attention.pto:58:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TADD(t153, t151, t152);  // varlen_attention.pto:58:34
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+        GmView17 li_newGm17(li_new + _g150 * 16, GmView17::Shape(t153.GetValidRow()));  // varlen_attention.pto:58:34
+        TSTORE(li_newGm17, t153);  // varlen_attention.pto:58:34
+    }
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g154 = 0; _g154 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g154) {  // varlen_attention.pto:59:34
+        TileT155 t155(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g154 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t155, 0);  // varlen_attention.pto:59:34
+        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView18 oiGm18(oi + _g154 * 16 * 64, GmView18::Shape(t155.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t155, oiGm18);  // varlen_attention.pto:59:34
+        TileT156 t156(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g154 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t156, 4096);  // varlen_attention.pto:59:34
+        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
+        GmView19 t2_1Gm19(t2_1 + _g154 * 16, GmView19::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t156, t2_1Gm19);  // varlen_attention.pto:59:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT157 t157(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g154 * 16, 16));  // varlen_attention.pto:59:34
+        TASSIGN(t157, 4608);  // varlen_attention.pto:59:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TROWEXPAND(t157, t156);  // varlen_attention.pto:59:34
+        TileT158 t158(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g154 * 16, 16));  // varlen_attention.pto:59:34
+        TASSIGN(t158, 8704);  // varlen_attention.pto:59:34
+        pipe_barrier(PIPE_V);
+        TMUL(t158, t155, t157);  // varlen_attention.pto:59:34
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView20 t11Gm20(t11 + _g154 * 16 * 64, GmView20::Shape(t158.GetValidRow()));  // varlen_attention.pto:59:34
+        TSTORE(t11Gm20, t158);  // varlen_attention.pto:59:34
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g159) {  // varlen_attention.pto:59:44
+        TileT160 t160(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g159 * 16, 0), 16));  // varlen_attention.pto:59:44
+        TASSIGN(t160, 0);  // varlen_attention.pto:59:44
+        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+        GmView21 oij_1Gm21(oij_1 + _g159 * 16 * 64, GmView21::Shape(t160.GetValidRow()));  // varlen_attention.pto:59:44
+        TLOAD(t160, oij_1Gm21);  // varlen_attention.pto:59:44
+        TileT161 t161(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g159 * 16, 0), 16));  // varlen_attention.pto:59:44
+        TASSIGN(t161, 4096);  // varlen_attention.pto:59:44
+        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
+        GmView22 t4_1Gm22(t4_1 + _g159 * 16, GmView22::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
+        TLOAD(t161, t4_1Gm22);  // varlen_attention.pto:59:44
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT162 t162(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g159 * 16, 16));  // varlen_attention.pto:59:44
+        TASSIGN(t162, 4608);  // varlen_attention.pto:59:44
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TROWEXPAND(t162, t161);  // varlen_attention.pto:59:44
+        TileT163 t163(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g159 * 16, 16));  // varlen_attention.pto:59:44
+        TASSIGN(t163, 8704);  // varlen_attention.pto:59:44
+        pipe_barrier(PIPE_V);
+        TMUL(t163, t160, t162);  // varlen_attention.pto:59:44
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+        GmView23 t12Gm23(t12 + _g159 * 16 * 64, GmView23::Shape(t163.GetValidRow()));  // varlen_attention.pto:59:44
+        TSTORE(t12Gm23, t163);  // varlen_attention.pto:59:44
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), 16); ++_g164) {  // varlen_attention.pto:59:34
+        TileT165 t165(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g164 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t165, 0);  // varlen_attention.pto:59:34
+        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView24 t11Gm24(t11 + _g164 * 16 * 64, GmView24::Shape(t165.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t165, t11Gm24);  // varlen_attention.pto:59:34
+        TileT166 t166(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g164 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t166, 4096);  // varlen_attention.pto:59:34
+        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView25 t12Gm25(t12 + _g164 * 16 * 64, GmView25::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t166, t12Gm25);  // varlen_attention.pto:59:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT167 t167(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g164 * 16, 16));  // varlen_attention.pto:59:34
+        TASSIGN(t167, 8192);  // varlen_attention.pto:59:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TADD(t167, t165, t166);  // varlen_attention.pto:59:34
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+        GmView26 oi_updateGm26(oi_update + _g164 * 16 * 64, GmView26::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
+        TSTORE(oi_updateGm26, t167);  // varlen_attention.pto:59:34
+    }
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g168 = 0; _g168 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g168) {  // varlen_attention.pto:66:29
+        TileT169 t169(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g168 * 16, 16));  // varlen_attention.pto:66:29
+        TASSIGN(t169, 0);  // varlen_attention.pto:66:29
+        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+        GmView27 li_newGm27(li_new + _g168 * 16, GmView27::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
+        TLOAD(t169, li_newGm27);  // varlen_attention.pto:66:29
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+        GmView28 li_updateGm28(li_update + _g168 * 16, GmView28::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
+        TSTORE(li_updateGm28, t169);  // varlen_attention.pto:66:29
+    }
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g170 = 0; _g170 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g170) {  // varlen_attention.pto:67:29
+        TileT171 t171(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g170 * 16, 16));  // varlen_attention.pto:67:29
+        TASSIGN(t171, 0);  // varlen_attention.pto:67:29
+        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+        GmView29 mi_newGm29(mi_new + _g170 * 16, GmView29::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
+        TLOAD(t171, mi_newGm29);  // varlen_attention.pto:67:29
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+        GmView30 mi_updateGm30(mi_update + _g170 * 16, GmView30::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
+        TSTORE(mi_updateGm30, t171);  // varlen_attention.pto:67:29
     }
 }

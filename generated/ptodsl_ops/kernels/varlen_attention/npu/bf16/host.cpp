@@ -22,11 +22,11 @@ extern "C" void varlen_attention_bf16_k5_launch(uint32_t block_dim, void* stream
 extern "C" void varlen_attention_bf16_k6_launch(uint32_t block_dim, void* stream, bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, float* scores, float* scores_scaled, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, float softmax_scale);
 extern "C" void varlen_attention_bf16_k7_launch(uint32_t block_dim, void* stream, float* scores_scaled, float* mij, float* t0, float* pij, float* lij, bfloat16_t* t6, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1);
 extern "C" void varlen_attention_bf16_k8_launch(uint32_t block_dim, void* stream, bfloat16_t* t6, bfloat16_t* v_tile_view, int64_t v_tile_view_stride0, float* oij_1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1);
-extern "C" void varlen_attention_bf16_k9_launch(uint32_t block_dim, void* stream, float* mi, float* mij, float* li, float* lij, float* oi, float* oij_1, float* oi_update, float* li_update, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0);
+extern "C" void varlen_attention_bf16_k9_launch(uint32_t block_dim, void* stream, float* mi, float* mij, float* mi_new, float* t2_1, float* t4_1, float* li, float* t9, float* lij, float* t10, float* li_new, float* oi, float* t11, float* oij_1, float* t12, float* oi_update, float* li_update, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0);
 extern "C" void varlen_attention_bf16_k10_launch(uint32_t block_dim, void* stream, bfloat16_t* k_tile_view_last, int64_t k_tile_view_last_stride0, bfloat16_t* q_tile_view_last, int64_t q_tile_view_last_stride0, float* scores_last, float* scores_scaled_last, int64_t v_TK, int32_t k_start, int32_t s1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, float softmax_scale);
 extern "C" void varlen_attention_bf16_k11_launch(uint32_t block_dim, void* stream, float* scores_scaled_last, float* mij_last, float* t0_last, float* pij_last, float* lij_last, bfloat16_t* t6_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
 extern "C" void varlen_attention_bf16_k12_launch(uint32_t block_dim, void* stream, bfloat16_t* t6_last, bfloat16_t* v_tile_view_last, int64_t v_tile_view_last_stride0, float* oij_1_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
-extern "C" void varlen_attention_bf16_k13_launch(uint32_t block_dim, void* stream, float* mi_last, float* mij_last, float* li_last, float* lij_last, float* oi_last, float* oij_1_last, float* l_output, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD);
+extern "C" void varlen_attention_bf16_k13_launch(uint32_t block_dim, void* stream, float* mi_last, float* mij_last, float* mi_new_last, float* t2_1_last, float* t4_1_last, float* li_last, float* t9_last, float* lij_last, float* t10_last, float* li_new_last, float* oi_last, float* t11_last, float* oij_1_last, float* t12_last, float* oi_tmp_last, float* l_output, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -478,11 +478,51 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                     float* li = li_update;  // varlen_attention.pto:52:30
                     float* mi = mi_update;  // varlen_attention.pto:53:30
                     float* oi = oi_update;  // varlen_attention.pto:54:30
+                    DeviceWorkspace mi_new_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+                    if (ptodsl_failed) {  // varlen_attention.pto:55:34
+                        return -1;  // varlen_attention.pto:55:34
+                    }
+                    float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
                     varlen_attention_bf16_k8_launch(1, ptodsl_stream, t6, v_tile_view, HD, oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1);  // varlen_attention.pto:51:31
                     if (!launched("the launch of varlen_attention_bf16_k8")) {  // varlen_attention.pto:51:31
                         return -1;  // varlen_attention.pto:51:31
                     }
-                    varlen_attention_bf16_k9_launch(1, ptodsl_stream, mi, mij, li, lij, oi, oij_1, oi_update, li_update, mi_update, v_TQ, q_start, q_tile_idx, s0);  // varlen_attention.pto:55:34
+                    DeviceWorkspace t2_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+                    if (ptodsl_failed) {  // varlen_attention.pto:56:30
+                        return -1;  // varlen_attention.pto:56:30
+                    }
+                    float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
+                    DeviceWorkspace t4_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+                    if (ptodsl_failed) {  // varlen_attention.pto:57:30
+                        return -1;  // varlen_attention.pto:57:30
+                    }
+                    float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
+                    DeviceWorkspace t9_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+                    if (ptodsl_failed) {  // varlen_attention.pto:58:34
+                        return -1;  // varlen_attention.pto:58:34
+                    }
+                    float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
+                    DeviceWorkspace t10_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+                    if (ptodsl_failed) {  // varlen_attention.pto:58:44
+                        return -1;  // varlen_attention.pto:58:44
+                    }
+                    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
+                    DeviceWorkspace li_new_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+                    if (ptodsl_failed) {  // varlen_attention.pto:58:34
+                        return -1;  // varlen_attention.pto:58:34
+                    }
+                    float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
+                    DeviceWorkspace t11_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+                    if (ptodsl_failed) {  // varlen_attention.pto:59:34
+                        return -1;  // varlen_attention.pto:59:34
+                    }
+                    float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
+                    DeviceWorkspace t12_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+                    if (ptodsl_failed) {  // varlen_attention.pto:59:44
+                        return -1;  // varlen_attention.pto:59:44
+                    }
+                    float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
+                    varlen_attention_bf16_k9_launch(1, ptodsl_stream, mi, mij, mi_new, t2_1, t4_1, li, t9, lij, t10, li_new, oi, t11, oij_1, t12, oi_update, li_update, mi_update, v_TQ, q_start, q_tile_idx, s0);  // varlen_attention.pto:55:34
                     if (!launched("the launch of varlen_attention_bf16_k9")) {  // varlen_attention.pto:55:34
                         return -1;  // varlen_attention.pto:55:34
                     }
@@ -561,9 +601,58 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                         float* li_last = li_update;  // varlen_attention.pto:52:30
                         float* mi_last = mi_update;  // varlen_attention.pto:53:30
                         float* oi_last = oi_update;  // varlen_attention.pto:54:30
-                        if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:61:29
+                        DeviceWorkspace mi_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:55:34
+                            return -1;  // varlen_attention.pto:55:34
+                        }
+                        float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
+                        varlen_attention_bf16_k12_launch(1, ptodsl_stream, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:51:31
+                        if (!launched("the launch of varlen_attention_bf16_k12")) {  // varlen_attention.pto:51:31
+                            return -1;  // varlen_attention.pto:51:31
+                        }
+                        DeviceWorkspace t2_1_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+                        if (ptodsl_failed) {  // varlen_attention.pto:56:30
+                            return -1;  // varlen_attention.pto:56:30
+                        }
+                        float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
+                        DeviceWorkspace t4_1_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+                        if (ptodsl_failed) {  // varlen_attention.pto:57:30
+                            return -1;  // varlen_attention.pto:57:30
+                        }
+                        float* t4_1_last = reinterpret_cast<float*>(t4_1_last_bytes.data());  // varlen_attention.pto:57:30
+                        DeviceWorkspace t9_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:58:34
+                            return -1;  // varlen_attention.pto:58:34
+                        }
+                        float* t9_last = reinterpret_cast<float*>(t9_last_bytes.data());  // varlen_attention.pto:58:34
+                        DeviceWorkspace t10_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+                        if (ptodsl_failed) {  // varlen_attention.pto:58:44
+                            return -1;  // varlen_attention.pto:58:44
+                        }
+                        float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // varlen_attention.pto:58:44
+                        DeviceWorkspace li_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:58:34
+                            return -1;  // varlen_attention.pto:58:34
+                        }
+                        float* li_new_last = reinterpret_cast<float*>(li_new_last_bytes.data());  // varlen_attention.pto:58:34
+                        DeviceWorkspace t11_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:59:34
+                            return -1;  // varlen_attention.pto:59:34
+                        }
+                        float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // varlen_attention.pto:59:34
+                        DeviceWorkspace t12_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+                        if (ptodsl_failed) {  // varlen_attention.pto:59:44
+                            return -1;  // varlen_attention.pto:59:44
+                        }
+                        float* t12_last = reinterpret_cast<float*>(t12_last_bytes.data());  // varlen_attention.pto:59:44
+                        DeviceWorkspace oi_tmp_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:59:34
+                            return -1;  // varlen_attention.pto:59:34
+                        }
+                        float* oi_tmp_last = reinterpret_cast<float*>(oi_tmp_last_bytes.data());  // varlen_attention.pto:59:34
+                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))))) {  // varlen_attention.pto:61:29
                             varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:61:29
+                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))));  // varlen_attention.pto:61:29
                             varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
                             return 17;  // varlen_attention.pto:61:29
                         }
@@ -573,9 +662,9 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                             varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
                             return 18;  // varlen_attention.pto:61:29
                         }
-                        if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:62:29
+                        if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) {  // varlen_attention.pto:62:29
                             varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:62:29
+                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))));  // varlen_attention.pto:62:29
                             varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
                             return 19;  // varlen_attention.pto:62:29
                         }
@@ -585,22 +674,15 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                             varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
                             return 20;  // varlen_attention.pto:62:29
                         }
-                        if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:63:29
+                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))))) {  // varlen_attention.pto:63:29
                             varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:63:29
+                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))));  // varlen_attention.pto:63:29
                             varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
                             return 21;  // varlen_attention.pto:63:29
                         }
-                        varlen_attention_bf16_k12_launch(1, ptodsl_stream, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:51:31
-                        if (!launched("the launch of varlen_attention_bf16_k12")) {  // varlen_attention.pto:51:31
-                            return -1;  // varlen_attention.pto:51:31
-                        }
-                        {  // varlen_attention.pto:55:34
-                            const int64_t varlen_attention_bf16_k13_blocks = max_i64(ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), max_i64(ceil_div(ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16), 48), 1)), 1);  // varlen_attention.pto:55:34
-                            varlen_attention_bf16_k13_launch(varlen_attention_bf16_k13_blocks, ptodsl_stream, mi_last, mij_last, li_last, lij_last, oi_last, oij_1_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
-                            if (!launched("the launch of varlen_attention_bf16_k13")) {  // varlen_attention.pto:55:34
-                                return -1;  // varlen_attention.pto:55:34
-                            }
+                        varlen_attention_bf16_k13_launch(1, ptodsl_stream, mi_last, mij_last, mi_new_last, t2_1_last, t4_1_last, li_last, t9_last, lij_last, t10_last, li_new_last, oi_last, t11_last, oij_1_last, t12_last, oi_tmp_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
+                        if (!launched("the launch of varlen_attention_bf16_k13")) {  // varlen_attention.pto:55:34
+                            return -1;  // varlen_attention.pto:55:34
                         }
                     }
                 }

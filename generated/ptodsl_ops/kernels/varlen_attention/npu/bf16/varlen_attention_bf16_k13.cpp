@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/varlen_attention_bf16_k13.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches varlen_attention_bf16_k13 on an NPU stream (vector core).
-extern "C" void varlen_attention_bf16_k13_launch(uint32_t block_dim, void* stream, float* mi_last, float* mij_last, float* li_last, float* lij_last, float* oi_last, float* oij_1_last, float* l_output, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD)
+extern "C" void varlen_attention_bf16_k13_launch(uint32_t block_dim, void* stream, float* mi_last, float* mij_last, float* mi_new_last, float* t2_1_last, float* t4_1_last, float* li_last, float* t9_last, float* lij_last, float* t10_last, float* li_new_last, float* oi_last, float* t11_last, float* oij_1_last, float* t12_last, float* oi_tmp_last, float* l_output, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD)
 {
-    varlen_attention_bf16_k13<<<block_dim, nullptr, stream>>>((__gm__ float*)mi_last, (__gm__ float*)mij_last, (__gm__ float*)li_last, (__gm__ float*)lij_last, (__gm__ float*)oi_last, (__gm__ float*)oij_1_last, (__gm__ float*)l_output, (__gm__ float*)m_output, (__gm__ bfloat16_t*)output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);
+    varlen_attention_bf16_k13<<<block_dim, nullptr, stream>>>((__gm__ float*)mi_last, (__gm__ float*)mij_last, (__gm__ float*)mi_new_last, (__gm__ float*)t2_1_last, (__gm__ float*)t4_1_last, (__gm__ float*)li_last, (__gm__ float*)t9_last, (__gm__ float*)lij_last, (__gm__ float*)t10_last, (__gm__ float*)li_new_last, (__gm__ float*)oi_last, (__gm__ float*)t11_last, (__gm__ float*)oij_1_last, (__gm__ float*)t12_last, (__gm__ float*)oi_tmp_last, (__gm__ float*)l_output, (__gm__ float*)m_output, (__gm__ bfloat16_t*)output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);
 }

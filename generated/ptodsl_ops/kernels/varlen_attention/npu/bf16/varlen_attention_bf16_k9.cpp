@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/varlen_attention_bf16_k9.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches varlen_attention_bf16_k9 on an NPU stream (vector core).
-extern "C" void varlen_attention_bf16_k9_launch(uint32_t block_dim, void* stream, float* mi, float* mij, float* li, float* lij, float* oi, float* oij_1, float* oi_update, float* li_update, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0)
+extern "C" void varlen_attention_bf16_k9_launch(uint32_t block_dim, void* stream, float* mi, float* mij, float* mi_new, float* t2_1, float* t4_1, float* li, float* t9, float* lij, float* t10, float* li_new, float* oi, float* t11, float* oij_1, float* t12, float* oi_update, float* li_update, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0)
 {
-    varlen_attention_bf16_k9<<<block_dim, nullptr, stream>>>((__gm__ float*)mi, (__gm__ float*)mij, (__gm__ float*)li, (__gm__ float*)lij, (__gm__ float*)oi, (__gm__ float*)oij_1, (__gm__ float*)oi_update, (__gm__ float*)li_update, (__gm__ float*)mi_update, v_TQ, q_start, q_tile_idx, s0);
+    varlen_attention_bf16_k9<<<block_dim, nullptr, stream>>>((__gm__ float*)mi, (__gm__ float*)mij, (__gm__ float*)mi_new, (__gm__ float*)t2_1, (__gm__ float*)t4_1, (__gm__ float*)li, (__gm__ float*)t9, (__gm__ float*)lij, (__gm__ float*)t10, (__gm__ float*)li_new, (__gm__ float*)oi, (__gm__ float*)t11, (__gm__ float*)oij_1, (__gm__ float*)t12, (__gm__ float*)oi_update, (__gm__ float*)li_update, (__gm__ float*)mi_update, v_TQ, q_start, q_tile_idx, s0);
 }
