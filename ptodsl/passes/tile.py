@@ -476,13 +476,32 @@ class _Tiler(CubeTiling):
         self.close(depth)
 
 
+def _bounded_by_outer_loops(ops: list[Op], outer: set[str]) -> set[str]:
+    """The indices of the loops whose bounds use the index of a loop around them (a split
+    reduction's share of the iterations, ``passes/splitred.py``): such a loop gets no one-pass
+    version, whose branch would keep the loop around it, and so its blocks, in the control program."""
+    out: set[str] = set()
+    for op in ops:
+        if op.name == "loop":
+            if (sym.free_symbols(op.attrs["lo"]) | sym.free_symbols(op.attrs["hi"])) & outer:
+                out.add(op.attrs["index"])
+            out |= _bounded_by_outer_loops(op.regions[0], outer | {op.attrs["index"]})
+        else:
+            for region in op.regions:
+                out |= _bounded_by_outer_loops(region, outer)
+    return out
+
+
 def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Func:
     """``f`` tiled, with a one-pass version beside each row loop that has one (passes/tile_fit.py)."""
     tiler = _Tiler(f, ctx, sched)
     dims = tile_fit.call_dims(f)
     if ctx.diags.has_errors or not dims:
         return tiler.run()
+    inner_shares = _bounded_by_outer_loops(f.body, set())
     for loop in (o for o in f.walk() if o.name == "loop"):
+        if loop.attrs["index"] in inner_shares:
+            continue  # a split reduction's share (passes/splitred.py): its partials run as blocks
         dim = tile_fit.row_dim(loop, dims)
         if dim is None:
             continue

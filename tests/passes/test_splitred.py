@@ -175,3 +175,15 @@ def test_the_split_is_bitwise_the_same_on_the_simulator_and_the_cpu_backend(spec
     sim, cpu = op(*args, backend="sim"), op(*args, backend="cpu")
     for a, b in zip(sim if isinstance(sim, tuple) else (sim,), cpu if isinstance(cpu, tuple) else (cpu,)):
         assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("spec", ["rmsnorm_bwd", "layernorm_bwd"])
+def test_a_split_share_gets_no_one_pass_version(spec):
+    """The backward norms' row loop is both a split reduction and a row loop over a runtime row
+    length: its share of the rows gets no one-pass version (passes/tile_fit.py), whose branch
+    would keep the partials' loop in the control program, a launch per part and row."""
+    op = load(f"specs/{spec}.yaml")
+    for control in (f for f in op.compiled.stages["block"].funcs if f.kind == "control"):
+        in_loops = [o for loop in control.walk() if loop.name == "loop" and loop.attrs.get("kind") != "implicit"
+                    for o in loop.walk() if o.name == "launch"]
+        assert in_loops == [], [o.attrs["kernel"] for o in in_loops]

@@ -4,251 +4,59 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H)
+#endif
 {
-    return b > a ? b : a;
-}
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
+    using TileT115 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT116 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* gamma, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* dx, int64_t H, int64_t R, int64_t r_part, float eps)
-{
-    using TileT33 = Tile<TileType::Vec, bfloat16_t, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, bfloat16_t, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, bfloat16_t, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT19 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT26 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT28 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT32 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT39 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT44 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT48 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT53 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT62 = Tile<TileType::Vec, bfloat16_t, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT66 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT71 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT73 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 5632, BLayout::RowMajor>;
-    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
-    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
-
-    TileT33 t33(H);  // layernorm_bwd.pto:14:18
-    TASSIGN(t33, 0);  // layernorm_bwd.pto:14:18
-    using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-    GmView0 gammaGm0(gamma, GmView0::Shape(t33.GetValidCol()));  // layernorm_bwd.pto:14:18
-    TLOAD(t33, gammaGm0);  // layernorm_bwd.pto:14:18
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TileT34 t34(H);  // layernorm_bwd.pto:14:18
-    TASSIGN(t34, 11264);  // layernorm_bwd.pto:14:18
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TCVT(t34, t33, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t r_fit = r_part * ((max_i64(R, 1) + 47) / 48); r_fit < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r_fit) {  // layernorm_bwd.pto:8:5
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g114 = block_index * ceil_div((H + 1023) / 1024, block_count); _g114 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g114) {  // layernorm_bwd.pto:18:22
         pipe_barrier(PIPE_V);
-        __gm__ float* acc_g_part_fit = acc_g_parts + r_part * H;  // layernorm_bwd.pto:16:20
-        __gm__ float* acc_b_part_fit = acc_b_parts + r_part * H;  // layernorm_bwd.pto:17:20
-        __gm__ bfloat16_t* v0_fit = x + r_fit * H;  // layernorm_bwd.pto:9:19
-        TileT10 t10(H);  // layernorm_bwd.pto:9:14
-        TASSIGN(t10, 0);  // layernorm_bwd.pto:9:14
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView1 v0_fitGm1(v0_fit, GmView1::Shape(t10.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t10, v0_fitGm1);  // layernorm_bwd.pto:9:14
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT11 t11(H);  // layernorm_bwd.pto:9:14
-        TASSIGN(t11, 33792);  // layernorm_bwd.pto:9:14
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t11, t10, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        __gm__ bfloat16_t* v1_fit = dy + r_fit * H;  // layernorm_bwd.pto:10:18
-        TileT12 t12(H);  // layernorm_bwd.pto:10:13
-        TASSIGN(t12, 0);  // layernorm_bwd.pto:10:13
+        TileT115 t115(min_i64(H - _g114 * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TASSIGN(t115, 0);  // layernorm_bwd.pto:18:22
+        TileT116 t116(min_i64(H - _g114 * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TASSIGN(t116, 4096);  // layernorm_bwd.pto:18:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView2 v1_fitGm2(v1_fit, GmView2::Shape(t12.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t12, v1_fitGm2);  // layernorm_bwd.pto:10:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT13 t13(H);  // layernorm_bwd.pto:10:13
-        TASSIGN(t13, 56320);  // layernorm_bwd.pto:10:13
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t13, t12, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-        TileT14 t14;  // layernorm_bwd.pto:11:18
-        TASSIGN(t14, 0);  // layernorm_bwd.pto:11:18
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-        TASSIGN(tmp0, 146432);  // layernorm_bwd.pto:11:18
-        TROWSUM(t14, t11, tmp0);  // layernorm_bwd.pto:11:18
-        pipe_barrier(PIPE_V);
-        TMULS(t14, t14, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
-        TileT19 t19(H);  // layernorm_bwd.pto:11:13
-        TASSIGN(t19, 78848);  // layernorm_bwd.pto:11:13
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
+        GmView0 acc_gGm0(acc_g + _g114 * 1024, GmView0::Shape(t116.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:18:22
+        TLOAD(t116, acc_gGm0);  // layernorm_bwd.pto:18:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TileView1 view1;  // layernorm_bwd.pto:11:13
-        TASSIGN(view1, 0);  // layernorm_bwd.pto:11:13
-        TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
-        TASSIGN(tmp2, 146432);  // layernorm_bwd.pto:11:13
-        TROWEXPANDSUB(t19, t11, view1, tmp2);  // layernorm_bwd.pto:11:13
-        TileT22 t22(H);  // layernorm_bwd.pto:12:27
-        TASSIGN(t22, 33792);  // layernorm_bwd.pto:12:27
-        pipe_barrier(PIPE_V);
-        TMUL(t22, t19, t19);  // layernorm_bwd.pto:12:27
-        TileT23 t23;  // layernorm_bwd.pto:12:22
-        TASSIGN(t23, 0);  // layernorm_bwd.pto:12:22
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
-        TASSIGN(tmp3, 146432);  // layernorm_bwd.pto:12:22
-        TROWSUM(t23, t22, tmp3);  // layernorm_bwd.pto:12:22
-        pipe_barrier(PIPE_V);
-        TMULS(t23, t23, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
-        TileT26 t26;  // layernorm_bwd.pto:12:22
-        TASSIGN(t26, 32);  // layernorm_bwd.pto:12:22
-        pipe_barrier(PIPE_V);
-        TADDS(t26, t23, eps);  // layernorm_bwd.pto:12:22
-        TileT28 t28;  // layernorm_bwd.pto:12:16
-        TASSIGN(t28, 0);  // layernorm_bwd.pto:12:16
-        pipe_barrier(PIPE_V);
-        TRSQRT(t28, t26);  // layernorm_bwd.pto:12:16
-        TileT32 t32(H);  // layernorm_bwd.pto:13:16
-        TASSIGN(t32, 33792);  // layernorm_bwd.pto:13:16
-        pipe_barrier(PIPE_V);
-        TileView1 view4;  // layernorm_bwd.pto:13:16
-        TASSIGN(view4, 0);  // layernorm_bwd.pto:13:16
-        TileTmp2 tmp5;  // layernorm_bwd.pto:13:16
-        TASSIGN(tmp5, 146432);  // layernorm_bwd.pto:13:16
-        TROWEXPANDMUL(t32, t19, view4, tmp5);  // layernorm_bwd.pto:13:16
-        TileT38 t38(H);  // layernorm_bwd.pto:14:14
-        TASSIGN(t38, 78848);  // layernorm_bwd.pto:14:14
-        pipe_barrier(PIPE_V);
-        TCOLEXPANDMUL(t38, t13, t34);  // layernorm_bwd.pto:14:14
-        TileT39 t39;  // layernorm_bwd.pto:15:38
-        TASSIGN(t39, 32);  // layernorm_bwd.pto:15:38
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp6;  // layernorm_bwd.pto:15:38
-        TASSIGN(tmp6, 146432);  // layernorm_bwd.pto:15:38
-        TROWSUM(t39, t38, tmp6);  // layernorm_bwd.pto:15:38
-        pipe_barrier(PIPE_V);
-        TMULS(t39, t39, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
-        TileT44 t44(H);  // layernorm_bwd.pto:15:33
-        TASSIGN(t44, 101376);  // layernorm_bwd.pto:15:33
-        pipe_barrier(PIPE_V);
-        TileView1 view7;  // layernorm_bwd.pto:15:33
-        TASSIGN(view7, 32);  // layernorm_bwd.pto:15:33
-        TileTmp2 tmp8;  // layernorm_bwd.pto:15:33
-        TASSIGN(tmp8, 146432);  // layernorm_bwd.pto:15:33
-        TROWEXPANDSUB(t44, t38, view7, tmp8);  // layernorm_bwd.pto:15:33
-        TileT47 t47(H);  // layernorm_bwd.pto:15:83
-        TASSIGN(t47, 123904);  // layernorm_bwd.pto:15:83
-        pipe_barrier(PIPE_V);
-        TMUL(t47, t38, t32);  // layernorm_bwd.pto:15:83
-        TileT48 t48;  // layernorm_bwd.pto:15:78
-        TASSIGN(t48, 32);  // layernorm_bwd.pto:15:78
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp9;  // layernorm_bwd.pto:15:78
-        TASSIGN(tmp9, 146432);  // layernorm_bwd.pto:15:78
-        TROWSUM(t48, t47, tmp9);  // layernorm_bwd.pto:15:78
-        pipe_barrier(PIPE_V);
-        TMULS(t48, t48, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
-        TileT53 t53(H);  // layernorm_bwd.pto:15:71
-        TASSIGN(t53, 78848);  // layernorm_bwd.pto:15:71
-        pipe_barrier(PIPE_V);
-        TileView1 view10;  // layernorm_bwd.pto:15:71
-        TASSIGN(view10, 32);  // layernorm_bwd.pto:15:71
-        TileTmp2 tmp11;  // layernorm_bwd.pto:15:71
-        TASSIGN(tmp11, 146432);  // layernorm_bwd.pto:15:71
-        TROWEXPANDMUL(t53, t32, view10, tmp11);  // layernorm_bwd.pto:15:71
-        TileT56 t56(H);  // layernorm_bwd.pto:15:33
-        TASSIGN(t56, 123904);  // layernorm_bwd.pto:15:33
-        pipe_barrier(PIPE_V);
-        TSUB(t56, t44, t53);  // layernorm_bwd.pto:15:33
-        TileT60 t60(H);  // layernorm_bwd.pto:15:25
-        TASSIGN(t60, 78848);  // layernorm_bwd.pto:15:25
-        pipe_barrier(PIPE_V);
-        TileTmp3 tmp12;  // layernorm_bwd.pto:15:25
-        TASSIGN(tmp12, 146432);  // layernorm_bwd.pto:15:25
-        TROWEXPAND(tmp12, t28);  // layernorm_bwd.pto:15:25
-        pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
-        TROWEXPANDMUL(t60, tmp12, t56);  // layernorm_bwd.pto:15:25
-        TileT62 t62(H);  // layernorm_bwd.pto:15:20
-        TASSIGN(t62, 0);  // layernorm_bwd.pto:15:20
-        pipe_barrier(PIPE_V);
-        TCVT(t62, t60, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:9
-        GmView3 dxGm3(dx + r_fit * H, GmView3::Shape(t62.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:15:9
-        TSTORE(dxGm3, t62);  // layernorm_bwd.pto:15:9
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT66 t66(H);  // layernorm_bwd.pto:16:28
-        TASSIGN(t66, 78848);  // layernorm_bwd.pto:16:28
-        pipe_barrier(PIPE_V);
-        TMUL(t66, t13, t32);  // layernorm_bwd.pto:16:28
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT67 t67(H);  // layernorm_bwd.pto:16:20
-        TASSIGN(t67, 33792);  // layernorm_bwd.pto:16:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView4 acc_g_part_fitGm4(acc_g_part_fit, GmView4::Shape(t67.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:16:20
-        TLOAD(t67, acc_g_part_fitGm4);  // layernorm_bwd.pto:16:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT69 t69(H);  // layernorm_bwd.pto:16:20
-        TASSIGN(t69, 101376);  // layernorm_bwd.pto:16:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TADD(t69, t67, t66);  // layernorm_bwd.pto:16:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView5 acc_g_partsGm5(acc_g_parts + r_part * H, GmView5::Shape(t69.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:16:20
-        TSTORE(acc_g_partsGm5, t69);  // layernorm_bwd.pto:16:20
-        TileT71 t71(H);  // layernorm_bwd.pto:17:20
-        TASSIGN(t71, 33792);  // layernorm_bwd.pto:17:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-        GmView6 acc_b_part_fitGm6(acc_b_part_fit, GmView6::Shape(t71.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:17:20
-        TLOAD(t71, acc_b_part_fitGm6);  // layernorm_bwd.pto:17:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT73 t73(H);  // layernorm_bwd.pto:17:20
-        TASSIGN(t73, 78848);  // layernorm_bwd.pto:17:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TADD(t73, t71, t13);  // layernorm_bwd.pto:17:20
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCOLSUM(t115, t116);  // layernorm_bwd.pto:18:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-        GmView7 acc_b_partsGm7(acc_b_parts + r_part * H, GmView7::Shape(t73.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:17:20
-        TSTORE(acc_b_partsGm7, t73);  // layernorm_bwd.pto:17:20
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
+        GmView1 t20Gm1(t20 + _g114 * 1024, GmView1::Shape(t115.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:18:22
+        TSTORE(t20Gm1, t115);  // layernorm_bwd.pto:18:22
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -4,211 +4,59 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, int64_t H, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, int64_t H)
+#endif
 {
-    return b > a ? b : a;
-}
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
+    using TileT90 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT91 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* gamma, __gm__ float* acc_parts, __gm__ half* x, __gm__ half* dy, __gm__ half* dx, int64_t H, int64_t R, int64_t r_part, float eps)
-{
-    using TileT18 = Tile<TileType::Vec, half, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, half, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7 = Tile<TileType::Vec, half, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT33 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT37 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT41 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT46 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51 = Tile<TileType::Vec, half, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT59 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT62 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
-    using TileView2 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
-
-    TileT18 t18(H);  // rmsnorm_bwd.pto:10:18
-    TASSIGN(t18, 0);  // rmsnorm_bwd.pto:10:18
-    using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-    GmView0 gammaGm0(gamma, GmView0::Shape(t18.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-    TLOAD(t18, gammaGm0);  // rmsnorm_bwd.pto:10:18
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TileT19 t19(H);  // rmsnorm_bwd.pto:10:18
-    TASSIGN(t19, 10240);  // rmsnorm_bwd.pto:10:18
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TCVT(t19, t18, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t r_fit = r_part * ((max_i64(R, 1) + 47) / 48); r_fit < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r_fit) {  // rmsnorm_bwd.pto:6:5
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g89 = block_index * ceil_div((H + 1023) / 1024, block_count); _g89 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g89) {  // rmsnorm_bwd.pto:13:22
         pipe_barrier(PIPE_V);
-        __gm__ float* acc_part_fit = acc_parts + r_part * H;  // rmsnorm_bwd.pto:12:18
-        __gm__ half* v0_fit = x + r_fit * H;  // rmsnorm_bwd.pto:7:19
-        TileT5 t5(H);  // rmsnorm_bwd.pto:7:14
-        TASSIGN(t5, 0);  // rmsnorm_bwd.pto:7:14
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-        GmView1 v0_fitGm1(v0_fit, GmView1::Shape(t5.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-        TLOAD(t5, v0_fitGm1);  // rmsnorm_bwd.pto:7:14
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT6 t6(H);  // rmsnorm_bwd.pto:7:14
-        TASSIGN(t6, 30720);  // rmsnorm_bwd.pto:7:14
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t6, t5, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        __gm__ half* v1_fit = dy + r_fit * H;  // rmsnorm_bwd.pto:8:18
-        TileT7 t7(H);  // rmsnorm_bwd.pto:8:13
-        TASSIGN(t7, 0);  // rmsnorm_bwd.pto:8:13
+        TileT90 t90(min_i64(H - _g89 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+        TASSIGN(t90, 0);  // rmsnorm_bwd.pto:13:22
+        TileT91 t91(min_i64(H - _g89 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+        TASSIGN(t91, 4096);  // rmsnorm_bwd.pto:13:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-        GmView2 v1_fitGm2(v1_fit, GmView2::Shape(t7.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:8:13
-        TLOAD(t7, v1_fitGm2);  // rmsnorm_bwd.pto:8:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT8 t8(H);  // rmsnorm_bwd.pto:8:13
-        TASSIGN(t8, 51200);  // rmsnorm_bwd.pto:8:13
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t8, t7, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-        TileT11 t11(H);  // rmsnorm_bwd.pto:9:26
-        TASSIGN(t11, 71680);  // rmsnorm_bwd.pto:9:26
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
+        GmView0 accGm0(acc + _g89 * 1024, GmView0::Shape(t91.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:13:22
+        TLOAD(t91, accGm0);  // rmsnorm_bwd.pto:13:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TMUL(t11, t6, t6);  // rmsnorm_bwd.pto:9:26
-        TileT12 t12;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(t12, 0);  // rmsnorm_bwd.pto:9:21
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(tmp0, 153600);  // rmsnorm_bwd.pto:9:21
-        TROWSUM(t12, t11, tmp0);  // rmsnorm_bwd.pto:9:21
-        pipe_barrier(PIPE_V);
-        TMULS(t12, t12, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
-        TileT15 t15;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(t15, 32);  // rmsnorm_bwd.pto:9:21
-        pipe_barrier(PIPE_V);
-        TADDS(t15, t12, eps);  // rmsnorm_bwd.pto:9:21
-        TileT17 t17;  // rmsnorm_bwd.pto:9:15
-        TASSIGN(t17, 0);  // rmsnorm_bwd.pto:9:15
-        pipe_barrier(PIPE_V);
-        TRSQRT(t17, t15);  // rmsnorm_bwd.pto:9:15
-        TileT23 t23(H);  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t23, 71680);  // rmsnorm_bwd.pto:10:14
-        pipe_barrier(PIPE_V);
-        TCOLEXPANDMUL(t23, t8, t19);  // rmsnorm_bwd.pto:10:14
-        TileT27 t27(H);  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t27, 92160);  // rmsnorm_bwd.pto:11:25
-        pipe_barrier(PIPE_V);
-        TileTmp1 tmp1;  // rmsnorm_bwd.pto:11:25
-        TASSIGN(tmp1, 153600);  // rmsnorm_bwd.pto:11:25
-        TROWEXPAND(tmp1, t17);  // rmsnorm_bwd.pto:11:25
-        pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-        TROWEXPANDMUL(t27, tmp1, t23);  // rmsnorm_bwd.pto:11:25
-        TileT30 t30;  // rmsnorm_bwd.pto:11:42
-        TASSIGN(t30, 32);  // rmsnorm_bwd.pto:11:42
-        pipe_barrier(PIPE_V);
-        TMUL(t30, t17, t17);  // rmsnorm_bwd.pto:11:42
-        TileT33 t33;  // rmsnorm_bwd.pto:11:42
-        TASSIGN(t33, 64);  // rmsnorm_bwd.pto:11:42
-        pipe_barrier(PIPE_V);
-        TMUL(t33, t30, t17);  // rmsnorm_bwd.pto:11:42
-        TileT37 t37(H);  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t37, 112640);  // rmsnorm_bwd.pto:11:36
-        pipe_barrier(PIPE_V);
-        TileView2 view2;  // rmsnorm_bwd.pto:11:36
-        TASSIGN(view2, 64);  // rmsnorm_bwd.pto:11:36
-        TileTmp3 tmp3;  // rmsnorm_bwd.pto:11:36
-        TASSIGN(tmp3, 153600);  // rmsnorm_bwd.pto:11:36
-        TROWEXPANDMUL(t37, t6, view2, tmp3);  // rmsnorm_bwd.pto:11:36
-        TileT40 t40(H);  // rmsnorm_bwd.pto:11:66
-        TASSIGN(t40, 133120);  // rmsnorm_bwd.pto:11:66
-        pipe_barrier(PIPE_V);
-        TMUL(t40, t23, t6);  // rmsnorm_bwd.pto:11:66
-        TileT41 t41;  // rmsnorm_bwd.pto:11:61
-        TASSIGN(t41, 32);  // rmsnorm_bwd.pto:11:61
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp4;  // rmsnorm_bwd.pto:11:61
-        TASSIGN(tmp4, 153600);  // rmsnorm_bwd.pto:11:61
-        TROWSUM(t41, t40, tmp4);  // rmsnorm_bwd.pto:11:61
-        pipe_barrier(PIPE_V);
-        TMULS(t41, t41, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
-        TileT46 t46(H);  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t46, 71680);  // rmsnorm_bwd.pto:11:36
-        pipe_barrier(PIPE_V);
-        TileView2 view5;  // rmsnorm_bwd.pto:11:36
-        TASSIGN(view5, 32);  // rmsnorm_bwd.pto:11:36
-        TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:36
-        TASSIGN(tmp6, 153600);  // rmsnorm_bwd.pto:11:36
-        TROWEXPANDMUL(t46, t37, view5, tmp6);  // rmsnorm_bwd.pto:11:36
-        TileT49 t49(H);  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t49, 112640);  // rmsnorm_bwd.pto:11:25
-        pipe_barrier(PIPE_V);
-        TSUB(t49, t27, t46);  // rmsnorm_bwd.pto:11:25
-        TileT51 t51(H);  // rmsnorm_bwd.pto:11:20
-        TASSIGN(t51, 71680);  // rmsnorm_bwd.pto:11:20
-        pipe_barrier(PIPE_V);
-        TCVT(t51, t49, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:9
-        GmView3 dxGm3(dx + r_fit * H, GmView3::Shape(t51.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:11:9
-        TSTORE(dxGm3, t51);  // rmsnorm_bwd.pto:11:9
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT55 t55(H);  // rmsnorm_bwd.pto:12:24
-        TASSIGN(t55, 71680);  // rmsnorm_bwd.pto:12:24
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TMUL(t55, t8, t6);  // rmsnorm_bwd.pto:12:24
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT59 t59(H);  // rmsnorm_bwd.pto:12:24
-        TASSIGN(t59, 30720);  // rmsnorm_bwd.pto:12:24
-        pipe_barrier(PIPE_V);
-        TileView2 view7;  // rmsnorm_bwd.pto:12:24
-        TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
-        TileTmp3 tmp8;  // rmsnorm_bwd.pto:12:24
-        TASSIGN(tmp8, 153600);  // rmsnorm_bwd.pto:12:24
-        TROWEXPANDMUL(t59, t55, view7, tmp8);  // rmsnorm_bwd.pto:12:24
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT60 t60(H);  // rmsnorm_bwd.pto:12:18
-        TASSIGN(t60, 51200);  // rmsnorm_bwd.pto:12:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-        GmView4 acc_part_fitGm4(acc_part_fit, GmView4::Shape(t60.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:12:18
-        TLOAD(t60, acc_part_fitGm4);  // rmsnorm_bwd.pto:12:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT62 t62(H);  // rmsnorm_bwd.pto:12:18
-        TASSIGN(t62, 71680);  // rmsnorm_bwd.pto:12:18
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TADD(t62, t60, t59);  // rmsnorm_bwd.pto:12:18
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCOLSUM(t90, t91);  // rmsnorm_bwd.pto:13:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-        GmView5 acc_partsGm5(acc_parts + r_part * H, GmView5::Shape(t62.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:12:18
-        TSTORE(acc_partsGm5, t62);  // rmsnorm_bwd.pto:12:18
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
+        GmView1 t20Gm1(t20 + _g89 * 1024, GmView1::Shape(t90.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:13:22
+        TSTORE(t20Gm1, t90);  // rmsnorm_bwd.pto:13:22
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }
