@@ -29,6 +29,7 @@ from .. import sym
 from ..ir import Func, Module, Op
 from ..ir.schedule import schedule_of
 from ..schedule import PASS_OPTION_DEFAULTS
+from ..shapes import product
 from . import stack, trial
 from .context import Pass, PassContext
 from .memplan import BUFFER, BUFFER_OF
@@ -70,9 +71,7 @@ def _flattenable(chain: list[Op]) -> bool:
 def flattened(chain: list[Op], ranges: Ranges) -> Op:
     """The perfect nest ``chain`` as one grid loop whose index counts the innermost fastest."""
     trips = [_trips(c, ranges) for c in chain]
-    total: sym.Expr = 1
-    for t in trips:
-        total = sym.mul(total, t)
+    total = product(trips)
     flat = f"{chain[-1].attrs['index']}_f"
     env: dict[str, sym.Expr] = {}
     stride: sym.Expr = 1

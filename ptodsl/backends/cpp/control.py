@@ -27,6 +27,7 @@ from ... import sym
 from ...escape import cpp_comment, cpp_string
 from ...ir import Func, Module, Op, Param, TensorType
 from ...ir.opdefs import Handlers, block_params
+from ...shapes import product
 from . import cxx
 from .cxx import ExprContext, Names, cxx_type, unsupported
 from .gm import Origin, explicit_strides, kernel_env, linear_offset, trace_origins, walk_ops
@@ -355,9 +356,7 @@ class ControlEmitter:
             return
         t: TensorType = op.result.type
         ctype = cxx_type(t.dtype)
-        count: sym.Expr = 1
-        for d in t.shape:
-            count = sym.mul(count, d)
+        count = product(t.shape)
         var = self.vars[op.result.name] = self.names.claim(op.result.name)
         memory = self.names.claim(f"{var}_bytes")
         elements = self._e(count)

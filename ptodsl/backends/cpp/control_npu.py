@@ -18,9 +18,9 @@ writes: an index tensor) a page of elements at a time, waiting once, not once pe
 
 from __future__ import annotations
 
-from ... import sym
 from ...escape import cpp_string
 from ...ir import Func, Op, Param
+from ...shapes import product
 from . import cxx
 from .control import HOSTS, ControlEmitter
 
@@ -238,10 +238,8 @@ class NpuHost(ControlEmitter):
         out = []
         for name, pages in self.pages.items():
             param = next(p for p in self.control.params if p.name == name)
-            count: sym.Expr = 1
-            for d in param.type.shape:
-                count = sym.mul(count, d)
-            out.append(f"    HostPages<{cxx.cxx_type(param.dtype)}> {pages}({self.vars[name]}, {self._e(count)});")
+            count = self._e(product(param.type.shape))
+            out.append(f"    HostPages<{cxx.cxx_type(param.dtype)}> {pages}({self.vars[name]}, {count});")
         return out
 
     def _block_args(self, block: str, blocks: str) -> tuple[str | None, str | None]:
