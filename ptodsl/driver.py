@@ -7,11 +7,13 @@ stage has reported all it found.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any
 
@@ -19,16 +21,16 @@ from . import sym
 from .cases import InputError, TestCase, build_input, case_seed
 from .check import CheckedKernel, check
 from .cost.choose import DEFAULT_DIM, Candidate, Case, choose, left_out
-from .diagnostics import CompileError, Diagnostic, Diagnostics, Span, register_source
+from .diagnostics import CompileError, Diagnostic, Diagnostics, Span, recording_sources, register_source
 from .frontend import ast
 from .frontend.parser import parse_module, read_source
-from .frontend.spec import Spec, load_spec, variant_name
+from .frontend.spec import ROOT_ENV, Spec, load_spec, variant_name
 from .ir import Func, IRSyntaxError, Module, TensorType, parse
 from .ir.schedule import passes_applied, reschedule, with_pass
 from .ir.verify import VerifyError, verify
 from .passes import PIPELINE, check_pipeline, tensorize
 from .passes.context import Pass, PassContext
-from .schedule import Schedule
+from .schedule import PASS_OPTION_DEFAULTS, Schedule
 from .targets import Target, load_target, target_names
 
 E_IR_INPUT = "E0801"  # a printed module given to `ptodsl ir --from` that the passes cannot resume from
@@ -48,6 +50,12 @@ class Compiled:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     verify_seconds: float = 0.0  # time spent verifying the IR after each pass (reported by bench)
     candidates: list[Candidate] = field(default_factory=list)  # schedules tried where the spec gave none
+
+    def copy(self, diags: Diagnostics) -> Compiled:
+        """A copy whose stage modules, the ones backends read, can be changed without touching this
+        one's. The per-pass modules of ``after`` are shared: they are only printed."""
+        return replace(self, stages={k: m.clone() for k, m in self.stages.items()}, after=dict(self.after),
+                       diagnostics=diags, candidates=list(self.candidates))
 
     def kernel_for(self, variant: dict[str, str]) -> int:
         for i, ck in enumerate(self.checked):
@@ -71,6 +79,8 @@ def read_text(path: str, diags: Diagnostics) -> str | None:
 def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bool = True,
                  choose: bool = True, sources: Mapping[str, str] | None = None, lower: bool = True) -> Compiled:
     """Parse, check and lower one spec; raises CompileError with every diagnostic on failure.
+    A spec compiled before in this process, from the same files and with the same arguments, is
+    not compiled again: its result is copied (see ``_MEMO``).
 
     ``verify_ir=False`` skips the invariant checks after each pass; only for looking at the IR of
     a pass that breaks one (``ptodsl ir --after PASS --no-verify``). ``choose=False`` compiles the
@@ -80,7 +90,60 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     (``ptodsl tune`` lowers each candidate schedule itself, so none is lowered with tiles nobody
     would compile with)."""
     diags = diags if diags is not None else Diagnostics()
-    sources = sources or {}
+    # the path as given, and where it is relative to: diagnostics and the IR name the spec by it
+    key = (yaml_path, os.getcwd(), verify_ir, choose, lower, frozenset((sources or {}).items()),
+           os.environ.get(ROOT_ENV), tuple(map(id, PASSES)), tuple(sorted(PASS_OPTION_DEFAULTS.items())))
+    found = _MEMO.get(key)
+    if found is not None and all(_file_state(p) == state for p, state in found.files):
+        _MEMO.move_to_end(key)
+        for d in found.diagnostics:
+            diags.add(d)
+        return found.copy(diags)
+    start = len(diags.items)
+    with recording_sources() as read:
+        compiled = _compile(yaml_path, diags, verify_ir, choose, sources or {}, lower)
+    files = tuple((p, _file_state(p)) for p in sorted(read) if p not in (sources or {}))
+    if all(state is not None for _, state in files):
+        _MEMO[key] = _Memo(files, tuple(diags.items[start:]), compiled.copy(Diagnostics()))
+        if len(_MEMO) > _MEMO_LIMIT:
+            _MEMO.popitem(last=False)
+    return compiled
+
+
+# The specs this process compiled, keyed by path, arguments and the pipeline, each with the state of
+# every file its compile read: tests, the language server and `ptodsl gen` then `test` in one
+# process compile the same specs many times, and a compile (a whole library: seconds) depends on
+# nothing else. Edited files, another pass list or other pass defaults compile afresh.
+_MEMO: OrderedDict[tuple, _Memo] = OrderedDict()
+_MEMO_LIMIT = 96  # the library is 75 specs; a compiled spec holds every pass's IR (a few MB)
+
+
+def forget_compiled() -> None:
+    """Compile every spec afresh from here on (a test of reproducibility compiles twice)."""
+    _MEMO.clear()
+
+
+@dataclass(frozen=True)
+class _Memo:
+    files: tuple[tuple[str, tuple | None], ...]
+    diagnostics: tuple[Diagnostic, ...]
+    compiled: Compiled
+
+    def copy(self, diags: Diagnostics) -> Compiled:
+        return self.compiled.copy(diags)
+
+
+def _file_state(path: str) -> tuple | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return (len(data), hashlib.sha256(data).digest())
+
+
+def _compile(yaml_path: str, diags: Diagnostics, verify_ir: bool, choose: bool, sources: Mapping[str, str],
+             lower: bool) -> Compiled:
     spec = load_spec(yaml_path, diags, sources)
     text = sources[spec.source] if spec.source in sources else read_source(spec.source, diags)
     module = parse_module(text, spec.source, diags) if text is not None else None

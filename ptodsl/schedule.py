@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 PASS_OPTION_DEFAULTS: dict[str, int] = {
     "cycle_upper_bound": 10000,  # estimated cycles above which a compute kernel is split in two
     "max_paths": 64,  # most compiled paths one loop body may have (branches x unrolled copies)
-    # 1: innermost grid loops of vector kernels alternate two sets of tiles where they fit. Opt-in for
-    # now: it doubles kernel bodies; with it on, compiling the library takes about 55% more CPU time
-    # and its cold C++ build about 17% more (layernorm's twice as long).
-    "double_buffer": 0,
+    # 1: innermost grid loops alternate two sets of tiles where they fit (a cube kernel's K loops),
+    # so the loads of one iteration overlap the compute of the other (passes/dbuf.py). It doubles
+    # kernel bodies: compiling the library takes about 1.6 times as long, and its C++ build longer
+    "double_buffer": 1,
     # 1: pto-isa's fused instructions (a broadcast with a binary op, exp(x - y)) where the target has
     # them (passes/fusedops.py); 0 keeps one instruction per tile op
     "fused_ops": 1,

@@ -347,14 +347,88 @@ def call(fn: str, *args: Expr) -> Expr:
 
 def evaluate(e: Expr, env: Mapping[str, Number]) -> Number:
     """Evaluate with concrete symbol values; a missing symbol raises KeyError."""
+    if isinstance(e, (BinExpr, CallExpr, NegExpr)):
+        # the cost model evaluates the same offsets and extents for every iteration it walks: an
+        # expression evaluated a second time is compiled to one Python function, kept on the node
+        fn = e.__dict__.get("_eval")
+        if fn is None:
+            object.__setattr__(e, "_eval", _ONCE)
+        elif fn is _ONCE:
+            fn = _python_function(e) or _WALK
+            object.__setattr__(e, "_eval", fn)
+        if fn is not None and fn is not _ONCE and fn is not _WALK:
+            return fn(env)
+    return _walk(e, env)
+
+
+_ONCE = object()  # evaluated once so far
+_WALK = object()  # too deep to compile: walked every time
+
+
+def _python_function(e: Expr) -> Callable[[Mapping[str, Number]], Number] | None:
+    """``e`` compiled to a Python function of the symbol values that computes what ``_walk``
+    does, or None (then ``_walk`` it is) for a tree too deep for Python's compiler."""
+    try:
+        source = _python(e)
+        return eval(compile(f"lambda env: {source}", "<sym>", "eval"), {"__builtins__": {}, **_PY_NAMES})
+    except (RecursionError, MemoryError, SyntaxError):
+        return None
+
+
+def _eager_and(a: Number, b: Number) -> bool:
+    return bool(a) and bool(b)
+
+
+def _eager_or(a: Number, b: Number) -> bool:
+    return bool(a) or bool(b)
+
+
+_PY_NAMES = {"_min": min, "_max": max, "_and": _eager_and, "_or": _eager_or, "_inf": math.inf,
+             "_nan": math.nan, "_bool": bool}
+_PY_OPS = {"+", "-", "*", "/", "//", "%", "<", "<=", ">", ">=", "==", "!="}
+
+
+def _python(e: Expr) -> str:
+    if isinstance(e, bool):
+        return "True" if e else "False"
+    if isinstance(e, int):
+        return f"({e})"
+    if isinstance(e, float):
+        if math.isnan(e):
+            return "_nan"
+        if math.isinf(e):
+            return "_inf" if e > 0 else "(-_inf)"
+        return f"({e!r})"
+    if isinstance(e, Sym):
+        return f"env[{e.name!r}]"
+    if isinstance(e, NegExpr):
+        return f"(-{_python(e.operand)})"
+    if isinstance(e, BinExpr):
+        a, b = _python(e.left), _python(e.right)
+        if e.op in _PY_OPS:
+            return f"({a} {e.op} {b})"
+        if e.op in ("and", "or"):
+            return f"_{e.op}({a}, {b})"
+    if isinstance(e, CallExpr):
+        args = [_python(x) for x in e.args]
+        if e.fn in ("min", "max"):
+            return f"_{e.fn}([{', '.join(args)}])"
+        if e.fn == "cdiv":
+            return f"(-(-{args[0]} // {args[1]}))"
+        if e.fn == "not":
+            return f"(not {args[0]})"
+    raise TypeError(f"not a symbolic expression: {e!r}")
+
+
+def _walk(e: Expr, env: Mapping[str, Number]) -> Number:
     if is_const(e) or isinstance(e, bool):
         return e
     if isinstance(e, Sym):
         return env[e.name]
     if isinstance(e, NegExpr):
-        return -evaluate(e.operand, env)
+        return -_walk(e.operand, env)
     if isinstance(e, BinExpr):
-        a, b = evaluate(e.left, env), evaluate(e.right, env)
+        a, b = _walk(e.left, env), _walk(e.right, env)
         if e.op == "+":
             return a + b
         if e.op == "-":
@@ -374,7 +448,7 @@ def evaluate(e: Expr, env: Mapping[str, Number]) -> Number:
         if e.op == "or":
             return bool(a) or bool(b)
     if isinstance(e, CallExpr):
-        args = [evaluate(x, env) for x in e.args]
+        args = [_walk(x, env) for x in e.args]
         if e.fn == "min":
             return min(args)
         if e.fn == "max":
@@ -390,6 +464,8 @@ def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
     """Replace symbols by expressions, re-simplifying on the way up."""
     if isinstance(e, Sym):
         return env.get(e.name, e)
+    if isinstance(e, (int, float)) or env.keys().isdisjoint(_free(e)):
+        return e  # nothing to replace: the tree is kept, not rebuilt and simplified again
     if isinstance(e, NegExpr):
         return neg(substitute(e.operand, env))
     if isinstance(e, BinExpr):
@@ -400,18 +476,28 @@ def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
 
 
 def free_symbols(e: Expr) -> set[str]:
+    return set(_free(e))
+
+
+_NO_SYMBOLS: frozenset[str] = frozenset()
+
+
+def _free(e: Expr) -> frozenset[str]:
+    """The symbols of ``e``, kept on the node: substitution asks this of every subtree it visits."""
     if isinstance(e, Sym):
-        return {e.name}
-    if isinstance(e, NegExpr):
-        return free_symbols(e.operand)
-    if isinstance(e, BinExpr):
-        return free_symbols(e.left) | free_symbols(e.right)
-    if isinstance(e, CallExpr):
-        out: set[str] = set()
-        for x in e.args:
-            out |= free_symbols(x)
-        return out
-    return set()
+        return frozenset((e.name,))
+    if not isinstance(e, (BinExpr, CallExpr, NegExpr)):
+        return _NO_SYMBOLS
+    out = e.__dict__.get("_free")
+    if out is None:
+        if isinstance(e, NegExpr):
+            out = _free(e.operand)
+        elif isinstance(e, BinExpr):
+            out = _free(e.left) | _free(e.right)
+        else:
+            out = _NO_SYMBOLS.union(*(_free(x) for x in e.args))
+        object.__setattr__(e, "_free", out)
+    return out
 
 
 def bounds(e: Expr, ranges: Mapping[str, Bounds]) -> Bounds:
@@ -765,6 +851,17 @@ _PREC = {"or": -2, "and": -1, "<": 0, "<=": 0, ">": 0, ">=": 0, "==": 0, "!=": 0
 
 
 def to_text(e: Expr) -> str:
+    if isinstance(e, (BinExpr, CallExpr, NegExpr)):
+        # kept on the node: printing IR and ordering a sum's factors print the same subtrees often
+        text = e.__dict__.get("_text")
+        if text is None:
+            text = _text(e)
+            object.__setattr__(e, "_text", text)
+        return text
+    return _text(e)
+
+
+def _text(e: Expr) -> str:
     if isinstance(e, bool):
         return "true" if e else "false"
     if isinstance(e, int):

@@ -35,7 +35,7 @@ def library_ops() -> dict[str, str]:
     """Language op -> a library spec whose Tensor IR uses it."""
     used: dict[str, str] = {}
     for path in SPECS:
-        for op in compile_spec(str(path)).after["tensorize"].walk():
+        for op in compile_spec(path.relative_to(ROOT).as_posix()).after["tensorize"].walk():
             used.setdefault(op.name, path.name)
     return used
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import enum
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -208,10 +209,25 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
 # Source texts by file name, so the renderer can show the line a span points at even when the
 # text never touched the disk (tests, generated fragments).
 _SOURCES: dict[str, str] = {}
+# the paths registered while each open `recording_sources` runs: what a compile read
+_RECORDERS: list[set[str]] = []
 
 
 def register_source(path: str, text: str) -> None:
     _SOURCES[path] = text
+    for seen in _RECORDERS:
+        seen.add(path)
+
+
+@contextmanager
+def recording_sources() -> Iterator[set[str]]:
+    """The paths of every source registered inside the block (the files a compile read)."""
+    seen: set[str] = set()
+    _RECORDERS.append(seen)
+    try:
+        yield seen
+    finally:
+        _RECORDERS.remove(seen)
 
 
 def source_line(path: str, line: int) -> str | None:

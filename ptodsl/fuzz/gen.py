@@ -1031,7 +1031,7 @@ class Gen:
         if r.random() < 0.5:
             out["multiply_add"] = True
         if r.random() < 0.3:
-            out["double_buffer"] = True
+            out["double_buffer"] = False  # on by default
         if r.random() < 0.15:
             out["fused_ops"] = False
         if r.random() < 0.4:

@@ -12,10 +12,8 @@ shared, the sync pass sees no dependency between the copies, so loading one copy
 computing and storing the other's; only a true dependency (an accumulator, a GM tensor written and
 read back) still orders them.
 
-The pass runs when the schedule asks for it (``pass_options: {double_buffer: true}``; off by
-default for now: with it on for every spec, doubling and trying each kernel on a copy make
-compiling the library take about 2.5 times the CPU time, which the test suite's budget does not
-hold). A loop stays
+The pass runs unless the schedule turns it off (``pass_options: {double_buffer: false}``): doubling
+and trying each kernel on a copy make compiling the library take about 1.6 times as long. A loop stays
 single buffered when it provably runs at most once, and when the doubled tiles would not fit
 on chip, would take the kernel's stack frame over the limit or need more event ids than the
 target has: the pass plans memory (and synchronises) a copy of the kernel with the doubled loops

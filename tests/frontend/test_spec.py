@@ -107,7 +107,7 @@ def test_pass_option_defaults_are_ints() -> None:
                                          "multiply_add", "split_reduction", "row_interchange"}
     assert all(isinstance(v, int) for v in PASS_OPTION_DEFAULTS.values())
     assert PASS_OPTION_DEFAULTS["cycle_upper_bound"] > 0 and PASS_OPTION_DEFAULTS["max_paths"] > 0
-    assert PASS_OPTION_DEFAULTS["double_buffer"] in (0, 1)  # a flag, off by default for now
+    assert PASS_OPTION_DEFAULTS["double_buffer"] == 1  # a flag, on by default
     assert PASS_OPTION_DEFAULTS["fused_ops"] == 1  # a flag, on by default
     assert PASS_OPTION_DEFAULTS["multiply_add"] == 0  # a flag, opt-in
     assert PASS_OPTION_DEFAULTS["split_reduction"] == 1  # a flag, on by default

@@ -1,5 +1,6 @@
 """Symbolic expressions: folding, printing that parses back, evaluation and range proofs."""
 
+import math
 import random
 
 import pytest
@@ -86,3 +87,44 @@ def test_a_clamped_extent_inside_a_sum_is_proved_through_its_min():
     assert not sym.prove_le(D, sym.min_(D, half), r)
     assert not sym.prove_le(sym.max_(D, sym.Sym("E")), D, {"D": (0, None), "E": (0, None)})
     assert sym.prove_le(sym.min_(D, sym.Sym("E")), sym.add(D, 1), {"D": (0, None), "E": (0, None)})
+
+
+def _random_expr(r: random.Random, depth: int) -> sym.Expr:
+    if depth == 0 or r.random() < 0.25:
+        c = r.random()
+        if c < 0.3:
+            return sym.Sym(r.choice("abc"))
+        if c < 0.6:
+            return r.randint(-5, 9)
+        return r.choice([0.5, -2.0, 3.0, math.inf, True])
+    k = r.random()
+    if k < 0.6:
+        op = r.choice(["+", "-", "*", "/", "//", "%", "<", "<=", "==", "!=", "and", "or"])
+        return sym.BinExpr(op, _random_expr(r, depth - 1), _random_expr(r, depth - 1))
+    if k < 0.8:
+        return sym.CallExpr(r.choice(["min", "max", "cdiv"]), (_random_expr(r, depth - 1), _random_expr(r, depth - 1)))
+    if k < 0.9:
+        return sym.CallExpr("not", (_random_expr(r, depth - 1),))
+    return sym.NegExpr(_random_expr(r, depth - 1))
+
+
+def test_a_compiled_expression_computes_what_the_tree_walk_does():
+    """An expression evaluated again runs as a compiled Python function: it must give the same
+    value of the same type, or raise the same error, as walking the tree (random trees, both ways)."""
+    r = random.Random(5)
+
+    def outcome(fn, e, env):
+        try:
+            return "ok", fn(e, env)
+        except (ArithmeticError, KeyError, TypeError) as exc:
+            return "error", type(exc).__name__
+
+    for _ in range(3000):
+        e = _random_expr(r, 5)
+        env = {"a": r.randint(-4, 6), "b": r.randint(1, 5), "c": r.random()}
+        walked = outcome(sym._walk, e, env)
+        for _ in range(3):  # the first evaluation walks, the next ones compile and call
+            got = outcome(sym.evaluate, e, env)
+            nan = got[0] == walked[0] == "ok" and isinstance(got[1], float) and math.isnan(got[1])
+            assert (nan and math.isnan(walked[1])) or (got == walked and type(got[1]) is type(walked[1])), \
+                (sym.to_text(e), env)

@@ -29,7 +29,8 @@ INLINE = {
             "symbols: {M: 16}\nschedule: {vec_tile: [8, 256]}\n"),
     "strided": ("kernel strided(x: f32[M, N], y: out f32[M, 256]):\n"
                 "    y[:, :] = x[:, 0:256] + 1.0\n",
-                "symbols: {M: 8, N: 1024}\nschedule: {vec_tile: [2, 256]}\n"),
+                # single buffered: one copy of the body declares the view, so one Stride
+                "symbols: {M: 8, N: 1024}\nschedule: {vec_tile: [2, 256], pass_options: {double_buffer: false}}\n"),
     # views and element reads inside a kernel (the loop runs inside it): a pointer and a scalar each
     "inside": ("kernel inside(x: f32[M, N], ids: i32[M], y: out f32[M, N]):\n"
                "    for i in loop(M, name=\"rows\"):\n"

@@ -149,6 +149,10 @@ class ExprContext:
     names: Mapping[str, str] = field(default_factory=dict)  # symbol -> C++ identifier
     nonneg: frozenset[str] = frozenset()  # symbols known to be >= 0
     helpers: set[str] = field(default_factory=set)  # helpers the printed text calls
+    # compound node -> its printing: the offsets and extents of a kernel repeat the same min/max
+    # subtrees in many expressions. Sound because the names and kinds are complete before printing,
+    # and the helpers a subtree calls were added to ``helpers`` when it was first printed.
+    printed: dict[str, tuple[str, int, str]] = field(default_factory=dict, repr=False, compare=False)
 
     def ranges(self) -> dict[str, sym.Bounds]:
         return {name: (0, None) for name in self.nonneg}
@@ -203,6 +207,14 @@ def _print(e: sym.Expr, ctx: ExprContext) -> tuple[str, int, str]:
         return text, (_ATOM if not text.startswith("-") else 7), FLOAT
     if isinstance(e, sym.Sym):
         return ctx.names.get(e.name, e.name), _ATOM, ctx.kinds.get(e.name, INT)
+    key = sym.to_text(e)  # not the node: `x + 1` and `x + 1.0` are equal nodes of other kinds
+    found = ctx.printed.get(key)
+    if found is None:
+        found = ctx.printed[key] = _compound(e, ctx)
+    return found
+
+
+def _compound(e: sym.Expr, ctx: ExprContext) -> tuple[str, int, str]:
     if isinstance(e, sym.NegExpr):
         text, prec, kind = _print(e.operand, ctx)
         return f"-{_wrap(text, prec, 8)}", 7, kind

@@ -31,11 +31,16 @@ extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* x, __gm__
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileC0 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileC0B0 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileC0B1 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // add_bcast.pto:3:5
         __gm__ bfloat16_t* v1 = x + b * (H * S);  // add_bcast.pto:4:22
@@ -49,41 +54,77 @@ extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* x, __gm__
             TLOAD(t3, biasGm0);  // add_bcast.pto:4:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g0 = 0; _g0 < (S + 15) / 16; ++_g0) {  // add_bcast.pto:4:22
+            for (int64_t _g0_db = 0; _g0_db < ((S + 15) / 16 + 1) / 2; ++_g0_db) {  // add_bcast.pto:4:22
                 pipe_barrier(PIPE_V);
-                TileT2 t2(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t2, 256);  // add_bcast.pto:4:22
+                TileT2B0 t2_b0(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(t2_b0, 256);  // add_bcast.pto:4:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-                GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
-                TLOAD(t2, v1Gm1);  // add_bcast.pto:4:22
+                GmView1 v1Gm1(v1 + _g0_db * 2 * 16 * H + _g1 * 128, GmView1::Shape(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
+                TLOAD(t2_b0, v1Gm1);  // add_bcast.pto:4:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileC0 c0(min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(c0, 4352);  // add_bcast.pto:4:22
-                TileT5 t5(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t5, 4864);  // add_bcast.pto:4:22
-                TileT6 t6(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t6, 8960);  // add_bcast.pto:4:22
+                TileC0B0 c0_b0(min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(c0_b0, 4352);  // add_bcast.pto:4:22
+                TileT5B0 t5_b0(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(t5_b0, 4864);  // add_bcast.pto:4:22
+                TileT6B0 t6_b0(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(t6_b0, 8960);  // add_bcast.pto:4:22
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t6, t2, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+                TCVT(t6_b0, t2_b0, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TCVT(c0, t3, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
-                TileT8 t8(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t8, 17152);  // add_bcast.pto:4:22
+                TCVT(c0_b0, t3, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+                TileT8B0 t8_b0(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(t8_b0, 17152);  // add_bcast.pto:4:22
                 pipe_barrier(PIPE_V);
-                TCOLEXPANDADD(t8, t6, c0);  // add_bcast.pto:4:22
+                TCOLEXPANDADD(t8_b0, t6_b0, c0_b0);  // add_bcast.pto:4:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 pipe_barrier(PIPE_V);
-                TCVT(t5, t8, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+                TCVT(t5_b0, t8_b0, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-                GmView2 yGm2(y + b * (H * S) + _g0 * 16 * H + _g1 * 128, GmView2::Shape(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
-                TSTORE(yGm2, t5);  // add_bcast.pto:4:22
+                GmView2 yGm2(y + b * (H * S) + _g0_db * 2 * 16 * H + _g1 * 128, GmView2::Shape(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
+                TSTORE(yGm2, t5_b0);  // add_bcast.pto:4:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                for (int64_t _g0_dr = 0; _g0_dr < min_i64((S + 15) / 16 - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // add_bcast.pto:4:22
+                    TileT2B1 t2_b1(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                    TASSIGN(t2_b1, 25344);  // add_bcast.pto:4:22
+                    using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
+                    GmView3 v1Gm3(v1 + (_g0_db * 2 + 1 + _g0_dr) * 16 * H + _g1 * 128, GmView3::Shape(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128)), GmView3::Stride(H * S, H));  // add_bcast.pto:4:22
+                    TLOAD(t2_b1, v1Gm3);  // add_bcast.pto:4:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileC0B1 c0_b1(min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                    TASSIGN(c0_b1, 29440);  // add_bcast.pto:4:22
+                    TileT5B1 t5_b1(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                    TASSIGN(t5_b1, 29952);  // add_bcast.pto:4:22
+                    TileT6B1 t6_b1(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                    TASSIGN(t6_b1, 34048);  // add_bcast.pto:4:22
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCVT(t6_b1, t2_b1, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+                    TCVT(c0_b1, t3, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+                    TileT8B1 t8_b1(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                    TASSIGN(t8_b1, 42240);  // add_bcast.pto:4:22
+                    pipe_barrier(PIPE_V);
+                    TCOLEXPANDADD(t8_b1, t6_b1, c0_b1);  // add_bcast.pto:4:22
+                    pipe_barrier(PIPE_V);
+                    TCVT(t5_b1, t8_b1, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
+                    GmView4 yGm4(y + b * (H * S) + (_g0_db * 2 + 1 + _g0_dr) * 16 * H + _g1 * 128, GmView4::Shape(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128)), GmView4::Stride(H * S, H));  // add_bcast.pto:4:22
+                    TSTORE(yGm4, t5_b1);  // add_bcast.pto:4:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

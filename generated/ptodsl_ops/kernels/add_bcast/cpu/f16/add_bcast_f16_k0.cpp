@@ -31,8 +31,10 @@ extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* x, __gm__ half* 
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT3 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B0 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // add_bcast.pto:3:5
         __gm__ half* v1 = x + b * (H * S);  // add_bcast.pto:4:22
@@ -46,30 +48,55 @@ extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* x, __gm__ half* 
             TLOAD(t3, biasGm0);  // add_bcast.pto:4:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g0 = 0; _g0 < (S + 15) / 16; ++_g0) {  // add_bcast.pto:4:22
+            for (int64_t _g0_db = 0; _g0_db < ((S + 15) / 16 + 1) / 2; ++_g0_db) {  // add_bcast.pto:4:22
                 pipe_barrier(PIPE_V);
-                TileT2 t2(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t2, 256);  // add_bcast.pto:4:22
+                TileT2B0 t2_b0(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(t2_b0, 256);  // add_bcast.pto:4:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-                GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
-                TLOAD(t2, v1Gm1);  // add_bcast.pto:4:22
+                GmView1 v1Gm1(v1 + _g0_db * 2 * 16 * H + _g1 * 128, GmView1::Shape(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
+                TLOAD(t2_b0, v1Gm1);  // add_bcast.pto:4:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT5 t5(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t5, 4352);  // add_bcast.pto:4:22
+                TileT5B0 t5_b0(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(t5_b0, 4352);  // add_bcast.pto:4:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLEXPANDADD(t5, t2, t3);  // add_bcast.pto:4:22
+                TCOLEXPANDADD(t5_b0, t2_b0, t3);  // add_bcast.pto:4:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-                GmView2 yGm2(y + b * (H * S) + _g0 * 16 * H + _g1 * 128, GmView2::Shape(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
-                TSTORE(yGm2, t5);  // add_bcast.pto:4:22
+                GmView2 yGm2(y + b * (H * S) + _g0_db * 2 * 16 * H + _g1 * 128, GmView2::Shape(min_i64(S - _g0_db * 2 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
+                TSTORE(yGm2, t5_b0);  // add_bcast.pto:4:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                for (int64_t _g0_dr = 0; _g0_dr < min_i64((S + 15) / 16 - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // add_bcast.pto:4:22
+                    TileT2B1 t2_b1(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                    TASSIGN(t2_b1, 8448);  // add_bcast.pto:4:22
+                    using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
+                    GmView3 v1Gm3(v1 + (_g0_db * 2 + 1 + _g0_dr) * 16 * H + _g1 * 128, GmView3::Shape(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128)), GmView3::Stride(H * S, H));  // add_bcast.pto:4:22
+                    TLOAD(t2_b1, v1Gm3);  // add_bcast.pto:4:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT5B1 t5_b1(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                    TASSIGN(t5_b1, 12544);  // add_bcast.pto:4:22
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLEXPANDADD(t5_b1, t2_b1, t3);  // add_bcast.pto:4:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
+                    GmView4 yGm4(y + b * (H * S) + (_g0_db * 2 + 1 + _g0_dr) * 16 * H + _g1 * 128, GmView4::Shape(min_i64(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), min_i64(H - _g1 * 128, 128)), GmView4::Stride(H * S, H));  // add_bcast.pto:4:22
+                    TSTORE(yGm4, t5_b1);  // add_bcast.pto:4:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

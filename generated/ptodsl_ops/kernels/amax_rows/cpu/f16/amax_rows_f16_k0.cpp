@@ -31,9 +31,12 @@ extern "C" __global__ AICORE void amax_rows_f16_k0(__gm__ half* x, __gm__ half* 
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT1Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT3 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT3B0 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT3B1 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT6 = Tile<TileType::Vec, half, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
@@ -47,30 +50,55 @@ extern "C" __global__ AICORE void amax_rows_f16_k0(__gm__ half* x, __gm__ half* 
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k2 = 0; _k2 < (C + 255) / 256; ++_k2) {  // amax_rows.pto:3:12
+        for (int64_t _k2_db = 0; _k2_db < ((C + 255) / 256 + 1) / 2; ++_k2_db) {  // amax_rows.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT3 t3(min_i64(R - _g0 * 8, 8), min_i64(C - _k2 * 256, 256));  // amax_rows.pto:3:12
-            TASSIGN(t3, 256);  // amax_rows.pto:3:12
+            TileT3B0 t3_b0(min_i64(R - _g0 * 8, 8), min_i64(C - _k2_db * 2 * 256, 256));  // amax_rows.pto:3:12
+            TASSIGN(t3_b0, 256);  // amax_rows.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amax_rows.pto:3:12
-            GmView0 xGm0(x + _g0 * 8 * C + _k2 * 256, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // amax_rows.pto:3:12
-            TLOAD(t3, xGm0);  // amax_rows.pto:3:12
+            GmView0 xGm0(x + _g0 * 8 * C + _k2_db * 2 * 256, GmView0::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView0::Stride(C));  // amax_rows.pto:3:12
+            TLOAD(t3_b0, xGm0);  // amax_rows.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT4 t4(min_i64(R - _g0 * 8, 8), min_i64(C - _k2 * 256, 256));  // amax_rows.pto:3:12
-            TASSIGN(t4, 4352);  // amax_rows.pto:3:12
+            TileT4B0 t4_b0(min_i64(R - _g0 * 8, 8), min_i64(C - _k2_db * 2 * 256, 256));  // amax_rows.pto:3:12
+            TASSIGN(t4_b0, 4352);  // amax_rows.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t4, t3, RoundMode::CAST_RINT);  // amax_rows.pto:3:12
-            TileT5 t5(min_i64(R - _g0 * 8, 8));  // amax_rows.pto:3:12
-            TASSIGN(t5, 256);  // amax_rows.pto:3:12
+            TCVT(t4_b0, t3_b0, RoundMode::CAST_RINT);  // amax_rows.pto:3:12
+            TileT5B0 t5_b0(min_i64(R - _g0 * 8, 8));  // amax_rows.pto:3:12
+            TASSIGN(t5_b0, 256);  // amax_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // amax_rows.pto:3:12
-            TASSIGN(tmp0, 12544);  // amax_rows.pto:3:12
-            TROWMAX(t5, t4, tmp0);  // amax_rows.pto:3:12
+            TASSIGN(tmp0, 24832);  // amax_rows.pto:3:12
+            TROWMAX(t5_b0, t4_b0, tmp0);  // amax_rows.pto:3:12
             pipe_barrier(PIPE_V);
-            TMAX(t1Tile, t1Tile, t5);  // amax_rows.pto:3:12
+            TMAX(t1Tile, t1Tile, t5_b0);  // amax_rows.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k2_dr = 0; _k2_dr < min_i64((C + 255) / 256 - (_k2_db * 2 + 1), 1); ++_k2_dr) {  // amax_rows.pto:3:12
+                TileT3B1 t3_b1(min_i64(R - _g0 * 8, 8), min_i64(C - (_k2_db * 2 + 1 + _k2_dr) * 256, 256));  // amax_rows.pto:3:12
+                TASSIGN(t3_b1, 12544);  // amax_rows.pto:3:12
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amax_rows.pto:3:12
+                GmView1 xGm1(x + _g0 * 8 * C + (_k2_db * 2 + 1 + _k2_dr) * 256, GmView1::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView1::Stride(C));  // amax_rows.pto:3:12
+                TLOAD(t3_b1, xGm1);  // amax_rows.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT4B1 t4_b1(min_i64(R - _g0 * 8, 8), min_i64(C - (_k2_db * 2 + 1 + _k2_dr) * 256, 256));  // amax_rows.pto:3:12
+                TASSIGN(t4_b1, 16640);  // amax_rows.pto:3:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t4_b1, t3_b1, RoundMode::CAST_RINT);  // amax_rows.pto:3:12
+                TileT5B1 t5_b1(min_i64(R - _g0 * 8, 8));  // amax_rows.pto:3:12
+                TASSIGN(t5_b1, 12544);  // amax_rows.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp1;  // amax_rows.pto:3:12
+                TASSIGN(tmp1, 24832);  // amax_rows.pto:3:12
+                TROWMAX(t5_b1, t4_b1, tmp1);  // amax_rows.pto:3:12
+                pipe_barrier(PIPE_V);
+                TMAX(t1Tile, t1Tile, t5_b1);  // amax_rows.pto:3:12
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -83,9 +111,9 @@ extern "C" __global__ AICORE void amax_rows_f16_k0(__gm__ half* x, __gm__ half* 
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:12
-        GmView1 t1Gm1(t1 + _g0 * 8, GmView1::Shape(t6.GetValidRow()));  // amax_rows.pto:3:12
-        TSTORE(t1Gm1, t6);  // amax_rows.pto:3:12
+        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:12
+        GmView2 t1Gm2(t1 + _g0 * 8, GmView2::Shape(t6.GetValidRow()));  // amax_rows.pto:3:12
+        TSTORE(t1Gm2, t6);  // amax_rows.pto:3:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void amax_rows_f16_k0p1(__gm__ half* x, __gm__ half* t1, __gm__ half* t0, __gm__ half* y, int64_t R, int64_t C, int64_t block_index, int64_t block_count)
 #else
@@ -30,22 +35,39 @@ extern "C" __global__ AICORE void amax_rows_f16_k0p1(__gm__ half* x, __gm__ half
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT8 = Tile<TileType::Vec, half, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8B0 = Tile<TileType::Vec, half, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8B1 = Tile<TileType::Vec, half, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g7 = block_index * ceil_div((R + 255) / 256, block_count); _g7 < block_index * ceil_div((R + 255) / 256, block_count) + min_i64(ceil_div((R + 255) / 256, block_count), (R + 255) / 256 - block_index * ceil_div((R + 255) / 256, block_count)); ++_g7) {  // amax_rows.pto:3:5
-        TileT8 t8(min_i64(R - _g7 * 256, 256));  // amax_rows.pto:3:5
-        TASSIGN(t8, 0);  // amax_rows.pto:3:5
+    for (int64_t _g7_db = 0; _g7_db < (max_i64(min_i64(ceil_div((R + 255) / 256, block_count), (R + 255) / 256 - block_index * ceil_div((R + 255) / 256, block_count)), 0) + 1) / 2; ++_g7_db) {  // amax_rows.pto:3:5
+        TileT8B0 t8_b0(min_i64(R - (block_index * ceil_div((R + 255) / 256, block_count) + _g7_db * 2) * 256, 256));  // amax_rows.pto:3:5
+        TASSIGN(t8_b0, 0);  // amax_rows.pto:3:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
-        GmView0 t0Gm0(t0 + _g7 * 256, GmView0::Shape(t8.GetValidCol()));  // amax_rows.pto:3:5
-        TLOAD(t8, t0Gm0);  // amax_rows.pto:3:5
+        GmView0 t0Gm0(t0 + (block_index * ceil_div((R + 255) / 256, block_count) + _g7_db * 2) * 256, GmView0::Shape(t8_b0.GetValidCol()));  // amax_rows.pto:3:5
+        TLOAD(t8_b0, t0Gm0);  // amax_rows.pto:3:5
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
-        GmView1 yGm1(y + _g7 * 256, GmView1::Shape(t8.GetValidCol()));  // amax_rows.pto:3:5
-        TSTORE(yGm1, t8);  // amax_rows.pto:3:5
+        GmView1 yGm1(y + (block_index * ceil_div((R + 255) / 256, block_count) + _g7_db * 2) * 256, GmView1::Shape(t8_b0.GetValidCol()));  // amax_rows.pto:3:5
+        TSTORE(yGm1, t8_b0);  // amax_rows.pto:3:5
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g7_dr = 0; _g7_dr < min_i64(max_i64(min_i64(ceil_div((R + 255) / 256, block_count), (R + 255) / 256 - block_index * ceil_div((R + 255) / 256, block_count)), 0) - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // amax_rows.pto:3:5
+            TileT8B1 t8_b1(min_i64(R - (block_index * ceil_div((R + 255) / 256, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 256, 256));  // amax_rows.pto:3:5
+            TASSIGN(t8_b1, 512);  // amax_rows.pto:3:5
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
+            GmView2 t0Gm2(t0 + (block_index * ceil_div((R + 255) / 256, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 256, GmView2::Shape(t8_b1.GetValidCol()));  // amax_rows.pto:3:5
+            TLOAD(t8_b1, t0Gm2);  // amax_rows.pto:3:5
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
+            GmView3 yGm3(y + (block_index * ceil_div((R + 255) / 256, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 256, GmView3::Shape(t8_b1.GetValidCol()));  // amax_rows.pto:3:5
+            TSTORE(yGm3, t8_b1);  // amax_rows.pto:3:5
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

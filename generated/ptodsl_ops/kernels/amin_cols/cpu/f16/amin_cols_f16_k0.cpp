@@ -31,9 +31,12 @@ extern "C" __global__ AICORE void amin_cols_f16_k0(__gm__ half* x, __gm__ half* 
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT1 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3B0 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3B1 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // amin_cols.pto:3:12
@@ -47,28 +50,51 @@ extern "C" __global__ AICORE void amin_cols_f16_k0(__gm__ half* x, __gm__ half* 
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k2 = 0; _k2 < (R + 15) / 16; ++_k2) {  // amin_cols.pto:3:12
+            for (int64_t _k2_db = 0; _k2_db < ((R + 15) / 16 + 1) / 2; ++_k2_db) {  // amin_cols.pto:3:12
                 pipe_barrier(PIPE_V);
-                TileT3 t3(min_i64(R - _k2 * 16, 16), min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
-                TASSIGN(t3, 512);  // amin_cols.pto:3:12
+                TileT3B0 t3_b0(min_i64(R - _k2_db * 2 * 16, 16), min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+                TASSIGN(t3_b0, 512);  // amin_cols.pto:3:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amin_cols.pto:3:12
-                GmView0 xGm0(x + _k2 * 16 * C + _g0 * 128, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // amin_cols.pto:3:12
-                TLOAD(t3, xGm0);  // amin_cols.pto:3:12
+                GmView0 xGm0(x + _k2_db * 2 * 16 * C + _g0 * 128, GmView0::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView0::Stride(C));  // amin_cols.pto:3:12
+                TLOAD(t3_b0, xGm0);  // amin_cols.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT4 t4(min_i64(R - _k2 * 16, 16), min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
-                TASSIGN(t4, 4608);  // amin_cols.pto:3:12
+                TileT4B0 t4_b0(min_i64(R - _k2_db * 2 * 16, 16), min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+                TASSIGN(t4_b0, 4608);  // amin_cols.pto:3:12
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t4, t3, RoundMode::CAST_RINT);  // amin_cols.pto:3:12
-                TileT5 t5(min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
-                TASSIGN(t5, 512);  // amin_cols.pto:3:12
+                TCVT(t4_b0, t3_b0, RoundMode::CAST_RINT);  // amin_cols.pto:3:12
+                TileT5B0 t5_b0(min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+                TASSIGN(t5_b0, 512);  // amin_cols.pto:3:12
                 pipe_barrier(PIPE_V);
-                TCOLMIN(t5, t4);  // amin_cols.pto:3:12
+                TCOLMIN(t5_b0, t4_b0);  // amin_cols.pto:3:12
                 pipe_barrier(PIPE_V);
-                TMIN(t1, t1, t5);  // amin_cols.pto:3:12
+                TMIN(t1, t1, t5_b0);  // amin_cols.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _k2_dr = 0; _k2_dr < min_i64((R + 15) / 16 - (_k2_db * 2 + 1), 1); ++_k2_dr) {  // amin_cols.pto:3:12
+                    TileT3B1 t3_b1(min_i64(R - (_k2_db * 2 + 1 + _k2_dr) * 16, 16), min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+                    TASSIGN(t3_b1, 12800);  // amin_cols.pto:3:12
+                    using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amin_cols.pto:3:12
+                    GmView1 xGm1(x + (_k2_db * 2 + 1 + _k2_dr) * 16 * C + _g0 * 128, GmView1::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView1::Stride(C));  // amin_cols.pto:3:12
+                    TLOAD(t3_b1, xGm1);  // amin_cols.pto:3:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT4B1 t4_b1(min_i64(R - (_k2_db * 2 + 1 + _k2_dr) * 16, 16), min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+                    TASSIGN(t4_b1, 16896);  // amin_cols.pto:3:12
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t4_b1, t3_b1, RoundMode::CAST_RINT);  // amin_cols.pto:3:12
+                    TileT5B1 t5_b1(min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+                    TASSIGN(t5_b1, 12800);  // amin_cols.pto:3:12
+                    pipe_barrier(PIPE_V);
+                    TCOLMIN(t5_b1, t4_b1);  // amin_cols.pto:3:12
+                    pipe_barrier(PIPE_V);
+                    TMIN(t1, t1, t5_b1);  // amin_cols.pto:3:12
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -81,9 +107,9 @@ extern "C" __global__ AICORE void amin_cols_f16_k0(__gm__ half* x, __gm__ half* 
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amin_cols.pto:3:12
-            GmView1 yGm1(y + _g0 * 128, GmView1::Shape(t6.GetValidCol()), GmView1::Stride(C));  // amin_cols.pto:3:12
-            TSTORE(yGm1, t6);  // amin_cols.pto:3:12
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amin_cols.pto:3:12
+            GmView2 yGm2(y + _g0 * 128, GmView2::Shape(t6.GetValidCol()), GmView2::Stride(C));  // amin_cols.pto:3:12
+            TSTORE(yGm2, t6);  // amin_cols.pto:3:12
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -36,8 +36,10 @@ extern "C" __global__ AICORE void arange_pos_k0p1(__gm__ int32_t* pos, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT10 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // arange_pos.pto:4:14
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -50,30 +52,55 @@ extern "C" __global__ AICORE void arange_pos_k0p1(__gm__ int32_t* pos, __gm__ fl
             TLOAD(t10, t2Gm0);  // arange_pos.pto:5:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g7 = block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)); _g7 < block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)) + min_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)), (B + 3) / 4 - block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1))); ++_g7) {  // arange_pos.pto:5:12
+            for (int64_t _g7_db = 0; _g7_db < (max_i64(min_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)), (B + 3) / 4 - block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1))), 0) + 1) / 2; ++_g7_db) {  // arange_pos.pto:5:12
                 pipe_barrier(PIPE_V);
-                TileT9 t9(min_i64(B - _g7 * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-                TASSIGN(t9, 256);  // arange_pos.pto:5:12
+                TileT9B0 t9_b0(min_i64(B - (block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)) + _g7_db * 2) * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+                TASSIGN(t9_b0, 256);  // arange_pos.pto:5:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
-                GmView1 xGm1(x + _g7 * 4 * N + _g8 * 64, GmView1::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView1::Stride(N));  // arange_pos.pto:5:12
-                TLOAD(t9, xGm1);  // arange_pos.pto:5:12
+                GmView1 xGm1(x + (block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)) + _g7_db * 2) * 4 * N + _g8 * 64, GmView1::Shape(t9_b0.GetValidRow(), t9_b0.GetValidCol()), GmView1::Stride(N));  // arange_pos.pto:5:12
+                TLOAD(t9_b0, xGm1);  // arange_pos.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT12 t12(min_i64(B - _g7 * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-                TASSIGN(t12, 1280);  // arange_pos.pto:5:12
+                TileT12B0 t12_b0(min_i64(B - (block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)) + _g7_db * 2) * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+                TASSIGN(t12_b0, 1280);  // arange_pos.pto:5:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLEXPANDADD(t12, t9, t10);  // arange_pos.pto:5:12
+                TCOLEXPANDADD(t12_b0, t9_b0, t10);  // arange_pos.pto:5:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
-                GmView2 yGm2(y + _g7 * 4 * N + _g8 * 64, GmView2::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView2::Stride(N));  // arange_pos.pto:5:12
-                TSTORE(yGm2, t12);  // arange_pos.pto:5:12
+                GmView2 yGm2(y + (block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)) + _g7_db * 2) * 4 * N + _g8 * 64, GmView2::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView2::Stride(N));  // arange_pos.pto:5:12
+                TSTORE(yGm2, t12_b0);  // arange_pos.pto:5:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                for (int64_t _g7_dr = 0; _g7_dr < min_i64(max_i64(min_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)), (B + 3) / 4 - block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1))), 0) - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // arange_pos.pto:5:12
+                    TileT9B1 t9_b1(min_i64(B - (block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)) + (_g7_db * 2 + 1 + _g7_dr)) * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+                    TASSIGN(t9_b1, 2304);  // arange_pos.pto:5:12
+                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
+                    GmView3 xGm3(x + (block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)) + (_g7_db * 2 + 1 + _g7_dr)) * 4 * N + _g8 * 64, GmView3::Shape(t9_b1.GetValidRow(), t9_b1.GetValidCol()), GmView3::Stride(N));  // arange_pos.pto:5:12
+                    TLOAD(t9_b1, xGm3);  // arange_pos.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT12B1 t12_b1(min_i64(B - (block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)) + (_g7_db * 2 + 1 + _g7_dr)) * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+                    TASSIGN(t12_b1, 3328);  // arange_pos.pto:5:12
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLEXPANDADD(t12_b1, t9_b1, t10);  // arange_pos.pto:5:12
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
+                    GmView4 yGm4(y + (block_index % max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1) * ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1)) + (_g7_db * 2 + 1 + _g7_dr)) * 4 * N + _g8 * 64, GmView4::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView4::Stride(N));  // arange_pos.pto:5:12
+                    TSTORE(yGm4, t12_b1);  // arange_pos.pto:5:12
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
 #else
@@ -34,11 +39,16 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
     using TileT2 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT4 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT6 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT9 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT10 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT6B0 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT9B0 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT10B0 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT6B1 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT9B1 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT10B1 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileView2 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
@@ -69,51 +79,52 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
         TASSIGN(t3, 0);  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // argmax_rows.pto:3:15
-        TASSIGN(tmp0, 6656);  // argmax_rows.pto:3:15
+        TASSIGN(tmp0, 12800);  // argmax_rows.pto:3:15
         TROWMAX(t3, t2, tmp0);  // argmax_rows.pto:3:15
         TileT4 t4(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
         TASSIGN(t4, 256);  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp1;  // argmax_rows.pto:3:15
-        TASSIGN(tmp1, 6656);  // argmax_rows.pto:3:15
+        TASSIGN(tmp1, 12800);  // argmax_rows.pto:3:15
         TROWARGMAX(t4, t2, tmp1);  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k5 = 1; _k5 < (N + 127) / 128; ++_k5) {  // argmax_rows.pto:3:15
+        for (int64_t _k5_db = 0; _k5_db < (max_i64((N + 127) / 128 - 1, 0) + 1) / 2; ++_k5_db) {  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _k5 * 128, 128));  // argmax_rows.pto:3:15
-            TASSIGN(t6, 512);  // argmax_rows.pto:3:15
+            TileT6B0 t6_b0(min_i64(M - _g0 * 8, 8), min_i64(N - (1 + _k5_db * 2) * 128, 128));  // argmax_rows.pto:3:15
+            TASSIGN(t6_b0, 512);  // argmax_rows.pto:3:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
-            GmView1 xGm1(x + _g0 * 8 * N + _k5 * 128, GmView1::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:3:15
-            TLOAD(t6, xGm1);  // argmax_rows.pto:3:15
+            GmView1 xGm1(x + _g0 * 8 * N + (1 + _k5_db * 2) * 128, GmView1::Shape(t6_b0.GetValidRow(), t6_b0.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:3:15
+            TLOAD(t6_b0, xGm1);  // argmax_rows.pto:3:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _k5 * 128, 128));  // argmax_rows.pto:3:15
-            TASSIGN(t7, 2560);  // argmax_rows.pto:3:15
+            TileT7B0 t7_b0(min_i64(M - _g0 * 8, 8), min_i64(N - (1 + _k5_db * 2) * 128, 128));  // argmax_rows.pto:3:15
+            TASSIGN(t7_b0, 2560);  // argmax_rows.pto:3:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t7, t6, RoundMode::CAST_RINT);  // argmax_rows.pto:3:15
-            TileT8 t8(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
-            TASSIGN(t8, 512);  // argmax_rows.pto:3:15
+            TCVT(t7_b0, t6_b0, RoundMode::CAST_RINT);  // argmax_rows.pto:3:15
+            TileT8B0 t8_b0(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TASSIGN(t8_b0, 512);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // argmax_rows.pto:3:15
-            TASSIGN(tmp2, 6656);  // argmax_rows.pto:3:15
-            TROWMAX(t8, t7, tmp2);  // argmax_rows.pto:3:15
-            TileT9 t9(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
-            TASSIGN(t9, 768);  // argmax_rows.pto:3:15
+            TASSIGN(tmp2, 12800);  // argmax_rows.pto:3:15
+            TROWMAX(t8_b0, t7_b0, tmp2);  // argmax_rows.pto:3:15
+            TileT9B0 t9_b0(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TASSIGN(t9_b0, 768);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // argmax_rows.pto:3:15
-            TASSIGN(tmp3, 6656);  // argmax_rows.pto:3:15
-            TROWARGMAX(t9, t7, tmp3);  // argmax_rows.pto:3:15
+            TASSIGN(tmp3, 12800);  // argmax_rows.pto:3:15
+            TROWARGMAX(t9_b0, t7_b0, tmp3);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TADDS(t9, t9, _k5 * 128);  // argmax_rows.pto:3:15
-            TileT10 t10(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
-            TASSIGN(t10, 1024);  // argmax_rows.pto:3:15
+            TADDS(t9_b0, t9_b0, (1 + _k5_db * 2) * 128);  // argmax_rows.pto:3:15
+            TileT10B0 t10_b0(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TASSIGN(t10_b0, 1024);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileView1 view4(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view4, 1024);  // argmax_rows.pto:3:15
-            TCMP(view4, t8, t3, CmpMode::GT);  // argmax_rows.pto:3:15
+            TCMP(view4, t8_b0, t3, CmpMode::GT);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileView2 view5(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view5, 0);  // argmax_rows.pto:3:15
@@ -124,7 +135,7 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
             TileView1 view8(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view8, 1024);  // argmax_rows.pto:3:15
             TileTmp3 tmp9;  // argmax_rows.pto:3:15
-            TASSIGN(tmp9, 6656);  // argmax_rows.pto:3:15
+            TASSIGN(tmp9, 12800);  // argmax_rows.pto:3:15
             TSEL(view5, view8, view6, view7, tmp9);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileView4 view10(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
@@ -136,19 +147,79 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
             TileView1 view13(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view13, 1024);  // argmax_rows.pto:3:15
             TileTmp5 tmp14;  // argmax_rows.pto:3:15
-            TASSIGN(tmp14, 6656);  // argmax_rows.pto:3:15
+            TASSIGN(tmp14, 12800);  // argmax_rows.pto:3:15
             TSEL(view10, view13, view11, view12, tmp14);  // argmax_rows.pto:3:15
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k5_dr = 0; _k5_dr < min_i64(max_i64((N + 127) / 128 - 1, 0) - (_k5_db * 2 + 1), 1); ++_k5_dr) {  // argmax_rows.pto:3:15
+                TileT6B1 t6_b1(min_i64(M - _g0 * 8, 8), min_i64(N - (_k5_db * 2 + _k5_dr + 2) * 128, 128));  // argmax_rows.pto:3:15
+                TASSIGN(t6_b1, 6656);  // argmax_rows.pto:3:15
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
+                GmView2 xGm2(x + _g0 * 8 * N + (_k5_db * 2 + _k5_dr + 2) * 128, GmView2::Shape(t6_b1.GetValidRow(), t6_b1.GetValidCol()), GmView2::Stride(N));  // argmax_rows.pto:3:15
+                TLOAD(t6_b1, xGm2);  // argmax_rows.pto:3:15
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT7B1 t7_b1(min_i64(M - _g0 * 8, 8), min_i64(N - (_k5_db * 2 + _k5_dr + 2) * 128, 128));  // argmax_rows.pto:3:15
+                TASSIGN(t7_b1, 8704);  // argmax_rows.pto:3:15
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t7_b1, t6_b1, RoundMode::CAST_RINT);  // argmax_rows.pto:3:15
+                TileT8B1 t8_b1(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(t8_b1, 6656);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp15;  // argmax_rows.pto:3:15
+                TASSIGN(tmp15, 12800);  // argmax_rows.pto:3:15
+                TROWMAX(t8_b1, t7_b1, tmp15);  // argmax_rows.pto:3:15
+                TileT9B1 t9_b1(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(t9_b1, 6912);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp16;  // argmax_rows.pto:3:15
+                TASSIGN(tmp16, 12800);  // argmax_rows.pto:3:15
+                TROWARGMAX(t9_b1, t7_b1, tmp16);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TADDS(t9_b1, t9_b1, (_k5_db * 2 + _k5_dr + 2) * 128);  // argmax_rows.pto:3:15
+                TileT10B1 t10_b1(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(t10_b1, 7168);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TileView1 view17(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view17, 7168);  // argmax_rows.pto:3:15
+                TCMP(view17, t8_b1, t3, CmpMode::GT);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TileView2 view18(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view18, 0);  // argmax_rows.pto:3:15
+                TileView2 view19(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view19, 6656);  // argmax_rows.pto:3:15
+                TileView2 view20(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view20, 0);  // argmax_rows.pto:3:15
+                TileView1 view21(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view21, 7168);  // argmax_rows.pto:3:15
+                TileTmp3 tmp22;  // argmax_rows.pto:3:15
+                TASSIGN(tmp22, 12800);  // argmax_rows.pto:3:15
+                TSEL(view18, view21, view19, view20, tmp22);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TileView4 view23(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view23, 256);  // argmax_rows.pto:3:15
+                TileView4 view24(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view24, 6912);  // argmax_rows.pto:3:15
+                TileView4 view25(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view25, 256);  // argmax_rows.pto:3:15
+                TileView1 view26(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view26, 7168);  // argmax_rows.pto:3:15
+                TileTmp5 tmp27;  // argmax_rows.pto:3:15
+                TASSIGN(tmp27, 12800);  // argmax_rows.pto:3:15
+                TSEL(view23, view26, view24, view25, tmp27);  // argmax_rows.pto:3:15
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:15
-        GmView2 t1Gm2(t1 + _g0 * 8, GmView2::Shape(t4.GetValidRow()));  // argmax_rows.pto:3:15
-        TSTORE(t1Gm2, t4);  // argmax_rows.pto:3:15
+        using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:15
+        GmView3 t1Gm3(t1 + _g0 * 8, GmView3::Shape(t4.GetValidRow()));  // argmax_rows.pto:3:15
+        TSTORE(t1Gm3, t4);  // argmax_rows.pto:3:15
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

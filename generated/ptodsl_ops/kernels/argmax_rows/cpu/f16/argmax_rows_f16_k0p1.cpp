@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void argmax_rows_f16_k0p1(__gm__ half* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
 #else
@@ -30,22 +35,39 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0p1(__gm__ half* x, __gm__ in
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT12 = Tile<TileType::Vec, int32_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Vec, int32_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Vec, int32_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
 
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g11 = block_index * ceil_div((M + 127) / 128, block_count); _g11 < block_index * ceil_div((M + 127) / 128, block_count) + min_i64(ceil_div((M + 127) / 128, block_count), (M + 127) / 128 - block_index * ceil_div((M + 127) / 128, block_count)); ++_g11) {  // argmax_rows.pto:3:5
-        TileT12 t12(min_i64(M - _g11 * 128, 128));  // argmax_rows.pto:3:5
-        TASSIGN(t12, 0);  // argmax_rows.pto:3:5
+    for (int64_t _g11_db = 0; _g11_db < (max_i64(min_i64(ceil_div((M + 127) / 128, block_count), (M + 127) / 128 - block_index * ceil_div((M + 127) / 128, block_count)), 0) + 1) / 2; ++_g11_db) {  // argmax_rows.pto:3:5
+        TileT12B0 t12_b0(min_i64(M - (block_index * ceil_div((M + 127) / 128, block_count) + _g11_db * 2) * 128, 128));  // argmax_rows.pto:3:5
+        TASSIGN(t12_b0, 0);  // argmax_rows.pto:3:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
-        GmView0 t0Gm0(t0 + _g11 * 128, GmView0::Shape(t12.GetValidCol()));  // argmax_rows.pto:3:5
-        TLOAD(t12, t0Gm0);  // argmax_rows.pto:3:5
+        GmView0 t0Gm0(t0 + (block_index * ceil_div((M + 127) / 128, block_count) + _g11_db * 2) * 128, GmView0::Shape(t12_b0.GetValidCol()));  // argmax_rows.pto:3:5
+        TLOAD(t12_b0, t0Gm0);  // argmax_rows.pto:3:5
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
-        GmView1 imaxGm1(imax + _g11 * 128, GmView1::Shape(t12.GetValidCol()));  // argmax_rows.pto:3:5
-        TSTORE(imaxGm1, t12);  // argmax_rows.pto:3:5
+        GmView1 imaxGm1(imax + (block_index * ceil_div((M + 127) / 128, block_count) + _g11_db * 2) * 128, GmView1::Shape(t12_b0.GetValidCol()));  // argmax_rows.pto:3:5
+        TSTORE(imaxGm1, t12_b0);  // argmax_rows.pto:3:5
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g11_dr = 0; _g11_dr < min_i64(max_i64(min_i64(ceil_div((M + 127) / 128, block_count), (M + 127) / 128 - block_index * ceil_div((M + 127) / 128, block_count)), 0) - (_g11_db * 2 + 1), 1); ++_g11_dr) {  // argmax_rows.pto:3:5
+            TileT12B1 t12_b1(min_i64(M - (block_index * ceil_div((M + 127) / 128, block_count) + (_g11_db * 2 + 1 + _g11_dr)) * 128, 128));  // argmax_rows.pto:3:5
+            TASSIGN(t12_b1, 512);  // argmax_rows.pto:3:5
+            using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
+            GmView2 t0Gm2(t0 + (block_index * ceil_div((M + 127) / 128, block_count) + (_g11_db * 2 + 1 + _g11_dr)) * 128, GmView2::Shape(t12_b1.GetValidCol()));  // argmax_rows.pto:3:5
+            TLOAD(t12_b1, t0Gm2);  // argmax_rows.pto:3:5
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
+            GmView3 imaxGm3(imax + (block_index * ceil_div((M + 127) / 128, block_count) + (_g11_db * 2 + 1 + _g11_dr)) * 128, GmView3::Shape(t12_b1.GetValidCol()));  // argmax_rows.pto:3:5
+            TSTORE(imaxGm3, t12_b1);  // argmax_rows.pto:3:5
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void argmax_rows_f16_k0p2(__gm__ half* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
 #else
@@ -34,11 +39,16 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0p2(__gm__ half* x, __gm__ in
     using TileT15 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT16 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT17 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT19 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT21 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT22 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT19B0 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT20B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT21B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT22B0 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT23B0 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT19B1 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT20B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT21B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT22B1 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT23B1 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileView2 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
@@ -69,51 +79,52 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0p2(__gm__ half* x, __gm__ in
         TASSIGN(t16, 0);  // argmax_rows.pto:4:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // argmax_rows.pto:4:15
-        TASSIGN(tmp0, 6656);  // argmax_rows.pto:4:15
+        TASSIGN(tmp0, 12800);  // argmax_rows.pto:4:15
         TROWMIN(t16, t15, tmp0);  // argmax_rows.pto:4:15
         TileT17 t17(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
         TASSIGN(t17, 256);  // argmax_rows.pto:4:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp1;  // argmax_rows.pto:4:15
-        TASSIGN(tmp1, 6656);  // argmax_rows.pto:4:15
+        TASSIGN(tmp1, 12800);  // argmax_rows.pto:4:15
         TROWARGMIN(t17, t15, tmp1);  // argmax_rows.pto:4:15
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k18 = 1; _k18 < (N + 127) / 128; ++_k18) {  // argmax_rows.pto:4:15
+        for (int64_t _k18_db = 0; _k18_db < (max_i64((N + 127) / 128 - 1, 0) + 1) / 2; ++_k18_db) {  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TileT19 t19(min_i64(M - _g13 * 8, 8), min_i64(N - _k18 * 128, 128));  // argmax_rows.pto:4:15
-            TASSIGN(t19, 512);  // argmax_rows.pto:4:15
+            TileT19B0 t19_b0(min_i64(M - _g13 * 8, 8), min_i64(N - (1 + _k18_db * 2) * 128, 128));  // argmax_rows.pto:4:15
+            TASSIGN(t19_b0, 512);  // argmax_rows.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
-            GmView1 xGm1(x + _g13 * 8 * N + _k18 * 128, GmView1::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:4:15
-            TLOAD(t19, xGm1);  // argmax_rows.pto:4:15
+            GmView1 xGm1(x + _g13 * 8 * N + (1 + _k18_db * 2) * 128, GmView1::Shape(t19_b0.GetValidRow(), t19_b0.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:4:15
+            TLOAD(t19_b0, xGm1);  // argmax_rows.pto:4:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT20 t20(min_i64(M - _g13 * 8, 8), min_i64(N - _k18 * 128, 128));  // argmax_rows.pto:4:15
-            TASSIGN(t20, 2560);  // argmax_rows.pto:4:15
+            TileT20B0 t20_b0(min_i64(M - _g13 * 8, 8), min_i64(N - (1 + _k18_db * 2) * 128, 128));  // argmax_rows.pto:4:15
+            TASSIGN(t20_b0, 2560);  // argmax_rows.pto:4:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t20, t19, RoundMode::CAST_RINT);  // argmax_rows.pto:4:15
-            TileT21 t21(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(t21, 512);  // argmax_rows.pto:4:15
+            TCVT(t20_b0, t19_b0, RoundMode::CAST_RINT);  // argmax_rows.pto:4:15
+            TileT21B0 t21_b0(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TASSIGN(t21_b0, 512);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // argmax_rows.pto:4:15
-            TASSIGN(tmp2, 6656);  // argmax_rows.pto:4:15
-            TROWMIN(t21, t20, tmp2);  // argmax_rows.pto:4:15
-            TileT22 t22(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(t22, 768);  // argmax_rows.pto:4:15
+            TASSIGN(tmp2, 12800);  // argmax_rows.pto:4:15
+            TROWMIN(t21_b0, t20_b0, tmp2);  // argmax_rows.pto:4:15
+            TileT22B0 t22_b0(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TASSIGN(t22_b0, 768);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // argmax_rows.pto:4:15
-            TASSIGN(tmp3, 6656);  // argmax_rows.pto:4:15
-            TROWARGMIN(t22, t20, tmp3);  // argmax_rows.pto:4:15
+            TASSIGN(tmp3, 12800);  // argmax_rows.pto:4:15
+            TROWARGMIN(t22_b0, t20_b0, tmp3);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TADDS(t22, t22, _k18 * 128);  // argmax_rows.pto:4:15
-            TileT23 t23(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(t23, 1024);  // argmax_rows.pto:4:15
+            TADDS(t22_b0, t22_b0, (1 + _k18_db * 2) * 128);  // argmax_rows.pto:4:15
+            TileT23B0 t23_b0(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TASSIGN(t23_b0, 1024);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TileView1 view4(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view4, 1024);  // argmax_rows.pto:4:15
-            TCMP(view4, t21, t16, CmpMode::LT);  // argmax_rows.pto:4:15
+            TCMP(view4, t21_b0, t16, CmpMode::LT);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TileView2 view5(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view5, 0);  // argmax_rows.pto:4:15
@@ -124,7 +135,7 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0p2(__gm__ half* x, __gm__ in
             TileView1 view8(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view8, 1024);  // argmax_rows.pto:4:15
             TileTmp3 tmp9;  // argmax_rows.pto:4:15
-            TASSIGN(tmp9, 6656);  // argmax_rows.pto:4:15
+            TASSIGN(tmp9, 12800);  // argmax_rows.pto:4:15
             TSEL(view5, view8, view6, view7, tmp9);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TileView4 view10(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
@@ -136,19 +147,79 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0p2(__gm__ half* x, __gm__ in
             TileView1 view13(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view13, 1024);  // argmax_rows.pto:4:15
             TileTmp5 tmp14;  // argmax_rows.pto:4:15
-            TASSIGN(tmp14, 6656);  // argmax_rows.pto:4:15
+            TASSIGN(tmp14, 12800);  // argmax_rows.pto:4:15
             TSEL(view10, view13, view11, view12, tmp14);  // argmax_rows.pto:4:15
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k18_dr = 0; _k18_dr < min_i64(max_i64((N + 127) / 128 - 1, 0) - (_k18_db * 2 + 1), 1); ++_k18_dr) {  // argmax_rows.pto:4:15
+                TileT19B1 t19_b1(min_i64(M - _g13 * 8, 8), min_i64(N - (_k18_db * 2 + _k18_dr + 2) * 128, 128));  // argmax_rows.pto:4:15
+                TASSIGN(t19_b1, 6656);  // argmax_rows.pto:4:15
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
+                GmView2 xGm2(x + _g13 * 8 * N + (_k18_db * 2 + _k18_dr + 2) * 128, GmView2::Shape(t19_b1.GetValidRow(), t19_b1.GetValidCol()), GmView2::Stride(N));  // argmax_rows.pto:4:15
+                TLOAD(t19_b1, xGm2);  // argmax_rows.pto:4:15
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT20B1 t20_b1(min_i64(M - _g13 * 8, 8), min_i64(N - (_k18_db * 2 + _k18_dr + 2) * 128, 128));  // argmax_rows.pto:4:15
+                TASSIGN(t20_b1, 8704);  // argmax_rows.pto:4:15
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t20_b1, t19_b1, RoundMode::CAST_RINT);  // argmax_rows.pto:4:15
+                TileT21B1 t21_b1(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(t21_b1, 6656);  // argmax_rows.pto:4:15
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp15;  // argmax_rows.pto:4:15
+                TASSIGN(tmp15, 12800);  // argmax_rows.pto:4:15
+                TROWMIN(t21_b1, t20_b1, tmp15);  // argmax_rows.pto:4:15
+                TileT22B1 t22_b1(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(t22_b1, 6912);  // argmax_rows.pto:4:15
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp16;  // argmax_rows.pto:4:15
+                TASSIGN(tmp16, 12800);  // argmax_rows.pto:4:15
+                TROWARGMIN(t22_b1, t20_b1, tmp16);  // argmax_rows.pto:4:15
+                pipe_barrier(PIPE_V);
+                TADDS(t22_b1, t22_b1, (_k18_db * 2 + _k18_dr + 2) * 128);  // argmax_rows.pto:4:15
+                TileT23B1 t23_b1(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(t23_b1, 7168);  // argmax_rows.pto:4:15
+                pipe_barrier(PIPE_V);
+                TileView1 view17(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(view17, 7168);  // argmax_rows.pto:4:15
+                TCMP(view17, t21_b1, t16, CmpMode::LT);  // argmax_rows.pto:4:15
+                pipe_barrier(PIPE_V);
+                TileView2 view18(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(view18, 0);  // argmax_rows.pto:4:15
+                TileView2 view19(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(view19, 6656);  // argmax_rows.pto:4:15
+                TileView2 view20(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(view20, 0);  // argmax_rows.pto:4:15
+                TileView1 view21(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(view21, 7168);  // argmax_rows.pto:4:15
+                TileTmp3 tmp22;  // argmax_rows.pto:4:15
+                TASSIGN(tmp22, 12800);  // argmax_rows.pto:4:15
+                TSEL(view18, view21, view19, view20, tmp22);  // argmax_rows.pto:4:15
+                pipe_barrier(PIPE_V);
+                TileView4 view23(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(view23, 256);  // argmax_rows.pto:4:15
+                TileView4 view24(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(view24, 6912);  // argmax_rows.pto:4:15
+                TileView4 view25(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(view25, 256);  // argmax_rows.pto:4:15
+                TileView1 view26(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+                TASSIGN(view26, 7168);  // argmax_rows.pto:4:15
+                TileTmp5 tmp27;  // argmax_rows.pto:4:15
+                TASSIGN(tmp27, 12800);  // argmax_rows.pto:4:15
+                TSEL(view23, view26, view24, view25, tmp27);  // argmax_rows.pto:4:15
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:4:15
-        GmView2 iminGm2(imin + _g13 * 8, GmView2::Shape(t17.GetValidRow()));  // argmax_rows.pto:4:15
-        TSTORE(iminGm2, t17);  // argmax_rows.pto:4:15
+        using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:4:15
+        GmView3 iminGm3(imin + _g13 * 8, GmView3::Shape(t17.GetValidRow()));  // argmax_rows.pto:4:15
+        TSTORE(iminGm3, t17);  // argmax_rows.pto:4:15
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

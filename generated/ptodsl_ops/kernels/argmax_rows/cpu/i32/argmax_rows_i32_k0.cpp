@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
 #else
@@ -33,10 +38,14 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ i
     using TileT1Tile = Tile<TileType::Vec, int32_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT3 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT5 = Tile<TileType::Vec, int32_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT7 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT8 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT5B0 = Tile<TileType::Vec, int32_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT7B0 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT8B0 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT5B1 = Tile<TileType::Vec, int32_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT7B1 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT8B1 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, int32_t, 8, 128, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileView2 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
@@ -57,46 +66,47 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ i
         TASSIGN(t2, 4096);  // argmax_rows.pto:3:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp0;  // argmax_rows.pto:3:15
-        TASSIGN(tmp0, 5120);  // argmax_rows.pto:3:15
+        TASSIGN(tmp0, 9728);  // argmax_rows.pto:3:15
         TROWMAX(t2, t1Tile, tmp0);  // argmax_rows.pto:3:15
         TileT3 t3(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
         TASSIGN(t3, 4352);  // argmax_rows.pto:3:15
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TileTmp0 tmp1;  // argmax_rows.pto:3:15
-        TASSIGN(tmp1, 5120);  // argmax_rows.pto:3:15
+        TASSIGN(tmp1, 9728);  // argmax_rows.pto:3:15
         TROWARGMAX(t3, t1Tile, tmp1);  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k4 = 1; _k4 < (N + 127) / 128; ++_k4) {  // argmax_rows.pto:3:15
+        for (int64_t _k4_db = 0; _k4_db < (max_i64((N + 127) / 128 - 1, 0) + 1) / 2; ++_k4_db) {  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _k4 * 128, 128));  // argmax_rows.pto:3:15
-            TASSIGN(t5, 0);  // argmax_rows.pto:3:15
+            TileT5B0 t5_b0(min_i64(M - _g0 * 8, 8), min_i64(N - (1 + _k4_db * 2) * 128, 128));  // argmax_rows.pto:3:15
+            TASSIGN(t5_b0, 0);  // argmax_rows.pto:3:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
-            GmView1 xGm1(x + _g0 * 8 * N + _k4 * 128, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:3:15
-            TLOAD(t5, xGm1);  // argmax_rows.pto:3:15
+            GmView1 xGm1(x + _g0 * 8 * N + (1 + _k4_db * 2) * 128, GmView1::Shape(t5_b0.GetValidRow(), t5_b0.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:3:15
+            TLOAD(t5_b0, xGm1);  // argmax_rows.pto:3:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT6 t6(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
-            TASSIGN(t6, 4608);  // argmax_rows.pto:3:15
+            TileT6B0 t6_b0(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TASSIGN(t6_b0, 4608);  // argmax_rows.pto:3:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // argmax_rows.pto:3:15
-            TASSIGN(tmp2, 5120);  // argmax_rows.pto:3:15
-            TROWMAX(t6, t5, tmp2);  // argmax_rows.pto:3:15
-            TileT7 t7(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
-            TASSIGN(t7, 4864);  // argmax_rows.pto:3:15
+            TASSIGN(tmp2, 9728);  // argmax_rows.pto:3:15
+            TROWMAX(t6_b0, t5_b0, tmp2);  // argmax_rows.pto:3:15
+            TileT7B0 t7_b0(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TASSIGN(t7_b0, 4864);  // argmax_rows.pto:3:15
             TileTmp0 tmp3;  // argmax_rows.pto:3:15
-            TASSIGN(tmp3, 5120);  // argmax_rows.pto:3:15
-            TROWARGMAX(t7, t5, tmp3);  // argmax_rows.pto:3:15
+            TASSIGN(tmp3, 9728);  // argmax_rows.pto:3:15
+            TROWARGMAX(t7_b0, t5_b0, tmp3);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TADDS(t7, t7, _k4 * 128);  // argmax_rows.pto:3:15
-            TileT8 t8(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
-            TASSIGN(t8, 0);  // argmax_rows.pto:3:15
+            TADDS(t7_b0, t7_b0, (1 + _k4_db * 2) * 128);  // argmax_rows.pto:3:15
+            TileT8B0 t8_b0(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TASSIGN(t8_b0, 0);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileView1 view4(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view4, 0);  // argmax_rows.pto:3:15
-            TCMP(view4, t6, t2, CmpMode::GT);  // argmax_rows.pto:3:15
+            TCMP(view4, t6_b0, t2, CmpMode::GT);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileView2 view5(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view5, 4096);  // argmax_rows.pto:3:15
@@ -107,7 +117,7 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ i
             TileView1 view8(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view8, 0);  // argmax_rows.pto:3:15
             TileTmp3 tmp9;  // argmax_rows.pto:3:15
-            TASSIGN(tmp9, 5120);  // argmax_rows.pto:3:15
+            TASSIGN(tmp9, 9728);  // argmax_rows.pto:3:15
             TSEL(view5, view8, view6, view7, tmp9);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileView2 view10(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
@@ -119,17 +129,72 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ i
             TileView1 view13(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view13, 0);  // argmax_rows.pto:3:15
             TileTmp3 tmp14;  // argmax_rows.pto:3:15
-            TASSIGN(tmp14, 5120);  // argmax_rows.pto:3:15
+            TASSIGN(tmp14, 9728);  // argmax_rows.pto:3:15
             TSEL(view10, view13, view11, view12, tmp14);  // argmax_rows.pto:3:15
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k4_dr = 0; _k4_dr < min_i64(max_i64((N + 127) / 128 - 1, 0) - (_k4_db * 2 + 1), 1); ++_k4_dr) {  // argmax_rows.pto:3:15
+                TileT5B1 t5_b1(min_i64(M - _g0 * 8, 8), min_i64(N - (_k4_db * 2 + _k4_dr + 2) * 128, 128));  // argmax_rows.pto:3:15
+                TASSIGN(t5_b1, 5120);  // argmax_rows.pto:3:15
+                using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
+                GmView2 xGm2(x + _g0 * 8 * N + (_k4_db * 2 + _k4_dr + 2) * 128, GmView2::Shape(t5_b1.GetValidRow(), t5_b1.GetValidCol()), GmView2::Stride(N));  // argmax_rows.pto:3:15
+                TLOAD(t5_b1, xGm2);  // argmax_rows.pto:3:15
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT6B1 t6_b1(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(t6_b1, 9216);  // argmax_rows.pto:3:15
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileTmp0 tmp15;  // argmax_rows.pto:3:15
+                TASSIGN(tmp15, 9728);  // argmax_rows.pto:3:15
+                TROWMAX(t6_b1, t5_b1, tmp15);  // argmax_rows.pto:3:15
+                TileT7B1 t7_b1(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(t7_b1, 9472);  // argmax_rows.pto:3:15
+                TileTmp0 tmp16;  // argmax_rows.pto:3:15
+                TASSIGN(tmp16, 9728);  // argmax_rows.pto:3:15
+                TROWARGMAX(t7_b1, t5_b1, tmp16);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TADDS(t7_b1, t7_b1, (_k4_db * 2 + _k4_dr + 2) * 128);  // argmax_rows.pto:3:15
+                TileT8B1 t8_b1(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(t8_b1, 5120);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TileView1 view17(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view17, 5120);  // argmax_rows.pto:3:15
+                TCMP(view17, t6_b1, t2, CmpMode::GT);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TileView2 view18(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view18, 4096);  // argmax_rows.pto:3:15
+                TileView2 view19(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view19, 9216);  // argmax_rows.pto:3:15
+                TileView2 view20(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view20, 4096);  // argmax_rows.pto:3:15
+                TileView1 view21(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view21, 5120);  // argmax_rows.pto:3:15
+                TileTmp3 tmp22;  // argmax_rows.pto:3:15
+                TASSIGN(tmp22, 9728);  // argmax_rows.pto:3:15
+                TSEL(view18, view21, view19, view20, tmp22);  // argmax_rows.pto:3:15
+                pipe_barrier(PIPE_V);
+                TileView2 view23(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view23, 4352);  // argmax_rows.pto:3:15
+                TileView2 view24(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view24, 9472);  // argmax_rows.pto:3:15
+                TileView2 view25(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view25, 4352);  // argmax_rows.pto:3:15
+                TileView1 view26(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+                TASSIGN(view26, 5120);  // argmax_rows.pto:3:15
+                TileTmp3 tmp27;  // argmax_rows.pto:3:15
+                TASSIGN(tmp27, 9728);  // argmax_rows.pto:3:15
+                TSEL(view23, view26, view24, view25, tmp27);  // argmax_rows.pto:3:15
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:15
-        GmView2 t1Gm2(t1 + _g0 * 8, GmView2::Shape(t3.GetValidRow()));  // argmax_rows.pto:3:15
-        TSTORE(t1Gm2, t3);  // argmax_rows.pto:3:15
+        using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:15
+        GmView3 t1Gm3(t1 + _g0 * 8, GmView3::Shape(t3.GetValidRow()));  // argmax_rows.pto:3:15
+        TSTORE(t1Gm3, t3);  // argmax_rows.pto:3:15
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -27,8 +27,10 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 
 extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D)
 {
-    using TileT244 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT245 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT244B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT245B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT244B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT245B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT247 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT249 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT250 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -48,40 +50,66 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
     using TileT280 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT282 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT284 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT287 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT288 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT290 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT287B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT288B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT290B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT287B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT288B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT290B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT293 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT294 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g242 = 0; _g242 < (S + 15) / 16; ++_g242) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g243_f_db = 0; _g243_f_db < ((S + 15) / 16 * max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0) + 1) / 2; ++_g243_f_db) {  // online_softmax_attn.pto:10:13
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TileT244B0 t244_b0(min_i64(S - _g243_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t244_b0, 0);  // online_softmax_attn.pto:10:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
-            TileT244 t244(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t244, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_u1c0Gm0(t0_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView0::Shape(t244.GetValidRow(), t244.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t244, t0_u1c0Gm0);  // online_softmax_attn.pto:10:13
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+        GmView0 t0_u1c0Gm0(t0_u1c0 + _g243_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 16 * 64 + _g243_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 64, GmView0::Shape(t244_b0.GetValidRow(), t244_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
+        TLOAD(t244_b0, t0_u1c0Gm0);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT245B0 t245_b0(min_i64(S - _g243_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t245_b0, 4096);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TMULS(t245_b0, t244_b0, scale);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+        GmView1 s_u1c0Gm1(s_u1c0 + _g243_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 16 * 64 + _g243_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 64, GmView1::Shape(t245_b0.GetValidRow(), t245_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
+        TSTORE(s_u1c0Gm1, t245_b0);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        for (int64_t _g243_f_dr = 0; _g243_f_dr < min_i64((S + 15) / 16 * max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0) - (_g243_f_db * 2 + 1), 1); ++_g243_f_dr) {  // online_softmax_attn.pto:10:13
+            TileT244B1 t244_b1(min_i64(S - (_g243_f_db * 2 + 1 + _g243_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - (_g243_f_db * 2 + 1 + _g243_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t244_b1, 8192);  // online_softmax_attn.pto:10:13
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView2 t0_u1c0Gm2(t0_u1c0 + (_g243_f_db * 2 + 1 + _g243_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 16 * 64 + (_g243_f_db * 2 + 1 + _g243_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 64, GmView2::Shape(t244_b1.GetValidRow(), t244_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t244_b1, t0_u1c0Gm2);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT245 t245(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t245, 4096);  // online_softmax_attn.pto:10:13
+            TileT245B1 t245_b1(min_i64(S - (_g243_f_db * 2 + 1 + _g243_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - (_g243_f_db * 2 + 1 + _g243_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t245_b1, 12288);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t245, t244, scale);  // online_softmax_attn.pto:10:13
+            TMULS(t245_b1, t244_b1, scale);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_u1c0Gm1(s_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView1::Shape(t245.GetValidRow(), t245.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_u1c0Gm1, t245);  // online_softmax_attn.pto:10:13
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView3 s_u1c0Gm3(s_u1c0 + (_g243_f_db * 2 + 1 + _g243_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 16 * 64 + (_g243_f_db * 2 + 1 + _g243_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), 0), 1) * 64, GmView3::Shape(t245_b1.GetValidRow(), t245_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_u1c0Gm3, t245_b1);  // online_softmax_attn.pto:10:13
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
@@ -97,10 +125,10 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     for (int64_t _g246 = 0; _g246 < (S + 15) / 16; ++_g246) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
         TileT247 t247(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
@@ -108,20 +136,20 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         TEXPANDS(t247, -__builtin_inff());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         pipe_barrier(PIPE_V);
         for (int64_t _k248 = 0; _k248 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k248) {  // online_softmax_attn.pto:17:32
             TileT249 t249(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k248 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t249, 512);  // online_softmax_attn.pto:17:32
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_u1c0Gm2(s_u1c0 + _g246 * 16 * 64 + _k248 * 64, GmView2::Shape(t249.GetValidRow(), t249.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t249, s_u1c0Gm2);  // online_softmax_attn.pto:17:32
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
+            GmView4 s_u1c0Gm4(s_u1c0 + _g246 * 16 * 64 + _k248 * 64, GmView4::Shape(t249.GetValidRow(), t249.GetValidCol()));  // online_softmax_attn.pto:17:32
+            TLOAD(t249, s_u1c0Gm4);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT250 t250(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
             TASSIGN(t250, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 17408);  // online_softmax_attn.pto:17:32
             TROWMAX(t250, t249, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t247, t247, t250);  // online_softmax_attn.pto:17:32
@@ -131,9 +159,9 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         TileT252 t252(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t252, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g246 * 16, GmView3::Shape(t252.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t252, mGm3);  // online_softmax_attn.pto:17:21
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+        GmView5 mGm5(m + _g246 * 16, GmView5::Shape(t252.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TLOAD(t252, mGm5);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT254 t254(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t254, 1024);  // online_softmax_attn.pto:17:21
@@ -143,9 +171,9 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_u1c0Gm4(m_new_u1c0 + _g246 * 16, GmView4::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_u1c0Gm4, t254);  // online_softmax_attn.pto:17:21
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+        GmView6 m_new_u1c0Gm6(m_new_u1c0 + _g246 * 16, GmView6::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TSTORE(m_new_u1c0Gm6, t254);  // online_softmax_attn.pto:17:21
         TileT258 t258(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:25
         TASSIGN(t258, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
@@ -156,54 +184,54 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         TEXP(t261, t258);  // online_softmax_attn.pto:18:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_u1c0Gm5(alpha_u1c0 + _g246 * 16, GmView5::Shape(t261.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_u1c0Gm5, t261);  // online_softmax_attn.pto:18:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
+        GmView7 alpha_u1c0Gm7(alpha_u1c0 + _g246 * 16, GmView7::Shape(t261.GetValidRow()));  // online_softmax_attn.pto:18:21
+        TSTORE(alpha_u1c0Gm7, t261);  // online_softmax_attn.pto:18:21
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
             TileT264 t264(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t264, 1536);  // online_softmax_attn.pto:19:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_u1c0Gm6(s_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView6::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t264, s_u1c0Gm6);  // online_softmax_attn.pto:19:21
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView8 s_u1c0Gm8(s_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView8::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TLOAD(t264, s_u1c0Gm8);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT267 t267(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t267, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp1 tmp1(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
+            TASSIGN(tmp1, 17408);  // online_softmax_attn.pto:19:21
             TROWEXPAND(tmp1, t254);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
             TROWEXPANDSUB(t267, t264, tmp1);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView7 t8_u1c0Gm7(t8_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView7::Shape(t267.GetValidRow(), t267.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_u1c0Gm7, t267);  // online_softmax_attn.pto:19:21
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView9 t8_u1c0Gm9(t8_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView9::Shape(t267.GetValidRow(), t267.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_u1c0Gm9, t267);  // online_softmax_attn.pto:19:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -215,9 +243,9 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         for (int64_t _g269 = 0; _g269 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g269) {  // online_softmax_attn.pto:19:17
             TileT270 t270(min_i64(S - _g268 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t270, 0);  // online_softmax_attn.pto:19:17
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView8 t8_u1c0Gm8(t8_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView8::Shape(t270.GetValidRow(), t270.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t270, t8_u1c0Gm8);  // online_softmax_attn.pto:19:17
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView10 t8_u1c0Gm10(t8_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView10::Shape(t270.GetValidRow(), t270.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t270, t8_u1c0Gm10);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT271 t271(min_i64(S - _g268 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t271, 4096);  // online_softmax_attn.pto:19:17
@@ -225,9 +253,9 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
             TEXP(t271, t270);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 p_1_u1c0Gm9(p_1_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView9::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_u1c0Gm9, t271);  // online_softmax_attn.pto:19:17
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView11 p_1_u1c0Gm11(p_1_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView11::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_u1c0Gm11, t271);  // online_softmax_attn.pto:19:17
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -235,14 +263,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         TileT273 t273(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t273, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView10 lGm10(l + _g268 * 16, GmView10::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t273, lGm10);  // online_softmax_attn.pto:20:20
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView12 lGm12(l + _g268 * 16, GmView12::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t273, lGm12);  // online_softmax_attn.pto:20:20
         TileT274 t274(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t274, 512);  // online_softmax_attn.pto:20:20
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView11 alpha_u1c0Gm11(alpha_u1c0 + _g268 * 16, GmView11::Shape(t274.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t274, alpha_u1c0Gm11);  // online_softmax_attn.pto:20:20
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView13 alpha_u1c0Gm13(alpha_u1c0 + _g268 * 16, GmView13::Shape(t274.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t274, alpha_u1c0Gm13);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT275 t275(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t275, 1024);  // online_softmax_attn.pto:20:20
@@ -253,9 +281,9 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView12 t10_u1c0Gm12(t10_u1c0 + _g268 * 16, GmView12::Shape(t275.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_u1c0Gm12, t275);  // online_softmax_attn.pto:20:20
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView14 t10_u1c0Gm14(t10_u1c0 + _g268 * 16, GmView14::Shape(t275.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_u1c0Gm14, t275);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -293,15 +321,15 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
             TileT279 t279(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t279, 512);  // online_softmax_attn.pto:20:32
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView13 p_1_u1c0Gm13(p_1_u1c0 + _g276 * 16 * 64 + _k278 * 64, GmView13::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t279, p_1_u1c0Gm13);  // online_softmax_attn.pto:20:32
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView15 p_1_u1c0Gm15(p_1_u1c0 + _g276 * 16 * 64 + _k278 * 64, GmView15::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t279, p_1_u1c0Gm15);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT280 t280(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t280, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp2, 17408);  // online_softmax_attn.pto:20:32
             TROWSUM(t280, t279, tmp2);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t277, t277, t280);  // online_softmax_attn.pto:20:32
@@ -311,9 +339,9 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         TileT282 t282(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t282, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView14 t10_u1c0Gm14(t10_u1c0 + _g276 * 16, GmView14::Shape(t282.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t282, t10_u1c0Gm14);  // online_softmax_attn.pto:20:20
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView16 t10_u1c0Gm16(t10_u1c0 + _g276 * 16, GmView16::Shape(t282.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t282, t10_u1c0Gm16);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT284 t284(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t284, 1024);  // online_softmax_attn.pto:20:20
@@ -325,47 +353,81 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView15 lGm15(l + _g276 * 16, GmView15::Shape(t284.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm15, t284);  // online_softmax_attn.pto:20:20
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView17 lGm17(l + _g276 * 16, GmView17::Shape(t284.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm17, t284);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g286_db = 0; _g286_db < ((D + 63) / 64 + 1) / 2; ++_g286_db) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT287 t287(min_i64(S - _g276 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t287, 0);  // online_softmax_attn.pto:21:22
+            TileT287B0 t287_b0(min_i64(S - _g276 * 16, 16), min_i64(D - _g286_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t287_b0, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView16 accGm16(acc + _g276 * 16 * D + _g286 * 64, GmView16::Shape(t287.GetValidRow(), t287.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t287, accGm16);  // online_softmax_attn.pto:21:22
-            TileT288 t288(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t288, 4096);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 alpha_u1c0Gm17(alpha_u1c0 + _g276 * 16, GmView17::Shape(t288.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t288, alpha_u1c0Gm17);  // online_softmax_attn.pto:21:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView18 accGm18(acc + _g276 * 16 * D + _g286_db * 2 * 64, GmView18::Shape(t287_b0.GetValidRow(), t287_b0.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t287_b0, accGm18);  // online_softmax_attn.pto:21:22
+            TileT288B0 t288_b0(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(t288_b0, 4096);  // online_softmax_attn.pto:21:22
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+            GmView19 alpha_u1c0Gm19(alpha_u1c0 + _g276 * 16, GmView19::Shape(t288_b0.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t288_b0, alpha_u1c0Gm19);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT290 t290(min_i64(S - _g276 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t290, 4608);  // online_softmax_attn.pto:21:22
+            TileT290B0 t290_b0(min_i64(S - _g276 * 16, 16), min_i64(D - _g286_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t290_b0, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp1 tmp3(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
-            TROWEXPAND(tmp3, t288);  // online_softmax_attn.pto:21:22
+            TASSIGN(tmp3, 17408);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(tmp3, t288_b0);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-            TROWEXPANDMUL(t290, t287, tmp3);  // online_softmax_attn.pto:21:22
+            TROWEXPANDMUL(t290_b0, t287_b0, tmp3);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView18 t13_u1c0Gm18(t13_u1c0 + _g276 * 16 * D + _g286 * 64, GmView18::Shape(t290.GetValidRow(), t290.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_u1c0Gm18, t290);  // online_softmax_attn.pto:21:22
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView20 t13_u1c0Gm20(t13_u1c0 + _g276 * 16 * D + _g286_db * 2 * 64, GmView20::Shape(t290_b0.GetValidRow(), t290_b0.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_u1c0Gm20, t290_b0);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            for (int64_t _g286_dr = 0; _g286_dr < min_i64((D + 63) / 64 - (_g286_db * 2 + 1), 1); ++_g286_dr) {  // online_softmax_attn.pto:21:22
+                TileT287B1 t287_b1(min_i64(S - _g276 * 16, 16), min_i64(D - (_g286_db * 2 + 1 + _g286_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t287_b1, 8704);  // online_softmax_attn.pto:21:22
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView21 accGm21(acc + _g276 * 16 * D + (_g286_db * 2 + 1 + _g286_dr) * 64, GmView21::Shape(t287_b1.GetValidRow(), t287_b1.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t287_b1, accGm21);  // online_softmax_attn.pto:21:22
+                TileT288B1 t288_b1(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
+                TASSIGN(t288_b1, 12800);  // online_softmax_attn.pto:21:22
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+                GmView22 alpha_u1c0Gm22(alpha_u1c0 + _g276 * 16, GmView22::Shape(t288_b1.GetValidRow()));  // online_softmax_attn.pto:21:22
+                TLOAD(t288_b1, alpha_u1c0Gm22);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT290B1 t290_b1(min_i64(S - _g276 * 16, 16), min_i64(D - (_g286_db * 2 + 1 + _g286_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t290_b1, 13312);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp4(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp4, 17408);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp4, t288_b1);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t290_b1, t287_b1, tmp4);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView23 t13_u1c0Gm23(t13_u1c0 + _g276 * 16 * D + (_g286_db * 2 + 1 + _g286_dr) * 64, GmView23::Shape(t290_b1.GetValidRow(), t290_b1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(t13_u1c0Gm23, t290_b1);  // online_softmax_attn.pto:21:22
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
@@ -380,9 +442,9 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
             TileT293 t293(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t293, 0);  // online_softmax_attn.pto:21:43
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView19 p_1_u1c0Gm19(p_1_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView19::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t293, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
+            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView24 p_1_u1c0Gm24(p_1_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView24::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t293, p_1_u1c0Gm24);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT294 t294(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t294, 4096);  // online_softmax_attn.pto:21:43
@@ -390,9 +452,9 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
             TCVT(t294, t293, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 t15_u1c0Gm20(t15_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView20::Shape(t294.GetValidRow(), t294.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_u1c0Gm20, t294);  // online_softmax_attn.pto:21:43
+            using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView25 t15_u1c0Gm25(t15_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView25::Shape(t294.GetValidRow(), t294.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_u1c0Gm25, t294);  // online_softmax_attn.pto:21:43
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);

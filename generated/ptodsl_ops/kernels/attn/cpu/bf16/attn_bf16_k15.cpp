@@ -11,57 +11,90 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 
 extern "C" __global__ AICORE void attn_bf16_k15(__gm__ float* t13_u1c0, __gm__ float* t14_u1c0, __gm__ float* acc, __gm__ float* m_new_u1c0, __gm__ float* m, int64_t S, int64_t D)
 {
-    using TileT309 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT310 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT311 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT309B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT310B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT311B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT309B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT310B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT311B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT313 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g307 = 0; _g307 < (S + 15) / 16; ++_g307) {  // online_softmax_attn.pto:21:22
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g308_db = 0; _g308_db < ((D + 63) / 64 + 1) / 2; ++_g308_db) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT309 t309(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t309, 0);  // online_softmax_attn.pto:21:22
+            TileT309B0 t309_b0(min_i64(S - _g307 * 16, 16), min_i64(D - _g308_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t309_b0, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_u1c0Gm0(t13_u1c0 + _g307 * 16 * D + _g308 * 64, GmView0::Shape(t309.GetValidRow(), t309.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t309, t13_u1c0Gm0);  // online_softmax_attn.pto:21:22
-            TileT310 t310(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t310, 4096);  // online_softmax_attn.pto:21:22
+            GmView0 t13_u1c0Gm0(t13_u1c0 + _g307 * 16 * D + _g308_db * 2 * 64, GmView0::Shape(t309_b0.GetValidRow(), t309_b0.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t309_b0, t13_u1c0Gm0);  // online_softmax_attn.pto:21:22
+            TileT310B0 t310_b0(min_i64(S - _g307 * 16, 16), min_i64(D - _g308_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t310_b0, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_u1c0Gm1(t14_u1c0 + _g307 * 16 * D + _g308 * 64, GmView1::Shape(t310.GetValidRow(), t310.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t310, t14_u1c0Gm1);  // online_softmax_attn.pto:21:22
+            GmView1 t14_u1c0Gm1(t14_u1c0 + _g307 * 16 * D + _g308_db * 2 * 64, GmView1::Shape(t310_b0.GetValidRow(), t310_b0.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t310_b0, t14_u1c0Gm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT311 t311(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t311, 8192);  // online_softmax_attn.pto:21:22
+            TileT311B0 t311_b0(min_i64(S - _g307 * 16, 16), min_i64(D - _g308_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t311_b0, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t311, t309, t310);  // online_softmax_attn.pto:21:22
+            TADD(t311_b0, t309_b0, t310_b0);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g307 * 16 * D + _g308 * 64, GmView2::Shape(t311.GetValidRow(), t311.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t311);  // online_softmax_attn.pto:21:22
+            GmView2 accGm2(acc + _g307 * 16 * D + _g308_db * 2 * 64, GmView2::Shape(t311_b0.GetValidRow(), t311_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(accGm2, t311_b0);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g308_dr = 0; _g308_dr < min_i64((D + 63) / 64 - (_g308_db * 2 + 1), 1); ++_g308_dr) {  // online_softmax_attn.pto:21:22
+                TileT309B1 t309_b1(min_i64(S - _g307 * 16, 16), min_i64(D - (_g308_db * 2 + 1 + _g308_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t309_b1, 12288);  // online_softmax_attn.pto:21:22
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView3 t13_u1c0Gm3(t13_u1c0 + _g307 * 16 * D + (_g308_db * 2 + 1 + _g308_dr) * 64, GmView3::Shape(t309_b1.GetValidRow(), t309_b1.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t309_b1, t13_u1c0Gm3);  // online_softmax_attn.pto:21:22
+                TileT310B1 t310_b1(min_i64(S - _g307 * 16, 16), min_i64(D - (_g308_db * 2 + 1 + _g308_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t310_b1, 16384);  // online_softmax_attn.pto:21:22
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView4 t14_u1c0Gm4(t14_u1c0 + _g307 * 16 * D + (_g308_db * 2 + 1 + _g308_dr) * 64, GmView4::Shape(t310_b1.GetValidRow(), t310_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t310_b1, t14_u1c0Gm4);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT311B1 t311_b1(min_i64(S - _g307 * 16, 16), min_i64(D - (_g308_db * 2 + 1 + _g308_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t311_b1, 20480);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADD(t311_b1, t309_b1, t310_b1);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView5 accGm5(acc + _g307 * 16 * D + (_g308_db * 2 + 1 + _g308_dr) * 64, GmView5::Shape(t311_b1.GetValidRow(), t311_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm5, t311_b1);  // online_softmax_attn.pto:21:22
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT313 t313(min_i64(S - _g307 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t313, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_u1c0Gm3(m_new_u1c0 + _g307 * 16, GmView3::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t313, m_new_u1c0Gm3);  // online_softmax_attn.pto:22:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView6 m_new_u1c0Gm6(m_new_u1c0 + _g307 * 16, GmView6::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TLOAD(t313, m_new_u1c0Gm6);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g307 * 16, GmView4::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t313);  // online_softmax_attn.pto:22:13
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView7 mGm7(m + _g307 * 16, GmView7::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TSTORE(mGm7, t313);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -40,10 +40,14 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
     using TileT316 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT317 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT318 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT322 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT323 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT324 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT325 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT322B0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323B0 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT324B0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325B0 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT322B1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323B1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT324B1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325B1 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -90,48 +94,83 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
-                TileT322 t322(min_i64(S - _g314 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
+            for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 63) / 64 - 1, 0) + 1) / 2; ++_k321_db) {  // online_softmax_attn.pto:10:13
+                TileT322B0 t322_b0(min_i64(S - _g314 * 64, 64), min_i64(D - (1 + _k321_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t322_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g314 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _g314 * 64 * D + (1 + _k321_db * 2) * 64, GmView2::Shape(t322_b0.GetValidRow(), t322_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t322_b0, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT323 t323(min_i64(S - _g314 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
+                TileT323B0 t323_b0(min_i64(S - _g314 * 64, 64), min_i64(D - (1 + _k321_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t323_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT324 t324(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT325 t325(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t325, 8192);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t325, t324);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMOV(t323_b0, t322_b0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT324B0 t324_b0(min_i64(D - (1 + _k321_db * 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t324_b0, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + (1 + _k321_db * 2) * 64, GmView3::Shape(t324_b0.GetValidRow(), t324_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t324_b0, kj_lastGm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT325B0 t325_b0(min_i64(D - (1 + _k321_db * 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t325_b0, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t325_b0, t324_b0);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
+                TMATMUL_ACC(t316, t316, t323_b0, t325_b0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k321_db * 2 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
+                    TileT322B1 t322_b1(min_i64(S - _g314 * 64, 64), min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t322_b1, 16384);  // online_softmax_attn.pto:10:13
+                    using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 qGm4(q + _g314 * 64 * D + (_k321_db * 2 + _k321_dr + 2) * 64, GmView4::Shape(t322_b1.GetValidRow(), t322_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t322_b1, qGm4);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT323B1 t323_b1(min_i64(S - _g314 * 64, 64), min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t323_b1, 8192);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t323_b1, t322_b1);  // online_softmax_attn.pto:10:13
+                    TileT324B1 t324_b1(min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t324_b1, 24576);  // online_softmax_attn.pto:10:13
+                    using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView5 kj_lastGm5(kj_last + _g315 * 64 * D + (_k321_db * 2 + _k321_dr + 2) * 64, GmView5::Shape(t324_b1.GetValidRow(), t324_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t324_b1, kj_lastGm5);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT325B1 t325_b1(min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t325_b1, 16384);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t325_b1, t324_b1);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t316, t316, t323_b1, t325_b1);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_lastGm4(t0_last + _g314 * 64 * 64 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView6 t0_lastGm6(t0_last + _g314 * 64 * 64 + _g315 * 64, GmView6::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_lastGm6, t316);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -11,57 +11,90 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 
 extern "C" __global__ AICORE void attn_bf16_k7(__gm__ float* t13_u2c0, __gm__ float* t14_u2c0, __gm__ float* acc, __gm__ float* m_new_u2c0, __gm__ float* m, int64_t S, int64_t D)
 {
-    using TileT141 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT141B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT141B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT145 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g139 = 0; _g139 < (S + 15) / 16; ++_g139) {  // online_softmax_attn.pto:21:22
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g140_db = 0; _g140_db < ((D + 63) / 64 + 1) / 2; ++_g140_db) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT141 t141(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t141, 0);  // online_softmax_attn.pto:21:22
+            TileT141B0 t141_b0(min_i64(S - _g139 * 16, 16), min_i64(D - _g140_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t141_b0, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_u2c0Gm0(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView0::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t141, t13_u2c0Gm0);  // online_softmax_attn.pto:21:22
-            TileT142 t142(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t142, 4096);  // online_softmax_attn.pto:21:22
+            GmView0 t13_u2c0Gm0(t13_u2c0 + _g139 * 16 * D + _g140_db * 2 * 64, GmView0::Shape(t141_b0.GetValidRow(), t141_b0.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t141_b0, t13_u2c0Gm0);  // online_softmax_attn.pto:21:22
+            TileT142B0 t142_b0(min_i64(S - _g139 * 16, 16), min_i64(D - _g140_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t142_b0, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_u2c0Gm1(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView1::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t142, t14_u2c0Gm1);  // online_softmax_attn.pto:21:22
+            GmView1 t14_u2c0Gm1(t14_u2c0 + _g139 * 16 * D + _g140_db * 2 * 64, GmView1::Shape(t142_b0.GetValidRow(), t142_b0.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t142_b0, t14_u2c0Gm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT143 t143(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t143, 8192);  // online_softmax_attn.pto:21:22
+            TileT143B0 t143_b0(min_i64(S - _g139 * 16, 16), min_i64(D - _g140_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t143_b0, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t143, t141, t142);  // online_softmax_attn.pto:21:22
+            TADD(t143_b0, t141_b0, t142_b0);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g139 * 16 * D + _g140 * 64, GmView2::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t143);  // online_softmax_attn.pto:21:22
+            GmView2 accGm2(acc + _g139 * 16 * D + _g140_db * 2 * 64, GmView2::Shape(t143_b0.GetValidRow(), t143_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(accGm2, t143_b0);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g140_dr = 0; _g140_dr < min_i64((D + 63) / 64 - (_g140_db * 2 + 1), 1); ++_g140_dr) {  // online_softmax_attn.pto:21:22
+                TileT141B1 t141_b1(min_i64(S - _g139 * 16, 16), min_i64(D - (_g140_db * 2 + 1 + _g140_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t141_b1, 12288);  // online_softmax_attn.pto:21:22
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView3 t13_u2c0Gm3(t13_u2c0 + _g139 * 16 * D + (_g140_db * 2 + 1 + _g140_dr) * 64, GmView3::Shape(t141_b1.GetValidRow(), t141_b1.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t141_b1, t13_u2c0Gm3);  // online_softmax_attn.pto:21:22
+                TileT142B1 t142_b1(min_i64(S - _g139 * 16, 16), min_i64(D - (_g140_db * 2 + 1 + _g140_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t142_b1, 16384);  // online_softmax_attn.pto:21:22
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView4 t14_u2c0Gm4(t14_u2c0 + _g139 * 16 * D + (_g140_db * 2 + 1 + _g140_dr) * 64, GmView4::Shape(t142_b1.GetValidRow(), t142_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t142_b1, t14_u2c0Gm4);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT143B1 t143_b1(min_i64(S - _g139 * 16, 16), min_i64(D - (_g140_db * 2 + 1 + _g140_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t143_b1, 20480);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADD(t143_b1, t141_b1, t142_b1);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView5 accGm5(acc + _g139 * 16 * D + (_g140_db * 2 + 1 + _g140_dr) * 64, GmView5::Shape(t143_b1.GetValidRow(), t143_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm5, t143_b1);  // online_softmax_attn.pto:21:22
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT145 t145(min_i64(S - _g139 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t145, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_u2c0Gm3(m_new_u2c0 + _g139 * 16, GmView3::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t145, m_new_u2c0Gm3);  // online_softmax_attn.pto:22:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView6 m_new_u2c0Gm6(m_new_u2c0 + _g139 * 16, GmView6::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TLOAD(t145, m_new_u2c0Gm6);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g139 * 16, GmView4::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t145);  // online_softmax_attn.pto:22:13
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView7 mGm7(m + _g139 * 16, GmView7::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TSTORE(mGm7, t145);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -11,57 +11,90 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 
 extern "C" __global__ AICORE void attn_f16_k11(__gm__ float* t13_u2c1, __gm__ float* t14_u2c1, __gm__ float* acc, __gm__ float* m_new_u2c1, __gm__ float* m, int64_t S, int64_t D)
 {
-    using TileT225 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT225B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT225B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT229 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g223 = 0; _g223 < (S + 15) / 16; ++_g223) {  // online_softmax_attn.pto:21:22
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g224_db = 0; _g224_db < ((D + 63) / 64 + 1) / 2; ++_g224_db) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT225 t225(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t225, 0);  // online_softmax_attn.pto:21:22
+            TileT225B0 t225_b0(min_i64(S - _g223 * 16, 16), min_i64(D - _g224_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t225_b0, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_u2c1Gm0(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView0::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t225, t13_u2c1Gm0);  // online_softmax_attn.pto:21:22
-            TileT226 t226(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t226, 4096);  // online_softmax_attn.pto:21:22
+            GmView0 t13_u2c1Gm0(t13_u2c1 + _g223 * 16 * D + _g224_db * 2 * 64, GmView0::Shape(t225_b0.GetValidRow(), t225_b0.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t225_b0, t13_u2c1Gm0);  // online_softmax_attn.pto:21:22
+            TileT226B0 t226_b0(min_i64(S - _g223 * 16, 16), min_i64(D - _g224_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t226_b0, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_u2c1Gm1(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView1::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t226, t14_u2c1Gm1);  // online_softmax_attn.pto:21:22
+            GmView1 t14_u2c1Gm1(t14_u2c1 + _g223 * 16 * D + _g224_db * 2 * 64, GmView1::Shape(t226_b0.GetValidRow(), t226_b0.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t226_b0, t14_u2c1Gm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT227 t227(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t227, 8192);  // online_softmax_attn.pto:21:22
+            TileT227B0 t227_b0(min_i64(S - _g223 * 16, 16), min_i64(D - _g224_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t227_b0, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t227, t225, t226);  // online_softmax_attn.pto:21:22
+            TADD(t227_b0, t225_b0, t226_b0);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g223 * 16 * D + _g224 * 64, GmView2::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t227);  // online_softmax_attn.pto:21:22
+            GmView2 accGm2(acc + _g223 * 16 * D + _g224_db * 2 * 64, GmView2::Shape(t227_b0.GetValidRow(), t227_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(accGm2, t227_b0);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g224_dr = 0; _g224_dr < min_i64((D + 63) / 64 - (_g224_db * 2 + 1), 1); ++_g224_dr) {  // online_softmax_attn.pto:21:22
+                TileT225B1 t225_b1(min_i64(S - _g223 * 16, 16), min_i64(D - (_g224_db * 2 + 1 + _g224_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t225_b1, 12288);  // online_softmax_attn.pto:21:22
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView3 t13_u2c1Gm3(t13_u2c1 + _g223 * 16 * D + (_g224_db * 2 + 1 + _g224_dr) * 64, GmView3::Shape(t225_b1.GetValidRow(), t225_b1.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t225_b1, t13_u2c1Gm3);  // online_softmax_attn.pto:21:22
+                TileT226B1 t226_b1(min_i64(S - _g223 * 16, 16), min_i64(D - (_g224_db * 2 + 1 + _g224_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t226_b1, 16384);  // online_softmax_attn.pto:21:22
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView4 t14_u2c1Gm4(t14_u2c1 + _g223 * 16 * D + (_g224_db * 2 + 1 + _g224_dr) * 64, GmView4::Shape(t226_b1.GetValidRow(), t226_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t226_b1, t14_u2c1Gm4);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT227B1 t227_b1(min_i64(S - _g223 * 16, 16), min_i64(D - (_g224_db * 2 + 1 + _g224_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t227_b1, 20480);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADD(t227_b1, t225_b1, t226_b1);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView5 accGm5(acc + _g223 * 16 * D + (_g224_db * 2 + 1 + _g224_dr) * 64, GmView5::Shape(t227_b1.GetValidRow(), t227_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm5, t227_b1);  // online_softmax_attn.pto:21:22
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT229 t229(min_i64(S - _g223 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t229, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_u2c1Gm3(m_new_u2c1 + _g223 * 16, GmView3::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t229, m_new_u2c1Gm3);  // online_softmax_attn.pto:22:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView6 m_new_u2c1Gm6(m_new_u2c1 + _g223 * 16, GmView6::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TLOAD(t229, m_new_u2c1Gm6);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g223 * 16, GmView4::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t229);  // online_softmax_attn.pto:22:13
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView7 mGm7(m + _g223 * 16, GmView7::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TSTORE(mGm7, t229);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

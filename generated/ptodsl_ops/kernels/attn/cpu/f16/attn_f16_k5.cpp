@@ -20,10 +20,17 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D)
 {
-    using TileT76 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT79 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT81 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT82 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -43,40 +50,66 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     using TileT112 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT114 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT120 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT122 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT120B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT122B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT120B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT122B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT125 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT126 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g74 = 0; _g74 < (S + 15) / 16; ++_g74) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g75_f_db = 0; _g75_f_db < ((S + 15) / 16 * max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0) + 1) / 2; ++_g75_f_db) {  // online_softmax_attn.pto:10:13
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TileT76B0 t76_b0(min_i64(S - _g75_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t76_b0, 0);  // online_softmax_attn.pto:10:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
-            TileT76 t76(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t76, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_u2c0Gm0(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t76, t0_u2c0Gm0);  // online_softmax_attn.pto:10:13
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+        GmView0 t0_u2c0Gm0(t0_u2c0 + _g75_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 16 * 64 + _g75_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 64, GmView0::Shape(t76_b0.GetValidRow(), t76_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
+        TLOAD(t76_b0, t0_u2c0Gm0);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT77B0 t77_b0(min_i64(S - _g75_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t77_b0, 4096);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TMULS(t77_b0, t76_b0, scale);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+        GmView1 s_u2c0Gm1(s_u2c0 + _g75_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 16 * 64 + _g75_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 64, GmView1::Shape(t77_b0.GetValidRow(), t77_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
+        TSTORE(s_u2c0Gm1, t77_b0);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        for (int64_t _g75_f_dr = 0; _g75_f_dr < min_i64((S + 15) / 16 * max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0) - (_g75_f_db * 2 + 1), 1); ++_g75_f_dr) {  // online_softmax_attn.pto:10:13
+            TileT76B1 t76_b1(min_i64(S - (_g75_f_db * 2 + 1 + _g75_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - (_g75_f_db * 2 + 1 + _g75_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t76_b1, 8192);  // online_softmax_attn.pto:10:13
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView2 t0_u2c0Gm2(t0_u2c0 + (_g75_f_db * 2 + 1 + _g75_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 16 * 64 + (_g75_f_db * 2 + 1 + _g75_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 64, GmView2::Shape(t76_b1.GetValidRow(), t76_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t76_b1, t0_u2c0Gm2);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT77 t77(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t77, 4096);  // online_softmax_attn.pto:10:13
+            TileT77B1 t77_b1(min_i64(S - (_g75_f_db * 2 + 1 + _g75_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - (_g75_f_db * 2 + 1 + _g75_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t77_b1, 12288);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t77, t76, scale);  // online_softmax_attn.pto:10:13
+            TMULS(t77_b1, t76_b1, scale);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_u2c0Gm1(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView1::Shape(t77.GetValidRow(), t77.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_u2c0Gm1, t77);  // online_softmax_attn.pto:10:13
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView3 s_u2c0Gm3(s_u2c0 + (_g75_f_db * 2 + 1 + _g75_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 16 * 64 + (_g75_f_db * 2 + 1 + _g75_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), 0), 1) * 64, GmView3::Shape(t77_b1.GetValidRow(), t77_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_u2c0Gm3, t77_b1);  // online_softmax_attn.pto:10:13
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
@@ -92,10 +125,10 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     for (int64_t _g78 = 0; _g78 < (S + 15) / 16; ++_g78) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
         TileT79 t79(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
@@ -103,20 +136,20 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         TEXPANDS(t79, -__builtin_inff());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         pipe_barrier(PIPE_V);
         for (int64_t _k80 = 0; _k80 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k80) {  // online_softmax_attn.pto:17:32
             TileT81 t81(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k80 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t81, 512);  // online_softmax_attn.pto:17:32
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_u2c0Gm2(s_u2c0 + _g78 * 16 * 64 + _k80 * 64, GmView2::Shape(t81.GetValidRow(), t81.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t81, s_u2c0Gm2);  // online_softmax_attn.pto:17:32
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
+            GmView4 s_u2c0Gm4(s_u2c0 + _g78 * 16 * 64 + _k80 * 64, GmView4::Shape(t81.GetValidRow(), t81.GetValidCol()));  // online_softmax_attn.pto:17:32
+            TLOAD(t81, s_u2c0Gm4);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT82 t82(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
             TASSIGN(t82, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 17408);  // online_softmax_attn.pto:17:32
             TROWMAX(t82, t81, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t79, t79, t82);  // online_softmax_attn.pto:17:32
@@ -126,9 +159,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         TileT84 t84(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t84, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g78 * 16, GmView3::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t84, mGm3);  // online_softmax_attn.pto:17:21
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+        GmView5 mGm5(m + _g78 * 16, GmView5::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TLOAD(t84, mGm5);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT86 t86(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t86, 1024);  // online_softmax_attn.pto:17:21
@@ -138,9 +171,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_u2c0Gm4(m_new_u2c0 + _g78 * 16, GmView4::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_u2c0Gm4, t86);  // online_softmax_attn.pto:17:21
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+        GmView6 m_new_u2c0Gm6(m_new_u2c0 + _g78 * 16, GmView6::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TSTORE(m_new_u2c0Gm6, t86);  // online_softmax_attn.pto:17:21
         TileT90 t90(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:25
         TASSIGN(t90, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
@@ -151,54 +184,54 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         TEXP(t93, t90);  // online_softmax_attn.pto:18:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_u2c0Gm5(alpha_u2c0 + _g78 * 16, GmView5::Shape(t93.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_u2c0Gm5, t93);  // online_softmax_attn.pto:18:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
+        GmView7 alpha_u2c0Gm7(alpha_u2c0 + _g78 * 16, GmView7::Shape(t93.GetValidRow()));  // online_softmax_attn.pto:18:21
+        TSTORE(alpha_u2c0Gm7, t93);  // online_softmax_attn.pto:18:21
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
             TileT96 t96(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t96, 1536);  // online_softmax_attn.pto:19:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_u2c0Gm6(s_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView6::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t96, s_u2c0Gm6);  // online_softmax_attn.pto:19:21
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView8 s_u2c0Gm8(s_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView8::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TLOAD(t96, s_u2c0Gm8);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT99 t99(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t99, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp1 tmp1(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
+            TASSIGN(tmp1, 17408);  // online_softmax_attn.pto:19:21
             TROWEXPAND(tmp1, t86);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
             TROWEXPANDSUB(t99, t96, tmp1);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView7 t8_u2c0Gm7(t8_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView7::Shape(t99.GetValidRow(), t99.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_u2c0Gm7, t99);  // online_softmax_attn.pto:19:21
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView9 t8_u2c0Gm9(t8_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView9::Shape(t99.GetValidRow(), t99.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_u2c0Gm9, t99);  // online_softmax_attn.pto:19:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -210,9 +243,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g101) {  // online_softmax_attn.pto:19:17
             TileT102 t102(min_i64(S - _g100 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t102, 0);  // online_softmax_attn.pto:19:17
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView8 t8_u2c0Gm8(t8_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView8::Shape(t102.GetValidRow(), t102.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t102, t8_u2c0Gm8);  // online_softmax_attn.pto:19:17
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView10 t8_u2c0Gm10(t8_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView10::Shape(t102.GetValidRow(), t102.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t102, t8_u2c0Gm10);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT103 t103(min_i64(S - _g100 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t103, 4096);  // online_softmax_attn.pto:19:17
@@ -220,9 +253,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             TEXP(t103, t102);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 p_1_u2c0Gm9(p_1_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView9::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_u2c0Gm9, t103);  // online_softmax_attn.pto:19:17
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView11 p_1_u2c0Gm11(p_1_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView11::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_u2c0Gm11, t103);  // online_softmax_attn.pto:19:17
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -230,14 +263,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         TileT105 t105(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t105, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView10 lGm10(l + _g100 * 16, GmView10::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t105, lGm10);  // online_softmax_attn.pto:20:20
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView12 lGm12(l + _g100 * 16, GmView12::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t105, lGm12);  // online_softmax_attn.pto:20:20
         TileT106 t106(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t106, 512);  // online_softmax_attn.pto:20:20
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView11 alpha_u2c0Gm11(alpha_u2c0 + _g100 * 16, GmView11::Shape(t106.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t106, alpha_u2c0Gm11);  // online_softmax_attn.pto:20:20
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView13 alpha_u2c0Gm13(alpha_u2c0 + _g100 * 16, GmView13::Shape(t106.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t106, alpha_u2c0Gm13);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT107 t107(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t107, 1024);  // online_softmax_attn.pto:20:20
@@ -248,9 +281,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView12 t10_u2c0Gm12(t10_u2c0 + _g100 * 16, GmView12::Shape(t107.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_u2c0Gm12, t107);  // online_softmax_attn.pto:20:20
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView14 t10_u2c0Gm14(t10_u2c0 + _g100 * 16, GmView14::Shape(t107.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_u2c0Gm14, t107);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -288,15 +321,15 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
             TileT111 t111(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t111, 512);  // online_softmax_attn.pto:20:32
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView13 p_1_u2c0Gm13(p_1_u2c0 + _g108 * 16 * 64 + _k110 * 64, GmView13::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t111, p_1_u2c0Gm13);  // online_softmax_attn.pto:20:32
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView15 p_1_u2c0Gm15(p_1_u2c0 + _g108 * 16 * 64 + _k110 * 64, GmView15::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t111, p_1_u2c0Gm15);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT112 t112(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t112, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp2, 17408);  // online_softmax_attn.pto:20:32
             TROWSUM(t112, t111, tmp2);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t109, t109, t112);  // online_softmax_attn.pto:20:32
@@ -306,9 +339,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         TileT114 t114(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t114, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView14 t10_u2c0Gm14(t10_u2c0 + _g108 * 16, GmView14::Shape(t114.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t114, t10_u2c0Gm14);  // online_softmax_attn.pto:20:20
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView16 t10_u2c0Gm16(t10_u2c0 + _g108 * 16, GmView16::Shape(t114.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t114, t10_u2c0Gm16);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT116 t116(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t116, 1024);  // online_softmax_attn.pto:20:20
@@ -320,47 +353,81 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView15 lGm15(l + _g108 * 16, GmView15::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm15, t116);  // online_softmax_attn.pto:20:20
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView17 lGm17(l + _g108 * 16, GmView17::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm17, t116);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g118_db = 0; _g118_db < ((D + 63) / 64 + 1) / 2; ++_g118_db) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT119 t119(min_i64(S - _g108 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t119, 0);  // online_softmax_attn.pto:21:22
+            TileT119B0 t119_b0(min_i64(S - _g108 * 16, 16), min_i64(D - _g118_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t119_b0, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView16 accGm16(acc + _g108 * 16 * D + _g118 * 64, GmView16::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t119, accGm16);  // online_softmax_attn.pto:21:22
-            TileT120 t120(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t120, 4096);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 alpha_u2c0Gm17(alpha_u2c0 + _g108 * 16, GmView17::Shape(t120.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t120, alpha_u2c0Gm17);  // online_softmax_attn.pto:21:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView18 accGm18(acc + _g108 * 16 * D + _g118_db * 2 * 64, GmView18::Shape(t119_b0.GetValidRow(), t119_b0.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t119_b0, accGm18);  // online_softmax_attn.pto:21:22
+            TileT120B0 t120_b0(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(t120_b0, 4096);  // online_softmax_attn.pto:21:22
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+            GmView19 alpha_u2c0Gm19(alpha_u2c0 + _g108 * 16, GmView19::Shape(t120_b0.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t120_b0, alpha_u2c0Gm19);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT122 t122(min_i64(S - _g108 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t122, 4608);  // online_softmax_attn.pto:21:22
+            TileT122B0 t122_b0(min_i64(S - _g108 * 16, 16), min_i64(D - _g118_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t122_b0, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp1 tmp3(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
-            TROWEXPAND(tmp3, t120);  // online_softmax_attn.pto:21:22
+            TASSIGN(tmp3, 17408);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(tmp3, t120_b0);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-            TROWEXPANDMUL(t122, t119, tmp3);  // online_softmax_attn.pto:21:22
+            TROWEXPANDMUL(t122_b0, t119_b0, tmp3);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView18 t13_u2c0Gm18(t13_u2c0 + _g108 * 16 * D + _g118 * 64, GmView18::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_u2c0Gm18, t122);  // online_softmax_attn.pto:21:22
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView20 t13_u2c0Gm20(t13_u2c0 + _g108 * 16 * D + _g118_db * 2 * 64, GmView20::Shape(t122_b0.GetValidRow(), t122_b0.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_u2c0Gm20, t122_b0);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            for (int64_t _g118_dr = 0; _g118_dr < min_i64((D + 63) / 64 - (_g118_db * 2 + 1), 1); ++_g118_dr) {  // online_softmax_attn.pto:21:22
+                TileT119B1 t119_b1(min_i64(S - _g108 * 16, 16), min_i64(D - (_g118_db * 2 + 1 + _g118_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t119_b1, 8704);  // online_softmax_attn.pto:21:22
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView21 accGm21(acc + _g108 * 16 * D + (_g118_db * 2 + 1 + _g118_dr) * 64, GmView21::Shape(t119_b1.GetValidRow(), t119_b1.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t119_b1, accGm21);  // online_softmax_attn.pto:21:22
+                TileT120B1 t120_b1(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
+                TASSIGN(t120_b1, 12800);  // online_softmax_attn.pto:21:22
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+                GmView22 alpha_u2c0Gm22(alpha_u2c0 + _g108 * 16, GmView22::Shape(t120_b1.GetValidRow()));  // online_softmax_attn.pto:21:22
+                TLOAD(t120_b1, alpha_u2c0Gm22);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT122B1 t122_b1(min_i64(S - _g108 * 16, 16), min_i64(D - (_g118_db * 2 + 1 + _g118_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t122_b1, 13312);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp4(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp4, 17408);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp4, t120_b1);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t122_b1, t119_b1, tmp4);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView23 t13_u2c0Gm23(t13_u2c0 + _g108 * 16 * D + (_g118_db * 2 + 1 + _g118_dr) * 64, GmView23::Shape(t122_b1.GetValidRow(), t122_b1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(t13_u2c0Gm23, t122_b1);  // online_softmax_attn.pto:21:22
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
@@ -375,9 +442,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
             TileT125 t125(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView19::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t125, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
+            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView24 p_1_u2c0Gm24(p_1_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView24::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t125, p_1_u2c0Gm24);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT126 t126(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
@@ -385,9 +452,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 t15_u2c0Gm20(t15_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView20::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_u2c0Gm20, t126);  // online_softmax_attn.pto:21:43
+            using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView25 t15_u2c0Gm25(t15_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView25::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_u2c0Gm25, t126);  // online_softmax_attn.pto:21:43
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);

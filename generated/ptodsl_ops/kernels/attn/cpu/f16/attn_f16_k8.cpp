@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* kj_u2c1, __gm__ half* q, __gm__ float* t0_u2c1, int64_t L, int64_t j_u2, int64_t D, int64_t S)
 {
     using TileT151 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -27,10 +32,14 @@ extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* kj_u2c1, __gm__ half*
     using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT150 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT154 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT155 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT156 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT157 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT154B0 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155B0 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156B0 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157B0 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT154B1 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155B1 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156B1 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157B1 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
         TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -73,48 +82,83 @@ extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* kj_u2c1, __gm__ half*
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                TileT154 t154(min_i64(S - _g146 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
+            for (int64_t _k153_db = 0; _k153_db < (max_i64((D + 63) / 64 - 1, 0) + 1) / 2; ++_k153_db) {  // online_softmax_attn.pto:10:13
+                TileT154B0 t154_b0(min_i64(S - _g146 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t154_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g146 * 64 * D + _k153 * 64, GmView2::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t154, qGm2);  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _g146 * 64 * D + (1 + _k153_db * 2) * 64, GmView2::Shape(t154_b0.GetValidRow(), t154_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t154_b0, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT155 t155(min_i64(S - _g146 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
+                TileT155B0 t155_b0(min_i64(S - _g146 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t155_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t155, t154);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_u2c1Gm3(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView3::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t156, kj_u2c1Gm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t157, 8192);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t157, t156);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMOV(t155_b0, t154_b0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT156B0 t156_b0(min_i64(D - (1 + _k153_db * 2) * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t156_b0, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_u2c1Gm3(kj_u2c1 + _g147 * 64 * D + (1 + _k153_db * 2) * 64, GmView3::Shape(t156_b0.GetValidRow(), t156_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t156_b0, kj_u2c1Gm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT157B0 t157_b0(min_i64(D - (1 + _k153_db * 2) * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t157_b0, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t157_b0, t156_b0);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t148, t148, t155, t157);  // online_softmax_attn.pto:10:13
+                TMATMUL_ACC(t148, t148, t155_b0, t157_b0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _k153_dr = 0; _k153_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k153_db * 2 + 1), 1); ++_k153_dr) {  // online_softmax_attn.pto:10:13
+                    TileT154B1 t154_b1(min_i64(S - _g146 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t154_b1, 16384);  // online_softmax_attn.pto:10:13
+                    using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 qGm4(q + _g146 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 64, GmView4::Shape(t154_b1.GetValidRow(), t154_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t154_b1, qGm4);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT155B1 t155_b1(min_i64(S - _g146 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t155_b1, 8192);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t155_b1, t154_b1);  // online_softmax_attn.pto:10:13
+                    TileT156B1 t156_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t156_b1, 24576);  // online_softmax_attn.pto:10:13
+                    using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView5 kj_u2c1Gm5(kj_u2c1 + _g147 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 64, GmView5::Shape(t156_b1.GetValidRow(), t156_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t156_b1, kj_u2c1Gm5);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT157B1 t157_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t157_b1, 16384);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t157_b1, t156_b1);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t148, t148, t155_b1, t157_b1);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_u2c1Gm4(t0_u2c1 + _g146 * 64 * 64 + _g147 * 64, GmView4::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_u2c1Gm4, t148);  // online_softmax_attn.pto:10:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView6 t0_u2c1Gm6(t0_u2c1 + _g146 * 64 * 64 + _g147 * 64, GmView6::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_u2c1Gm6, t148);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

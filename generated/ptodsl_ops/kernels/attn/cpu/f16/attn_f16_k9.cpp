@@ -20,10 +20,17 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* l, __gm__ float* t10_u2c1, __gm__ float* acc, __gm__ float* t13_u2c1, __gm__ half* t15_u2c1, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D)
 {
-    using TileT160 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT163 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT165 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT166 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -43,40 +50,66 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
     using TileT196 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT198 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT204 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT206 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT203B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT204B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT206B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT203B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT204B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT206B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT209 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT210 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g158 = 0; _g158 < (S + 15) / 16; ++_g158) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g159_f_db = 0; _g159_f_db < ((S + 15) / 16 * max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0) + 1) / 2; ++_g159_f_db) {  // online_softmax_attn.pto:10:13
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TileT160B0 t160_b0(min_i64(S - _g159_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t160_b0, 0);  // online_softmax_attn.pto:10:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-            TileT160 t160(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t160, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_u2c1Gm0(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView0::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t160, t0_u2c1Gm0);  // online_softmax_attn.pto:10:13
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+        GmView0 t0_u2c1Gm0(t0_u2c1 + _g159_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 16 * 64 + _g159_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 64, GmView0::Shape(t160_b0.GetValidRow(), t160_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
+        TLOAD(t160_b0, t0_u2c1Gm0);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT161B0 t161_b0(min_i64(S - _g159_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t161_b0, 4096);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TMULS(t161_b0, t160_b0, scale);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+        GmView1 s_u2c1Gm1(s_u2c1 + _g159_f_db * 2 / max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 16 * 64 + _g159_f_db * 2 % max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 64, GmView1::Shape(t161_b0.GetValidRow(), t161_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
+        TSTORE(s_u2c1Gm1, t161_b0);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        for (int64_t _g159_f_dr = 0; _g159_f_dr < min_i64((S + 15) / 16 * max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0) - (_g159_f_db * 2 + 1), 1); ++_g159_f_dr) {  // online_softmax_attn.pto:10:13
+            TileT160B1 t160_b1(min_i64(S - (_g159_f_db * 2 + 1 + _g159_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - (_g159_f_db * 2 + 1 + _g159_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t160_b1, 8192);  // online_softmax_attn.pto:10:13
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView2 t0_u2c1Gm2(t0_u2c1 + (_g159_f_db * 2 + 1 + _g159_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 16 * 64 + (_g159_f_db * 2 + 1 + _g159_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 64, GmView2::Shape(t160_b1.GetValidRow(), t160_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t160_b1, t0_u2c1Gm2);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT161 t161(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t161, 4096);  // online_softmax_attn.pto:10:13
+            TileT161B1 t161_b1(min_i64(S - (_g159_f_db * 2 + 1 + _g159_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - (_g159_f_db * 2 + 1 + _g159_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t161_b1, 12288);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
+            TMULS(t161_b1, t160_b1, scale);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_u2c1Gm1(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView1::Shape(t161.GetValidRow(), t161.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_u2c1Gm1, t161);  // online_softmax_attn.pto:10:13
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView3 s_u2c1Gm3(s_u2c1 + (_g159_f_db * 2 + 1 + _g159_f_dr) / max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 16 * 64 + (_g159_f_db * 2 + 1 + _g159_f_dr) % max_i64(max_i64(ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), 0), 1) * 64, GmView3::Shape(t161_b1.GetValidRow(), t161_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_u2c1Gm3, t161_b1);  // online_softmax_attn.pto:10:13
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
@@ -92,10 +125,10 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     for (int64_t _g162 = 0; _g162 < (S + 15) / 16; ++_g162) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
         TileT163 t163(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
@@ -103,20 +136,20 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         TEXPANDS(t163, -__builtin_inff());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         pipe_barrier(PIPE_V);
         for (int64_t _k164 = 0; _k164 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k164) {  // online_softmax_attn.pto:17:32
             TileT165 t165(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k164 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t165, 512);  // online_softmax_attn.pto:17:32
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_u2c1Gm2(s_u2c1 + _g162 * 16 * 64 + _k164 * 64, GmView2::Shape(t165.GetValidRow(), t165.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t165, s_u2c1Gm2);  // online_softmax_attn.pto:17:32
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
+            GmView4 s_u2c1Gm4(s_u2c1 + _g162 * 16 * 64 + _k164 * 64, GmView4::Shape(t165.GetValidRow(), t165.GetValidCol()));  // online_softmax_attn.pto:17:32
+            TLOAD(t165, s_u2c1Gm4);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT166 t166(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
             TASSIGN(t166, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 17408);  // online_softmax_attn.pto:17:32
             TROWMAX(t166, t165, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t163, t163, t166);  // online_softmax_attn.pto:17:32
@@ -126,9 +159,9 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         TileT168 t168(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t168, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g162 * 16, GmView3::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t168, mGm3);  // online_softmax_attn.pto:17:21
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+        GmView5 mGm5(m + _g162 * 16, GmView5::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TLOAD(t168, mGm5);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT170 t170(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t170, 1024);  // online_softmax_attn.pto:17:21
@@ -138,9 +171,9 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_u2c1Gm4(m_new_u2c1 + _g162 * 16, GmView4::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_u2c1Gm4, t170);  // online_softmax_attn.pto:17:21
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+        GmView6 m_new_u2c1Gm6(m_new_u2c1 + _g162 * 16, GmView6::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TSTORE(m_new_u2c1Gm6, t170);  // online_softmax_attn.pto:17:21
         TileT174 t174(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:25
         TASSIGN(t174, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
@@ -151,54 +184,54 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         TEXP(t177, t174);  // online_softmax_attn.pto:18:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_u2c1Gm5(alpha_u2c1 + _g162 * 16, GmView5::Shape(t177.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_u2c1Gm5, t177);  // online_softmax_attn.pto:18:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
+        GmView7 alpha_u2c1Gm7(alpha_u2c1 + _g162 * 16, GmView7::Shape(t177.GetValidRow()));  // online_softmax_attn.pto:18:21
+        TSTORE(alpha_u2c1Gm7, t177);  // online_softmax_attn.pto:18:21
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
             TileT180 t180(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t180, 1536);  // online_softmax_attn.pto:19:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_u2c1Gm6(s_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView6::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t180, s_u2c1Gm6);  // online_softmax_attn.pto:19:21
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView8 s_u2c1Gm8(s_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView8::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TLOAD(t180, s_u2c1Gm8);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT183 t183(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t183, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp1 tmp1(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
+            TASSIGN(tmp1, 17408);  // online_softmax_attn.pto:19:21
             TROWEXPAND(tmp1, t170);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
             TROWEXPANDSUB(t183, t180, tmp1);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView7 t8_u2c1Gm7(t8_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView7::Shape(t183.GetValidRow(), t183.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_u2c1Gm7, t183);  // online_softmax_attn.pto:19:21
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView9 t8_u2c1Gm9(t8_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView9::Shape(t183.GetValidRow(), t183.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_u2c1Gm9, t183);  // online_softmax_attn.pto:19:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -210,9 +243,9 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         for (int64_t _g185 = 0; _g185 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g185) {  // online_softmax_attn.pto:19:17
             TileT186 t186(min_i64(S - _g184 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t186, 0);  // online_softmax_attn.pto:19:17
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView8 t8_u2c1Gm8(t8_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView8::Shape(t186.GetValidRow(), t186.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t186, t8_u2c1Gm8);  // online_softmax_attn.pto:19:17
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView10 t8_u2c1Gm10(t8_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView10::Shape(t186.GetValidRow(), t186.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t186, t8_u2c1Gm10);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT187 t187(min_i64(S - _g184 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t187, 4096);  // online_softmax_attn.pto:19:17
@@ -220,9 +253,9 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
             TEXP(t187, t186);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 p_1_u2c1Gm9(p_1_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView9::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_u2c1Gm9, t187);  // online_softmax_attn.pto:19:17
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView11 p_1_u2c1Gm11(p_1_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView11::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_u2c1Gm11, t187);  // online_softmax_attn.pto:19:17
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -230,14 +263,14 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         TileT189 t189(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t189, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView10 lGm10(l + _g184 * 16, GmView10::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t189, lGm10);  // online_softmax_attn.pto:20:20
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView12 lGm12(l + _g184 * 16, GmView12::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t189, lGm12);  // online_softmax_attn.pto:20:20
         TileT190 t190(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t190, 512);  // online_softmax_attn.pto:20:20
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView11 alpha_u2c1Gm11(alpha_u2c1 + _g184 * 16, GmView11::Shape(t190.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t190, alpha_u2c1Gm11);  // online_softmax_attn.pto:20:20
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView13 alpha_u2c1Gm13(alpha_u2c1 + _g184 * 16, GmView13::Shape(t190.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t190, alpha_u2c1Gm13);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT191 t191(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t191, 1024);  // online_softmax_attn.pto:20:20
@@ -248,9 +281,9 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView12 t10_u2c1Gm12(t10_u2c1 + _g184 * 16, GmView12::Shape(t191.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_u2c1Gm12, t191);  // online_softmax_attn.pto:20:20
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView14 t10_u2c1Gm14(t10_u2c1 + _g184 * 16, GmView14::Shape(t191.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_u2c1Gm14, t191);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -288,15 +321,15 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
             TileT195 t195(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t195, 512);  // online_softmax_attn.pto:20:32
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView13 p_1_u2c1Gm13(p_1_u2c1 + _g192 * 16 * 64 + _k194 * 64, GmView13::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t195, p_1_u2c1Gm13);  // online_softmax_attn.pto:20:32
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView15 p_1_u2c1Gm15(p_1_u2c1 + _g192 * 16 * 64 + _k194 * 64, GmView15::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t195, p_1_u2c1Gm15);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT196 t196(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t196, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp2, 17408);  // online_softmax_attn.pto:20:32
             TROWSUM(t196, t195, tmp2);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t193, t193, t196);  // online_softmax_attn.pto:20:32
@@ -306,9 +339,9 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         TileT198 t198(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t198, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView14 t10_u2c1Gm14(t10_u2c1 + _g192 * 16, GmView14::Shape(t198.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t198, t10_u2c1Gm14);  // online_softmax_attn.pto:20:20
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView16 t10_u2c1Gm16(t10_u2c1 + _g192 * 16, GmView16::Shape(t198.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t198, t10_u2c1Gm16);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT200 t200(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t200, 1024);  // online_softmax_attn.pto:20:20
@@ -320,47 +353,81 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView15 lGm15(l + _g192 * 16, GmView15::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm15, t200);  // online_softmax_attn.pto:20:20
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView17 lGm17(l + _g192 * 16, GmView17::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm17, t200);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g202_db = 0; _g202_db < ((D + 63) / 64 + 1) / 2; ++_g202_db) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT203 t203(min_i64(S - _g192 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t203, 0);  // online_softmax_attn.pto:21:22
+            TileT203B0 t203_b0(min_i64(S - _g192 * 16, 16), min_i64(D - _g202_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t203_b0, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView16 accGm16(acc + _g192 * 16 * D + _g202 * 64, GmView16::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t203, accGm16);  // online_softmax_attn.pto:21:22
-            TileT204 t204(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t204, 4096);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 alpha_u2c1Gm17(alpha_u2c1 + _g192 * 16, GmView17::Shape(t204.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t204, alpha_u2c1Gm17);  // online_softmax_attn.pto:21:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView18 accGm18(acc + _g192 * 16 * D + _g202_db * 2 * 64, GmView18::Shape(t203_b0.GetValidRow(), t203_b0.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t203_b0, accGm18);  // online_softmax_attn.pto:21:22
+            TileT204B0 t204_b0(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(t204_b0, 4096);  // online_softmax_attn.pto:21:22
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+            GmView19 alpha_u2c1Gm19(alpha_u2c1 + _g192 * 16, GmView19::Shape(t204_b0.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t204_b0, alpha_u2c1Gm19);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT206 t206(min_i64(S - _g192 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t206, 4608);  // online_softmax_attn.pto:21:22
+            TileT206B0 t206_b0(min_i64(S - _g192 * 16, 16), min_i64(D - _g202_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t206_b0, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp1 tmp3(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
-            TROWEXPAND(tmp3, t204);  // online_softmax_attn.pto:21:22
+            TASSIGN(tmp3, 17408);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(tmp3, t204_b0);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-            TROWEXPANDMUL(t206, t203, tmp3);  // online_softmax_attn.pto:21:22
+            TROWEXPANDMUL(t206_b0, t203_b0, tmp3);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView18 t13_u2c1Gm18(t13_u2c1 + _g192 * 16 * D + _g202 * 64, GmView18::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_u2c1Gm18, t206);  // online_softmax_attn.pto:21:22
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView20 t13_u2c1Gm20(t13_u2c1 + _g192 * 16 * D + _g202_db * 2 * 64, GmView20::Shape(t206_b0.GetValidRow(), t206_b0.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_u2c1Gm20, t206_b0);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            for (int64_t _g202_dr = 0; _g202_dr < min_i64((D + 63) / 64 - (_g202_db * 2 + 1), 1); ++_g202_dr) {  // online_softmax_attn.pto:21:22
+                TileT203B1 t203_b1(min_i64(S - _g192 * 16, 16), min_i64(D - (_g202_db * 2 + 1 + _g202_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t203_b1, 8704);  // online_softmax_attn.pto:21:22
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView21 accGm21(acc + _g192 * 16 * D + (_g202_db * 2 + 1 + _g202_dr) * 64, GmView21::Shape(t203_b1.GetValidRow(), t203_b1.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t203_b1, accGm21);  // online_softmax_attn.pto:21:22
+                TileT204B1 t204_b1(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
+                TASSIGN(t204_b1, 12800);  // online_softmax_attn.pto:21:22
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+                GmView22 alpha_u2c1Gm22(alpha_u2c1 + _g192 * 16, GmView22::Shape(t204_b1.GetValidRow()));  // online_softmax_attn.pto:21:22
+                TLOAD(t204_b1, alpha_u2c1Gm22);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT206B1 t206_b1(min_i64(S - _g192 * 16, 16), min_i64(D - (_g202_db * 2 + 1 + _g202_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t206_b1, 13312);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp4(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp4, 17408);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp4, t204_b1);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t206_b1, t203_b1, tmp4);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView23 t13_u2c1Gm23(t13_u2c1 + _g192 * 16 * D + (_g202_db * 2 + 1 + _g202_dr) * 64, GmView23::Shape(t206_b1.GetValidRow(), t206_b1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(t13_u2c1Gm23, t206_b1);  // online_softmax_attn.pto:21:22
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
@@ -375,9 +442,9 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
             TileT209 t209(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView19 p_1_u2c1Gm19(p_1_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView19::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t209, p_1_u2c1Gm19);  // online_softmax_attn.pto:21:43
+            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView24 p_1_u2c1Gm24(p_1_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView24::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t209, p_1_u2c1Gm24);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT210 t210(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
@@ -385,9 +452,9 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
             TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 t15_u2c1Gm20(t15_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView20::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_u2c1Gm20, t210);  // online_softmax_attn.pto:21:43
+            using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView25 t15_u2c1Gm25(t15_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView25::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_u2c1Gm25, t210);  // online_softmax_attn.pto:21:43
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);

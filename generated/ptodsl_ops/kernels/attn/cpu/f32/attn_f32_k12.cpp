@@ -32,10 +32,14 @@ extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* kj_u1c0, __gm__ flo
     using TileT232 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT233 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT234 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT238 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT240 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT238B0 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239B0 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT240B0 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241B0 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT238B1 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239B1 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT240B1 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241B1 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
         TileT235 t235(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -78,48 +82,83 @@ extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* kj_u1c0, __gm__ flo
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
-                TileT238 t238(min_i64(S - _g230 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t238, 0);  // online_softmax_attn.pto:10:13
+            for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 63) / 64 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                TileT238B0 t238_b0(min_i64(S - _g230 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t238_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g230 * 64 * D + _k237 * 64, GmView2::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t238, qGm2);  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _g230 * 64 * D + (1 + _k237_db * 2) * 64, GmView2::Shape(t238_b0.GetValidRow(), t238_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t238_b0, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT239 t239(min_i64(S - _g230 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t239, 0);  // online_softmax_attn.pto:10:13
+                TileT239B0 t239_b0(min_i64(S - _g230 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t239_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t239, t238);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                TileT240 t240(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t240, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_u1c0Gm3(kj_u1c0 + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240.GetValidRow(), t240.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t240, kj_u1c0Gm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT241 t241(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t241, 16384);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t241, t240);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMOV(t239_b0, t238_b0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT240B0 t240_b0(min_i64(D - (1 + _k237_db * 2) * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t240_b0, 16384);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_u1c0Gm3(kj_u1c0 + _g231 * 64 * D + (1 + _k237_db * 2) * 64, GmView3::Shape(t240_b0.GetValidRow(), t240_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t240_b0, kj_u1c0Gm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT241B0 t241_b0(min_i64(D - (1 + _k237_db * 2) * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t241_b0, 16384);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t241_b0, t240_b0);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t232, t232, t239, t241);  // online_softmax_attn.pto:10:13
+                TMATMUL_ACC(t232, t232, t239_b0, t241_b0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                    TileT238B1 t238_b1(min_i64(S - _g230 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t238_b1, 32768);  // online_softmax_attn.pto:10:13
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 qGm4(q + _g230 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 64, GmView4::Shape(t238_b1.GetValidRow(), t238_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t238_b1, qGm4);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT239B1 t239_b1(min_i64(S - _g230 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t239_b1, 16384);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t239_b1, t238_b1);  // online_softmax_attn.pto:10:13
+                    TileT240B1 t240_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t240_b1, 49152);  // online_softmax_attn.pto:10:13
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView5 kj_u1c0Gm5(kj_u1c0 + _g231 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 64, GmView5::Shape(t240_b1.GetValidRow(), t240_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t240_b1, kj_u1c0Gm5);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT241B1 t241_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t241_b1, 32768);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t241_b1, t240_b1);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t232, t232, t239_b1, t241_b1);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_u1c0Gm4(t0_u1c0 + _g230 * 64 * 64 + _g231 * 64, GmView4::Shape(t232.GetValidRow(), t232.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_u1c0Gm4, t232);  // online_softmax_attn.pto:10:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView6 t0_u1c0Gm6(t0_u1c0 + _g230 * 64 * 64 + _g231 * 64, GmView6::Shape(t232.GetValidRow(), t232.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_u1c0Gm6, t232);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

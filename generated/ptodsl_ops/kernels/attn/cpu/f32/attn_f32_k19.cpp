@@ -30,57 +30,90 @@ extern "C" __global__ AICORE void attn_f32_k19(__gm__ float* t13_last, __gm__ fl
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT393 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT394 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT395 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT393B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT394B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT395B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT393B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT394B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT395B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT397 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g391 = block_index * ceil_div((S + 15) / 16, block_count); _g391 < block_index * ceil_div((S + 15) / 16, block_count) + min_i64(ceil_div((S + 15) / 16, block_count), (S + 15) / 16 - block_index * ceil_div((S + 15) / 16, block_count)); ++_g391) {  // online_softmax_attn.pto:21:22
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g392_db = 0; _g392_db < ((D + 63) / 64 + 1) / 2; ++_g392_db) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT393 t393(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t393, 0);  // online_softmax_attn.pto:21:22
+            TileT393B0 t393_b0(min_i64(S - _g391 * 16, 16), min_i64(D - _g392_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t393_b0, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_lastGm0(t13_last + _g391 * 16 * D + _g392 * 64, GmView0::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t393, t13_lastGm0);  // online_softmax_attn.pto:21:22
-            TileT394 t394(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t394, 4096);  // online_softmax_attn.pto:21:22
+            GmView0 t13_lastGm0(t13_last + _g391 * 16 * D + _g392_db * 2 * 64, GmView0::Shape(t393_b0.GetValidRow(), t393_b0.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t393_b0, t13_lastGm0);  // online_softmax_attn.pto:21:22
+            TileT394B0 t394_b0(min_i64(S - _g391 * 16, 16), min_i64(D - _g392_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t394_b0, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_lastGm1(t14_last + _g391 * 16 * D + _g392 * 64, GmView1::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t394, t14_lastGm1);  // online_softmax_attn.pto:21:22
+            GmView1 t14_lastGm1(t14_last + _g391 * 16 * D + _g392_db * 2 * 64, GmView1::Shape(t394_b0.GetValidRow(), t394_b0.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t394_b0, t14_lastGm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT395 t395(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t395, 8192);  // online_softmax_attn.pto:21:22
+            TileT395B0 t395_b0(min_i64(S - _g391 * 16, 16), min_i64(D - _g392_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t395_b0, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t395, t393, t394);  // online_softmax_attn.pto:21:22
+            TADD(t395_b0, t393_b0, t394_b0);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g391 * 16 * D + _g392 * 64, GmView2::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t395);  // online_softmax_attn.pto:21:22
+            GmView2 accGm2(acc + _g391 * 16 * D + _g392_db * 2 * 64, GmView2::Shape(t395_b0.GetValidRow(), t395_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(accGm2, t395_b0);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g392_dr = 0; _g392_dr < min_i64((D + 63) / 64 - (_g392_db * 2 + 1), 1); ++_g392_dr) {  // online_softmax_attn.pto:21:22
+                TileT393B1 t393_b1(min_i64(S - _g391 * 16, 16), min_i64(D - (_g392_db * 2 + 1 + _g392_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t393_b1, 12288);  // online_softmax_attn.pto:21:22
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView3 t13_lastGm3(t13_last + _g391 * 16 * D + (_g392_db * 2 + 1 + _g392_dr) * 64, GmView3::Shape(t393_b1.GetValidRow(), t393_b1.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t393_b1, t13_lastGm3);  // online_softmax_attn.pto:21:22
+                TileT394B1 t394_b1(min_i64(S - _g391 * 16, 16), min_i64(D - (_g392_db * 2 + 1 + _g392_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_b1, 16384);  // online_softmax_attn.pto:21:22
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView4 t14_lastGm4(t14_last + _g391 * 16 * D + (_g392_db * 2 + 1 + _g392_dr) * 64, GmView4::Shape(t394_b1.GetValidRow(), t394_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t394_b1, t14_lastGm4);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT395B1 t395_b1(min_i64(S - _g391 * 16, 16), min_i64(D - (_g392_db * 2 + 1 + _g392_dr) * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_b1, 20480);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADD(t395_b1, t393_b1, t394_b1);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView5 accGm5(acc + _g391 * 16 * D + (_g392_db * 2 + 1 + _g392_dr) * 64, GmView5::Shape(t395_b1.GetValidRow(), t395_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm5, t395_b1);  // online_softmax_attn.pto:21:22
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT397 t397(min_i64(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_lastGm3(m_new_last + _g391 * 16, GmView3::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t397, m_new_lastGm3);  // online_softmax_attn.pto:22:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView6 m_new_lastGm6(m_new_last + _g391 * 16, GmView6::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TLOAD(t397, m_new_lastGm6);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g391 * 16, GmView4::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t397);  // online_softmax_attn.pto:22:13
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView7 mGm7(m + _g391 * 16, GmView7::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TSTORE(mGm7, t397);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

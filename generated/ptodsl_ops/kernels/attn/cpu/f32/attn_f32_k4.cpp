@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ float* q, __gm__ float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S)
 {
     using TileT67 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -27,10 +32,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ floa
     using TileT64 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT66 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT70 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT71 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT72 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT73 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT70B0 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71B0 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT72B0 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73B0 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT70B1 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71B1 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT72B1 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73B1 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
         TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -73,48 +82,83 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ floa
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                TileT70 t70(min_i64(S - _g62 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t70, 0);  // online_softmax_attn.pto:10:13
+            for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 63) / 64 - 1, 0) + 1) / 2; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                TileT70B0 t70_b0(min_i64(S - _g62 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t70_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g62 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t70, qGm2);  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _g62 * 64 * D + (1 + _k69_db * 2) * 64, GmView2::Shape(t70_b0.GetValidRow(), t70_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t70_b0, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT71 t71(min_i64(S - _g62 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t71, 0);  // online_softmax_attn.pto:10:13
+                TileT71B0 t71_b0(min_i64(S - _g62 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t71_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t71, t70);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t72, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t72, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t73, 16384);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t73, t72);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMOV(t71_b0, t70_b0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT72B0 t72_b0(min_i64(D - (1 + _k69_db * 2) * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t72_b0, 16384);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + (1 + _k69_db * 2) * 64, GmView3::Shape(t72_b0.GetValidRow(), t72_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t72_b0, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT73B0 t73_b0(min_i64(D - (1 + _k69_db * 2) * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t73_b0, 16384);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t73_b0, t72_b0);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t64, t64, t71, t73);  // online_softmax_attn.pto:10:13
+                TMATMUL_ACC(t64, t64, t71_b0, t73_b0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k69_db * 2 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
+                    TileT70B1 t70_b1(min_i64(S - _g62 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t70_b1, 32768);  // online_softmax_attn.pto:10:13
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 qGm4(q + _g62 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 64, GmView4::Shape(t70_b1.GetValidRow(), t70_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t70_b1, qGm4);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT71B1 t71_b1(min_i64(S - _g62 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t71_b1, 16384);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t71_b1, t70_b1);  // online_softmax_attn.pto:10:13
+                    TileT72B1 t72_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t72_b1, 49152);  // online_softmax_attn.pto:10:13
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView5 kj_u2c0Gm5(kj_u2c0 + _g63 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 64, GmView5::Shape(t72_b1.GetValidRow(), t72_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t72_b1, kj_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT73B1 t73_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t73_b1, 32768);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t73_b1, t72_b1);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t64, t64, t71_b1, t73_b1);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_u2c0Gm4(t0_u2c0 + _g62 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_u2c0Gm4, t64);  // online_softmax_attn.pto:10:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView6 t0_u2c0Gm6(t0_u2c0 + _g62 * 64 * 64 + _g63 * 64, GmView6::Shape(t64.GetValidRow(), t64.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_u2c0Gm6, t64);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -36,8 +36,10 @@ extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT4 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3B0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bias_expand.pto:4:16
         for (int64_t _g0 = block_index / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1)); _g0 < block_index / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1)), B - block_index / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1))); ++_g0) {  // bias_expand.pto:4:12
@@ -51,30 +53,55 @@ extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ fl
                 TLOAD(t4, t2Gm0);  // bias_expand.pto:4:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g1 = 0; _g1 < (S + 7) / 8; ++_g1) {  // bias_expand.pto:4:12
+                for (int64_t _g1_db = 0; _g1_db < ((S + 7) / 8 + 1) / 2; ++_g1_db) {  // bias_expand.pto:4:12
                     pipe_barrier(PIPE_V);
-                    TileT3 t3(min_i64(S - _g1 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
-                    TASSIGN(t3, 256);  // bias_expand.pto:4:12
+                    TileT3B0 t3_b0(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    TASSIGN(t3_b0, 256);  // bias_expand.pto:4:12
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                    GmView1 xGm1(x + _g0 * (H * S) + _g1 * 8 * H + _g2 * 64, GmView1::Shape(min_i64(S - _g1 * 8, 8), min_i64(H - _g2 * 64, 64)), GmView1::Stride(H * S, H));  // bias_expand.pto:4:12
-                    TLOAD(t3, xGm1);  // bias_expand.pto:4:12
+                    GmView1 xGm1(x + _g0 * (H * S) + _g1_db * 2 * 8 * H + _g2 * 64, GmView1::Shape(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64)), GmView1::Stride(H * S, H));  // bias_expand.pto:4:12
+                    TLOAD(t3_b0, xGm1);  // bias_expand.pto:4:12
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT6 t6(min_i64(S - _g1 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
-                    TASSIGN(t6, 2304);  // bias_expand.pto:4:12
+                    TileT6B0 t6_b0(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    TASSIGN(t6_b0, 2304);  // bias_expand.pto:4:12
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCOLEXPANDADD(t6, t3, t4);  // bias_expand.pto:4:12
+                    TCOLEXPANDADD(t6_b0, t3_b0, t4);  // bias_expand.pto:4:12
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                    GmView2 yGm2(y + _g0 * (H * S) + _g1 * 8 * H + _g2 * 64, GmView2::Shape(min_i64(S - _g1 * 8, 8), min_i64(H - _g2 * 64, 64)), GmView2::Stride(H * S, H));  // bias_expand.pto:4:12
-                    TSTORE(yGm2, t6);  // bias_expand.pto:4:12
+                    GmView2 yGm2(y + _g0 * (H * S) + _g1_db * 2 * 8 * H + _g2 * 64, GmView2::Shape(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64)), GmView2::Stride(H * S, H));  // bias_expand.pto:4:12
+                    TSTORE(yGm2, t6_b0);  // bias_expand.pto:4:12
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                    for (int64_t _g1_dr = 0; _g1_dr < min_i64((S + 7) / 8 - (_g1_db * 2 + 1), 1); ++_g1_dr) {  // bias_expand.pto:4:12
+                        TileT3B1 t3_b1(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                        TASSIGN(t3_b1, 4352);  // bias_expand.pto:4:12
+                        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
+                        GmView3 xGm3(x + _g0 * (H * S) + (_g1_db * 2 + 1 + _g1_dr) * 8 * H + _g2 * 64, GmView3::Shape(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView3::Stride(H * S, H));  // bias_expand.pto:4:12
+                        TLOAD(t3_b1, xGm3);  // bias_expand.pto:4:12
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TileT6B1 t6_b1(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                        TASSIGN(t6_b1, 6400);  // bias_expand.pto:4:12
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TCOLEXPANDADD(t6_b1, t3_b1, t4);  // bias_expand.pto:4:12
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
+                        GmView4 yGm4(y + _g0 * (H * S) + (_g1_db * 2 + 1 + _g1_dr) * 8 * H + _g2 * 64, GmView4::Shape(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView4::Stride(H * S, H));  // bias_expand.pto:4:12
+                        TSTORE(yGm4, t6_b1);  // bias_expand.pto:4:12
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

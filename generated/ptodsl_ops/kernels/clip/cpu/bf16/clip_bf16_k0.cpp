@@ -36,22 +36,38 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT11 = Tile<TileType::Vec, bfloat16_t, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileC0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT24 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileC0B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT24B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25B0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT26B0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT27B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileC0B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT24B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25B1 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT26B1 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT27B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileView0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, 32>;
     using TileTmp1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
     using TileView2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -67,140 +83,276 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
             TLOAD(t11, hiGm0);  // clip.pto:4:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g0 = block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)); _g0 < block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + min_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)), (M + 7) / 8 - block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1))); ++_g0) {  // clip.pto:3:12
+            for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)), (M + 7) / 8 - block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1))), 0) + 1) / 2; ++_g0_db) {  // clip.pto:3:12
                 pipe_barrier(PIPE_V);
-                TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
-                TASSIGN(t2, 512);  // clip.pto:3:12
+                TileT2B0 t2_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t2_b0, 512);  // clip.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
-                GmView1 xGm1(x + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
-                TLOAD(t2, xGm1);  // clip.pto:3:12
+                GmView1 xGm1(x + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView1::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
+                TLOAD(t2_b0, xGm1);  // clip.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
-                TASSIGN(t3, 4608);  // clip.pto:3:12
-                TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
-                TASSIGN(t4, 8704);  // clip.pto:3:12
+                TileT3B0 t3_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t3_b0, 4608);  // clip.pto:3:12
+                TileT4B0 t4_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t4_b0, 8704);  // clip.pto:3:12
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t4, t2, RoundMode::CAST_RINT);  // clip.pto:3:12
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
-                TASSIGN(t5, 16896);  // clip.pto:3:12
-                TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
-                TASSIGN(t6, 25088);  // clip.pto:3:12
+                TCVT(t4_b0, t2_b0, RoundMode::CAST_RINT);  // clip.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT5B0 t5_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t5_b0, 16896);  // clip.pto:3:12
+                TileT6B0 t6_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t6_b0, 25088);  // clip.pto:3:12
                 pipe_barrier(PIPE_V);
-                TMAXS(t6, t4, -1.0f);  // clip.pto:3:12
+                TMAXS(t6_b0, t4_b0, -1.0f);  // clip.pto:3:12
                 pipe_barrier(PIPE_V);
-                TMINS(t5, t6, 2.0f);  // clip.pto:3:12
+                TMINS(t5_b0, t6_b0, 2.0f);  // clip.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 pipe_barrier(PIPE_V);
-                TCVT(t3, t5, RoundMode::CAST_RINT);  // clip.pto:3:12
+                TCVT(t3_b0, t5_b0, RoundMode::CAST_RINT);  // clip.pto:3:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
-                GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
-                TSTORE(aGm2, t3);  // clip.pto:3:12
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                GmView2 aGm2(a + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView2::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
+                TSTORE(aGm2, t3_b0);  // clip.pto:3:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TileT10 t10(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t10, 512);  // clip.pto:4:12
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT10B0 t10_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t10_b0, 512);  // clip.pto:4:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
-                GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
-                TLOAD(t10, loGm3);  // clip.pto:4:12
+                GmView3 loGm3(lo + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
+                TLOAD(t10_b0, loGm3);  // clip.pto:4:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileC0 c0(min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(c0, 4608);  // clip.pto:4:12
-                TileT13 t13(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t13, 16896);  // clip.pto:4:12
-                TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t15, 20992);  // clip.pto:4:12
+                TileC0B0 c0_b0(min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(c0_b0, 4608);  // clip.pto:4:12
+                TileT13B0 t13_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t13_b0, 16896);  // clip.pto:4:12
+                TileT15B0 t15_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t15_b0, 20992);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t15, t10, RoundMode::CAST_RINT);  // clip.pto:4:12
+                TCVT(t15_b0, t10_b0, RoundMode::CAST_RINT);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                TCVT(c0, t11, RoundMode::CAST_RINT);  // clip.pto:4:12
-                TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t17, 29184);  // clip.pto:4:12
-                TileT18 t18(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t18, 37376);  // clip.pto:4:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TCVT(c0_b0, t11, RoundMode::CAST_RINT);  // clip.pto:4:12
+                TileT17B0 t17_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t17_b0, 29184);  // clip.pto:4:12
+                TileT18B0 t18_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t18_b0, 37376);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
-                TMAX(t18, t4, t15);  // clip.pto:4:12
+                TMAX(t18_b0, t4_b0, t15_b0);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
-                TCOLEXPANDMIN(t17, t18, c0);  // clip.pto:4:12
+                TCOLEXPANDMIN(t17_b0, t18_b0, c0_b0);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
-                TCVT(t13, t17, RoundMode::CAST_RINT);  // clip.pto:4:12
+                TCVT(t13_b0, t17_b0, RoundMode::CAST_RINT);  // clip.pto:4:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
-                GmView4 bGm4(b + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
-                TSTORE(bGm4, t13);  // clip.pto:4:12
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                TileT22 t22(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
-                TASSIGN(t22, 512);  // clip.pto:5:12
-                TileT24 t24(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
-                TASSIGN(t24, 16896);  // clip.pto:5:12
-                TileT25 t25(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
-                TASSIGN(t25, 4608);  // clip.pto:5:12
+                GmView4 bGm4(b + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView4::Shape(t13_b0.GetValidRow(), t13_b0.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
+                TSTORE(bGm4, t13_b0);  // clip.pto:4:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TileT22B0 t22_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t22_b0, 512);  // clip.pto:5:12
+                TileT24B0 t24_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t24_b0, 16896);  // clip.pto:5:12
+                TileT25B0 t25_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t25_b0, 4608);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
-                TileView0 view0(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView0 view0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view0, 4608);  // clip.pto:5:12
-                TCMPS(view0, t4, 0.0f, CmpMode::GT);  // clip.pto:5:12
-                TileT26 t26(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
-                TASSIGN(t26, 6656);  // clip.pto:5:12
+                TCMPS(view0, t4_b0, 0.0f, CmpMode::GT);  // clip.pto:5:12
+                TileT26B0 t26_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t26_b0, 6656);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
-                TileView0 view1(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView0 view1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view1, 6656);  // clip.pto:5:12
-                TCMPS(view1, t4, 0.0f, CmpMode::LT);  // clip.pto:5:12
-                TileT27 t27(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
-                TASSIGN(t27, 25088);  // clip.pto:5:12
+                TCMPS(view1, t4_b0, 0.0f, CmpMode::LT);  // clip.pto:5:12
+                TileT27B0 t27_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t27_b0, 25088);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
                 TileTmp1 tmp2;  // clip.pto:5:12
-                TASSIGN(tmp2, 45568);  // clip.pto:5:12
+                TASSIGN(tmp2, 90624);  // clip.pto:5:12
                 TEXPANDS(tmp2, -1.0f);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);  // clip.pto:5:12
-                TileView2 view3(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView2 view3(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view3, 25088);  // clip.pto:5:12
-                TileView2 view4(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
-                TASSIGN(view4, 45568);  // clip.pto:5:12
-                TileView2 view5(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView2 view4(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
+                TASSIGN(view4, 90624);  // clip.pto:5:12
+                TileView2 view5(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view5, 8704);  // clip.pto:5:12
-                TileView0 view6(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView0 view6(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view6, 6656);  // clip.pto:5:12
                 TileTmp1 tmp7;  // clip.pto:5:12
-                TASSIGN(tmp7, 53760);  // clip.pto:5:12
+                TASSIGN(tmp7, 98816);  // clip.pto:5:12
                 TSEL(view3, view6, view4, view5, tmp7);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp8;  // clip.pto:5:12
-                TASSIGN(tmp8, 45568);  // clip.pto:5:12
+                TASSIGN(tmp8, 90624);  // clip.pto:5:12
                 TEXPANDS(tmp8, 1.0f);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);  // clip.pto:5:12
-                TileView2 view9(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView2 view9(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view9, 16896);  // clip.pto:5:12
-                TileView2 view10(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
-                TASSIGN(view10, 45568);  // clip.pto:5:12
-                TileView2 view11(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView2 view10(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
+                TASSIGN(view10, 90624);  // clip.pto:5:12
+                TileView2 view11(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view11, 25088);  // clip.pto:5:12
-                TileView0 view12(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView0 view12(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view12, 4608);  // clip.pto:5:12
                 TileTmp1 tmp13;  // clip.pto:5:12
-                TASSIGN(tmp13, 53760);  // clip.pto:5:12
+                TASSIGN(tmp13, 98816);  // clip.pto:5:12
                 TSEL(view9, view12, view10, view11, tmp13);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
-                TCVT(t22, t24, RoundMode::CAST_RINT);  // clip.pto:5:12
+                TCVT(t22_b0, t24_b0, RoundMode::CAST_RINT);  // clip.pto:5:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
-                GmView5 sGm5(s + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t22.GetValidRow(), t22.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
-                TSTORE(sGm5, t22);  // clip.pto:5:12
+                GmView5 sGm5(s + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView5::Shape(t22_b0.GetValidRow(), t22_b0.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
+                TSTORE(sGm5, t22_b0);  // clip.pto:5:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)), (M + 7) / 8 - block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1))), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // clip.pto:3:12
+                    TileT2B1 t2_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                    TASSIGN(t2_b1, 45568);  // clip.pto:3:12
+                    using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
+                    GmView6 xGm6(x + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView6::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView6::Stride(N));  // clip.pto:3:12
+                    TLOAD(t2_b1, xGm6);  // clip.pto:3:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT3B1 t3_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                    TASSIGN(t3_b1, 49664);  // clip.pto:3:12
+                    TileT4B1 t4_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                    TASSIGN(t4_b1, 53760);  // clip.pto:3:12
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCVT(t4_b1, t2_b1, RoundMode::CAST_RINT);  // clip.pto:3:12
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    TileT5B1 t5_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                    TASSIGN(t5_b1, 61952);  // clip.pto:3:12
+                    TileT6B1 t6_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                    TASSIGN(t6_b1, 70144);  // clip.pto:3:12
+                    pipe_barrier(PIPE_V);
+                    TMAXS(t6_b1, t4_b1, -1.0f);  // clip.pto:3:12
+                    pipe_barrier(PIPE_V);
+                    TMINS(t5_b1, t6_b1, 2.0f);  // clip.pto:3:12
+                    pipe_barrier(PIPE_V);
+                    TCVT(t3_b1, t5_b1, RoundMode::CAST_RINT);  // clip.pto:3:12
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
+                    GmView7 aGm7(a + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView7::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView7::Stride(N));  // clip.pto:3:12
+                    TSTORE(aGm7, t3_b1);  // clip.pto:3:12
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    TileT10B1 t10_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                    TASSIGN(t10_b1, 45568);  // clip.pto:4:12
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
+                    GmView8 loGm8(lo + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView8::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView8::Stride(N));  // clip.pto:4:12
+                    TLOAD(t10_b1, loGm8);  // clip.pto:4:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileC0B1 c0_b1(min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                    TASSIGN(c0_b1, 49664);  // clip.pto:4:12
+                    TileT13B1 t13_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                    TASSIGN(t13_b1, 61952);  // clip.pto:4:12
+                    TileT15B1 t15_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                    TASSIGN(t15_b1, 66048);  // clip.pto:4:12
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCVT(t15_b1, t10_b1, RoundMode::CAST_RINT);  // clip.pto:4:12
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    TCVT(c0_b1, t11, RoundMode::CAST_RINT);  // clip.pto:4:12
+                    TileT17B1 t17_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                    TASSIGN(t17_b1, 74240);  // clip.pto:4:12
+                    TileT18B1 t18_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                    TASSIGN(t18_b1, 82432);  // clip.pto:4:12
+                    pipe_barrier(PIPE_V);
+                    TMAX(t18_b1, t4_b1, t15_b1);  // clip.pto:4:12
+                    pipe_barrier(PIPE_V);
+                    TCOLEXPANDMIN(t17_b1, t18_b1, c0_b1);  // clip.pto:4:12
+                    pipe_barrier(PIPE_V);
+                    TCVT(t13_b1, t17_b1, RoundMode::CAST_RINT);  // clip.pto:4:12
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
+                    GmView9 bGm9(b + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView9::Shape(t13_b1.GetValidRow(), t13_b1.GetValidCol()), GmView9::Stride(N));  // clip.pto:4:12
+                    TSTORE(bGm9, t13_b1);  // clip.pto:4:12
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    TileT22B1 t22_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                    TASSIGN(t22_b1, 45568);  // clip.pto:5:12
+                    TileT24B1 t24_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                    TASSIGN(t24_b1, 61952);  // clip.pto:5:12
+                    TileT25B1 t25_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                    TASSIGN(t25_b1, 49664);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);
+                    TileView0 view14(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view14, 49664);  // clip.pto:5:12
+                    TCMPS(view14, t4_b1, 0.0f, CmpMode::GT);  // clip.pto:5:12
+                    TileT26B1 t26_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                    TASSIGN(t26_b1, 51712);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);
+                    TileView0 view15(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view15, 51712);  // clip.pto:5:12
+                    TCMPS(view15, t4_b1, 0.0f, CmpMode::LT);  // clip.pto:5:12
+                    TileT27B1 t27_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                    TASSIGN(t27_b1, 70144);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);
+                    TileTmp1 tmp16;  // clip.pto:5:12
+                    TASSIGN(tmp16, 90624);  // clip.pto:5:12
+                    TEXPANDS(tmp16, -1.0f);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);  // clip.pto:5:12
+                    TileView2 view17(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view17, 70144);  // clip.pto:5:12
+                    TileView2 view18(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view18, 90624);  // clip.pto:5:12
+                    TileView2 view19(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view19, 53760);  // clip.pto:5:12
+                    TileView0 view20(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view20, 51712);  // clip.pto:5:12
+                    TileTmp1 tmp21;  // clip.pto:5:12
+                    TASSIGN(tmp21, 98816);  // clip.pto:5:12
+                    TSEL(view17, view20, view18, view19, tmp21);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp22;  // clip.pto:5:12
+                    TASSIGN(tmp22, 90624);  // clip.pto:5:12
+                    TEXPANDS(tmp22, 1.0f);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);  // clip.pto:5:12
+                    TileView2 view23(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view23, 61952);  // clip.pto:5:12
+                    TileView2 view24(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view24, 90624);  // clip.pto:5:12
+                    TileView2 view25(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view25, 70144);  // clip.pto:5:12
+                    TileView0 view26(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view26, 49664);  // clip.pto:5:12
+                    TileTmp1 tmp27;  // clip.pto:5:12
+                    TASSIGN(tmp27, 98816);  // clip.pto:5:12
+                    TSEL(view23, view26, view24, view25, tmp27);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);
+                    TCVT(t22_b1, t24_b1, RoundMode::CAST_RINT);  // clip.pto:5:12
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
+                    GmView10 sGm10(s + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView10::Shape(t22_b1.GetValidRow(), t22_b1.GetValidCol()), GmView10::Stride(N));  // clip.pto:5:12
+                    TSTORE(sGm10, t22_b1);  // clip.pto:5:12
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

@@ -36,16 +36,26 @@ extern "C" __global__ AICORE void clip_f32_k0(__gm__ float* hi, __gm__ float* x,
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT9 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17B0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18B0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT19B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17B1 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18B1 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT19B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileView0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, 32>;
     using TileTmp1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
     using TileView2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -61,118 +71,229 @@ extern "C" __global__ AICORE void clip_f32_k0(__gm__ float* hi, __gm__ float* x,
             TLOAD(t9, hiGm0);  // clip.pto:4:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g0 = block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)); _g0 < block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + min_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)), (M + 7) / 8 - block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1))); ++_g0) {  // clip.pto:3:12
+            for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)), (M + 7) / 8 - block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1))), 0) + 1) / 2; ++_g0_db) {  // clip.pto:3:12
                 pipe_barrier(PIPE_V);
-                TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
-                TASSIGN(t2, 1024);  // clip.pto:3:12
+                TileT2B0 t2_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t2_b0, 1024);  // clip.pto:3:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
-                GmView1 xGm1(x + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
-                TLOAD(t2, xGm1);  // clip.pto:3:12
+                GmView1 xGm1(x + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView1::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
+                TLOAD(t2_b0, xGm1);  // clip.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
-                TASSIGN(t3, 9216);  // clip.pto:3:12
-                TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
-                TASSIGN(t4, 17408);  // clip.pto:3:12
+                TileT3B0 t3_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t3_b0, 9216);  // clip.pto:3:12
+                TileT4B0 t4_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t4_b0, 17408);  // clip.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TMAXS(t4, t2, -1.0f);  // clip.pto:3:12
+                TMAXS(t4_b0, t2_b0, -1.0f);  // clip.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
-                TMINS(t3, t4, 2.0f);  // clip.pto:3:12
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                TMINS(t3_b0, t4_b0, 2.0f);  // clip.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
-                GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
-                TSTORE(aGm2, t3);  // clip.pto:3:12
+                GmView2 aGm2(a + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView2::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
+                TSTORE(aGm2, t3_b0);  // clip.pto:3:12
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                TileT8 t8(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t8, 9216);  // clip.pto:4:12
+                TileT8B0 t8_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t8_b0, 9216);  // clip.pto:4:12
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
-                GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
-                TLOAD(t8, loGm3);  // clip.pto:4:12
+                GmView3 loGm3(lo + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView3::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
+                TLOAD(t8_b0, loGm3);  // clip.pto:4:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t11, 17408);  // clip.pto:4:12
-                TileT12 t12(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t12, 25600);  // clip.pto:4:12
+                TileT11B0 t11_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t11_b0, 17408);  // clip.pto:4:12
+                TileT12B0 t12_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t12_b0, 25600);  // clip.pto:4:12
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TMAX(t12, t2, t8);  // clip.pto:4:12
+                TMAX(t12_b0, t2_b0, t8_b0);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
-                TCOLEXPANDMIN(t11, t12, t9);  // clip.pto:4:12
+                TCOLEXPANDMIN(t11_b0, t12_b0, t9);  // clip.pto:4:12
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
-                GmView4 bGm4(b + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
-                TSTORE(bGm4, t11);  // clip.pto:4:12
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                GmView4 bGm4(b + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView4::Shape(t11_b0.GetValidRow(), t11_b0.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
+                TSTORE(bGm4, t11_b0);  // clip.pto:4:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TileT16 t16(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
-                TASSIGN(t16, 9216);  // clip.pto:5:12
-                TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
-                TASSIGN(t17, 17408);  // clip.pto:5:12
+                TileT16B0 t16_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t16_b0, 9216);  // clip.pto:5:12
+                TileT17B0 t17_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t17_b0, 17408);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                TileView0 view0(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                TileView0 view0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view0, 17408);  // clip.pto:5:12
-                TCMPS(view0, t2, 0.0f, CmpMode::GT);  // clip.pto:5:12
-                TileT18 t18(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
-                TASSIGN(t18, 19456);  // clip.pto:5:12
+                TCMPS(view0, t2_b0, 0.0f, CmpMode::GT);  // clip.pto:5:12
+                TileT18B0 t18_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t18_b0, 19456);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
-                TileView0 view1(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView0 view1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view1, 19456);  // clip.pto:5:12
-                TCMPS(view1, t2, 0.0f, CmpMode::LT);  // clip.pto:5:12
-                TileT19 t19(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
-                TASSIGN(t19, 21504);  // clip.pto:5:12
+                TCMPS(view1, t2_b0, 0.0f, CmpMode::LT);  // clip.pto:5:12
+                TileT19B0 t19_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t19_b0, 21504);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
                 TileTmp1 tmp2;  // clip.pto:5:12
-                TASSIGN(tmp2, 33792);  // clip.pto:5:12
+                TASSIGN(tmp2, 66560);  // clip.pto:5:12
                 TEXPANDS(tmp2, -1.0f);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);  // clip.pto:5:12
-                TileView2 view3(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView2 view3(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view3, 21504);  // clip.pto:5:12
-                TileView2 view4(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
-                TASSIGN(view4, 33792);  // clip.pto:5:12
-                TileView2 view5(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView2 view4(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
+                TASSIGN(view4, 66560);  // clip.pto:5:12
+                TileView2 view5(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view5, 1024);  // clip.pto:5:12
-                TileView0 view6(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView0 view6(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view6, 19456);  // clip.pto:5:12
                 TileTmp1 tmp7;  // clip.pto:5:12
-                TASSIGN(tmp7, 41984);  // clip.pto:5:12
+                TASSIGN(tmp7, 74752);  // clip.pto:5:12
                 TSEL(view3, view6, view4, view5, tmp7);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 TileTmp1 tmp8;  // clip.pto:5:12
-                TASSIGN(tmp8, 33792);  // clip.pto:5:12
+                TASSIGN(tmp8, 66560);  // clip.pto:5:12
                 TEXPANDS(tmp8, 1.0f);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);  // clip.pto:5:12
-                TileView2 view9(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView2 view9(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view9, 9216);  // clip.pto:5:12
-                TileView2 view10(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
-                TASSIGN(view10, 33792);  // clip.pto:5:12
-                TileView2 view11(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView2 view10(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
+                TASSIGN(view10, 66560);  // clip.pto:5:12
+                TileView2 view11(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view11, 21504);  // clip.pto:5:12
-                TileView0 view12(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
+                TileView0 view12(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // clip.pto:5:12
                 TASSIGN(view12, 17408);  // clip.pto:5:12
                 TileTmp1 tmp13;  // clip.pto:5:12
-                TASSIGN(tmp13, 41984);  // clip.pto:5:12
+                TASSIGN(tmp13, 74752);  // clip.pto:5:12
                 TSEL(view9, view12, view10, view11, tmp13);  // clip.pto:5:12
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
-                GmView5 sGm5(s + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t16.GetValidRow(), t16.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
-                TSTORE(sGm5, t16);  // clip.pto:5:12
+                GmView5 sGm5(s + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * N + _g1 * 256, GmView5::Shape(t16_b0.GetValidRow(), t16_b0.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
+                TSTORE(sGm5, t16_b0);  // clip.pto:5:12
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)), (M + 7) / 8 - block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1))), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // clip.pto:3:12
+                    TileT2B1 t2_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                    TASSIGN(t2_b1, 33792);  // clip.pto:3:12
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
+                    GmView6 xGm6(x + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView6::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView6::Stride(N));  // clip.pto:3:12
+                    TLOAD(t2_b1, xGm6);  // clip.pto:3:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT3B1 t3_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                    TASSIGN(t3_b1, 41984);  // clip.pto:3:12
+                    TileT4B1 t4_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
+                    TASSIGN(t4_b1, 50176);  // clip.pto:3:12
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TMAXS(t4_b1, t2_b1, -1.0f);  // clip.pto:3:12
+                    pipe_barrier(PIPE_V);
+                    TMINS(t3_b1, t4_b1, 2.0f);  // clip.pto:3:12
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
+                    GmView7 aGm7(a + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView7::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView7::Stride(N));  // clip.pto:3:12
+                    TSTORE(aGm7, t3_b1);  // clip.pto:3:12
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                    TileT8B1 t8_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                    TASSIGN(t8_b1, 41984);  // clip.pto:4:12
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
+                    GmView8 loGm8(lo + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView8::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView8::Stride(N));  // clip.pto:4:12
+                    TLOAD(t8_b1, loGm8);  // clip.pto:4:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT11B1 t11_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                    TASSIGN(t11_b1, 50176);  // clip.pto:4:12
+                    TileT12B1 t12_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
+                    TASSIGN(t12_b1, 58368);  // clip.pto:4:12
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TMAX(t12_b1, t2_b1, t8_b1);  // clip.pto:4:12
+                    pipe_barrier(PIPE_V);
+                    TCOLEXPANDMIN(t11_b1, t12_b1, t9);  // clip.pto:4:12
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
+                    GmView9 bGm9(b + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView9::Shape(t11_b1.GetValidRow(), t11_b1.GetValidCol()), GmView9::Stride(N));  // clip.pto:4:12
+                    TSTORE(bGm9, t11_b1);  // clip.pto:4:12
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    TileT16B1 t16_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                    TASSIGN(t16_b1, 41984);  // clip.pto:5:12
+                    TileT17B1 t17_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                    TASSIGN(t17_b1, 50176);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    TileView0 view14(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view14, 50176);  // clip.pto:5:12
+                    TCMPS(view14, t2_b1, 0.0f, CmpMode::GT);  // clip.pto:5:12
+                    TileT18B1 t18_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                    TASSIGN(t18_b1, 52224);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);
+                    TileView0 view15(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view15, 52224);  // clip.pto:5:12
+                    TCMPS(view15, t2_b1, 0.0f, CmpMode::LT);  // clip.pto:5:12
+                    TileT19B1 t19_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
+                    TASSIGN(t19_b1, 54272);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);
+                    TileTmp1 tmp16;  // clip.pto:5:12
+                    TASSIGN(tmp16, 66560);  // clip.pto:5:12
+                    TEXPANDS(tmp16, -1.0f);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);  // clip.pto:5:12
+                    TileView2 view17(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view17, 54272);  // clip.pto:5:12
+                    TileView2 view18(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view18, 66560);  // clip.pto:5:12
+                    TileView2 view19(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view19, 33792);  // clip.pto:5:12
+                    TileView0 view20(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view20, 52224);  // clip.pto:5:12
+                    TileTmp1 tmp21;  // clip.pto:5:12
+                    TASSIGN(tmp21, 74752);  // clip.pto:5:12
+                    TSEL(view17, view20, view18, view19, tmp21);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);
+                    TileTmp1 tmp22;  // clip.pto:5:12
+                    TASSIGN(tmp22, 66560);  // clip.pto:5:12
+                    TEXPANDS(tmp22, 1.0f);  // clip.pto:5:12
+                    pipe_barrier(PIPE_V);  // clip.pto:5:12
+                    TileView2 view23(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view23, 41984);  // clip.pto:5:12
+                    TileView2 view24(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view24, 66560);  // clip.pto:5:12
+                    TileView2 view25(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view25, 54272);  // clip.pto:5:12
+                    TileView0 view26(min_i64(M - (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // clip.pto:5:12
+                    TASSIGN(view26, 50176);  // clip.pto:5:12
+                    TileTmp1 tmp27;  // clip.pto:5:12
+                    TASSIGN(tmp27, 74752);  // clip.pto:5:12
+                    TSEL(view23, view26, view24, view25, tmp27);  // clip.pto:5:12
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
+                    GmView10 sGm10(s + (block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * N + _g1 * 256, GmView10::Shape(t16_b1.GetValidRow(), t16_b1.GetValidCol()), GmView10::Stride(N));  // clip.pto:5:12
+                    TSTORE(sGm10, t16_b1);  // clip.pto:5:12
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

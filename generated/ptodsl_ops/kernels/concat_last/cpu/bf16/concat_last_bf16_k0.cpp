@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void concat_last_bf16_k0(__gm__ bfloat16_t* x2, int64_t x2_stride0, __gm__ bfloat16_t* x1, int64_t x1_stride0, __gm__ bfloat16_t* y, int64_t R, int64_t block_index, int64_t block_count)
 #else
@@ -30,59 +35,111 @@ extern "C" __global__ AICORE void concat_last_bf16_k0(__gm__ bfloat16_t* x2, int
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT3 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT4 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT7 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT8 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, 128>;
+    using TileT1B0 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT3B0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT4B0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT7B0 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT8B0 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, 128>;
+    using TileT1B1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT3B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT4B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT7B1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT8B1 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, 128>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // concat_last.pto:6:20
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g0 = block_index * ceil_div((R + 7) / 8, block_count); _g0 < block_index * ceil_div((R + 7) / 8, block_count) + min_i64(ceil_div((R + 7) / 8, block_count), (R + 7) / 8 - block_index * ceil_div((R + 7) / 8, block_count)); ++_g0) {  // concat_last.pto:6:20
+        for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(ceil_div((R + 7) / 8, block_count), (R + 7) / 8 - block_index * ceil_div((R + 7) / 8, block_count)), 0) + 1) / 2; ++_g0_db) {  // concat_last.pto:6:20
             pipe_barrier(PIPE_V);
-            TileT1 t1(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:20
-            TASSIGN(t1, 0);  // concat_last.pto:6:20
+            TileT1B0 t1_b0(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + _g0_db * 2) * 8, 8));  // concat_last.pto:6:20
+            TASSIGN(t1_b0, 0);  // concat_last.pto:6:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:20
-            GmView0 x2Gm0(x2 + _g0 * 8 * x2_stride0, GmView0::Shape(t1.GetValidRow()), GmView0::Stride(x2_stride0));  // concat_last.pto:6:20
-            TLOAD(t1, x2Gm0);  // concat_last.pto:6:20
+            GmView0 x2Gm0(x2 + (block_index * ceil_div((R + 7) / 8, block_count) + _g0_db * 2) * 8 * x2_stride0, GmView0::Shape(t1_b0.GetValidRow()), GmView0::Stride(x2_stride0));  // concat_last.pto:6:20
+            TLOAD(t1_b0, x2Gm0);  // concat_last.pto:6:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT2 t2(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:20
-            TASSIGN(t2, 1024);  // concat_last.pto:6:20
-            TileT3 t3(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:20
-            TASSIGN(t3, 2048);  // concat_last.pto:6:20
+            TileT2B0 t2_b0(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + _g0_db * 2) * 8, 8));  // concat_last.pto:6:20
+            TASSIGN(t2_b0, 1024);  // concat_last.pto:6:20
+            TileT3B0 t3_b0(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + _g0_db * 2) * 8, 8));  // concat_last.pto:6:20
+            TASSIGN(t3_b0, 2048);  // concat_last.pto:6:20
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t3, t1, RoundMode::CAST_RINT);  // concat_last.pto:6:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT4 t4(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:20
-            TASSIGN(t4, 4096);  // concat_last.pto:6:20
+            TCVT(t3_b0, t1_b0, RoundMode::CAST_RINT);  // concat_last.pto:6:20
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT4B0 t4_b0(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + _g0_db * 2) * 8, 8));  // concat_last.pto:6:20
+            TASSIGN(t4_b0, 4096);  // concat_last.pto:6:20
             pipe_barrier(PIPE_V);
-            TNEG(t4, t3);  // concat_last.pto:6:20
+            TNEG(t4_b0, t3_b0);  // concat_last.pto:6:20
             pipe_barrier(PIPE_V);
-            TCVT(t2, t4, RoundMode::CAST_RINT);  // concat_last.pto:6:20
-            TileT7 t7(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:12
-            TASSIGN(t7, 0);  // concat_last.pto:6:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TCVT(t2_b0, t4_b0, RoundMode::CAST_RINT);  // concat_last.pto:6:20
+            TileT7B0 t7_b0(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + _g0_db * 2) * 8, 8));  // concat_last.pto:6:12
+            TASSIGN(t7_b0, 0);  // concat_last.pto:6:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:12
-            GmView1 x1Gm1(x1 + _g0 * 8 * x1_stride0, GmView1::Shape(t7.GetValidRow()), GmView1::Stride(x1_stride0));  // concat_last.pto:6:12
-            TLOAD(t7, x1Gm1);  // concat_last.pto:6:12
+            GmView1 x1Gm1(x1 + (block_index * ceil_div((R + 7) / 8, block_count) + _g0_db * 2) * 8 * x1_stride0, GmView1::Shape(t7_b0.GetValidRow()), GmView1::Stride(x1_stride0));  // concat_last.pto:6:12
+            TLOAD(t7_b0, x1Gm1);  // concat_last.pto:6:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT8 t8(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:12
-            TASSIGN(t8, 2048);  // concat_last.pto:6:12
+            TileT8B0 t8_b0(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + _g0_db * 2) * 8, 8));  // concat_last.pto:6:12
+            TASSIGN(t8_b0, 2048);  // concat_last.pto:6:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCONCAT(t8, t2, t7);  // concat_last.pto:6:12
+            TCONCAT(t8_b0, t2_b0, t7_b0);  // concat_last.pto:6:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // concat_last.pto:6:12
-            GmView2 yGm2(y + _g0 * 8 * 128, GmView2::Shape(t8.GetValidRow()));  // concat_last.pto:6:12
-            TSTORE(yGm2, t8);  // concat_last.pto:6:12
+            GmView2 yGm2(y + (block_index * ceil_div((R + 7) / 8, block_count) + _g0_db * 2) * 8 * 128, GmView2::Shape(t8_b0.GetValidRow()));  // concat_last.pto:6:12
+            TSTORE(yGm2, t8_b0);  // concat_last.pto:6:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(ceil_div((R + 7) / 8, block_count), (R + 7) / 8 - block_index * ceil_div((R + 7) / 8, block_count)), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // concat_last.pto:6:20
+                TileT1B1 t1_b1(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // concat_last.pto:6:20
+                TASSIGN(t1_b1, 6144);  // concat_last.pto:6:20
+                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:20
+                GmView3 x2Gm3(x2 + (block_index * ceil_div((R + 7) / 8, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * x2_stride0, GmView3::Shape(t1_b1.GetValidRow()), GmView3::Stride(x2_stride0));  // concat_last.pto:6:20
+                TLOAD(t1_b1, x2Gm3);  // concat_last.pto:6:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT2B1 t2_b1(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // concat_last.pto:6:20
+                TASSIGN(t2_b1, 7168);  // concat_last.pto:6:20
+                TileT3B1 t3_b1(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // concat_last.pto:6:20
+                TASSIGN(t3_b1, 8192);  // concat_last.pto:6:20
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t3_b1, t1_b1, RoundMode::CAST_RINT);  // concat_last.pto:6:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT4B1 t4_b1(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // concat_last.pto:6:20
+                TASSIGN(t4_b1, 10240);  // concat_last.pto:6:20
+                pipe_barrier(PIPE_V);
+                TNEG(t4_b1, t3_b1);  // concat_last.pto:6:20
+                pipe_barrier(PIPE_V);
+                TCVT(t2_b1, t4_b1, RoundMode::CAST_RINT);  // concat_last.pto:6:20
+                TileT7B1 t7_b1(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // concat_last.pto:6:12
+                TASSIGN(t7_b1, 6144);  // concat_last.pto:6:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:12
+                GmView4 x1Gm4(x1 + (block_index * ceil_div((R + 7) / 8, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * x1_stride0, GmView4::Shape(t7_b1.GetValidRow()), GmView4::Stride(x1_stride0));  // concat_last.pto:6:12
+                TLOAD(t7_b1, x1Gm4);  // concat_last.pto:6:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT8B1 t8_b1(min_i64(R - (block_index * ceil_div((R + 7) / 8, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // concat_last.pto:6:12
+                TASSIGN(t8_b1, 8192);  // concat_last.pto:6:12
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCONCAT(t8_b1, t2_b1, t7_b1);  // concat_last.pto:6:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // concat_last.pto:6:12
+                GmView5 yGm5(y + (block_index * ceil_div((R + 7) / 8, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * 128, GmView5::Shape(t8_b1.GetValidRow()));  // concat_last.pto:6:12
+                TSTORE(yGm5, t8_b1);  // concat_last.pto:6:12
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }

@@ -36,11 +36,16 @@ extern "C" __global__ AICORE void div_bcast_bf16_k0(__gm__ bfloat16_t* d, __gm__
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileC0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileC0B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileC0B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // div_bcast.pto:3:12
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -53,41 +58,77 @@ extern "C" __global__ AICORE void div_bcast_bf16_k0(__gm__ bfloat16_t* d, __gm__
             TLOAD(t3, dGm0);  // div_bcast.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g0 = block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)); _g0 < block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + min_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)), (R + 3) / 4 - block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1))); ++_g0) {  // div_bcast.pto:3:12
+            for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)), (R + 3) / 4 - block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1))), 0) + 1) / 2; ++_g0_db) {  // div_bcast.pto:3:12
                 pipe_barrier(PIPE_V);
-                TileT2 t2(min_i64(R - _g0 * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
-                TASSIGN(t2, 1024);  // div_bcast.pto:3:12
+                TileT2B0 t2_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + _g0_db * 2) * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                TASSIGN(t2_b0, 1024);  // div_bcast.pto:3:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // div_bcast.pto:3:12
-                GmView1 xGm1(x + _g0 * 4 * C + _g1 * 512, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(C));  // div_bcast.pto:3:12
-                TLOAD(t2, xGm1);  // div_bcast.pto:3:12
+                GmView1 xGm1(x + (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + _g0_db * 2) * 4 * C + _g1 * 512, GmView1::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView1::Stride(C));  // div_bcast.pto:3:12
+                TLOAD(t2_b0, xGm1);  // div_bcast.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileC0 c0(min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
-                TASSIGN(c0, 5120);  // div_bcast.pto:3:12
-                TileT5 t5(min_i64(R - _g0 * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
-                TASSIGN(t5, 7168);  // div_bcast.pto:3:12
-                TileT6 t6(min_i64(R - _g0 * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
-                TASSIGN(t6, 11264);  // div_bcast.pto:3:12
+                TileC0B0 c0_b0(min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                TASSIGN(c0_b0, 5120);  // div_bcast.pto:3:12
+                TileT5B0 t5_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + _g0_db * 2) * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                TASSIGN(t5_b0, 7168);  // div_bcast.pto:3:12
+                TileT6B0 t6_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + _g0_db * 2) * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                TASSIGN(t6_b0, 11264);  // div_bcast.pto:3:12
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t6, t2, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
+                TCVT(t6_b0, t2_b0, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TCVT(c0, t3, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
-                TileT8 t8(min_i64(R - _g0 * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
-                TASSIGN(t8, 19456);  // div_bcast.pto:3:12
+                TCVT(c0_b0, t3, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
+                TileT8B0 t8_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + _g0_db * 2) * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                TASSIGN(t8_b0, 19456);  // div_bcast.pto:3:12
                 pipe_barrier(PIPE_V);
-                TCOLEXPANDDIV(t8, t6, c0);  // div_bcast.pto:3:12
+                TCOLEXPANDDIV(t8_b0, t6_b0, c0_b0);  // div_bcast.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 pipe_barrier(PIPE_V);
-                TCVT(t5, t8, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
+                TCVT(t5_b0, t8_b0, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // div_bcast.pto:3:12
-                GmView2 yGm2(y + _g0 * 4 * C + _g1 * 512, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(C));  // div_bcast.pto:3:12
-                TSTORE(yGm2, t5);  // div_bcast.pto:3:12
+                GmView2 yGm2(y + (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + _g0_db * 2) * 4 * C + _g1 * 512, GmView2::Shape(t5_b0.GetValidRow(), t5_b0.GetValidCol()), GmView2::Stride(C));  // div_bcast.pto:3:12
+                TSTORE(yGm2, t5_b0);  // div_bcast.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)), (R + 3) / 4 - block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1))), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // div_bcast.pto:3:12
+                    TileT2B1 t2_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                    TASSIGN(t2_b1, 27648);  // div_bcast.pto:3:12
+                    using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // div_bcast.pto:3:12
+                    GmView3 xGm3(x + (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 4 * C + _g1 * 512, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(C));  // div_bcast.pto:3:12
+                    TLOAD(t2_b1, xGm3);  // div_bcast.pto:3:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileC0B1 c0_b1(min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                    TASSIGN(c0_b1, 31744);  // div_bcast.pto:3:12
+                    TileT5B1 t5_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                    TASSIGN(t5_b1, 33792);  // div_bcast.pto:3:12
+                    TileT6B1 t6_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                    TASSIGN(t6_b1, 37888);  // div_bcast.pto:3:12
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCVT(t6_b1, t2_b1, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
+                    TCVT(c0_b1, t3, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
+                    TileT8B1 t8_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+                    TASSIGN(t8_b1, 46080);  // div_bcast.pto:3:12
+                    pipe_barrier(PIPE_V);
+                    TCOLEXPANDDIV(t8_b1, t6_b1, c0_b1);  // div_bcast.pto:3:12
+                    pipe_barrier(PIPE_V);
+                    TCVT(t5_b1, t8_b1, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // div_bcast.pto:3:12
+                    GmView4 yGm4(y + (block_index % max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1) * ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 4 * C + _g1 * 512, GmView4::Shape(t5_b1.GetValidRow(), t5_b1.GetValidCol()), GmView4::Stride(C));  // div_bcast.pto:3:12
+                    TSTORE(yGm4, t5_b1);  // div_bcast.pto:3:12
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t1, int64_t B, int64_t block_index, int64_t block_count)
 #else
@@ -30,63 +35,120 @@ extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloa
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT8 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT9 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT10 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT11 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT12 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT13 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT14 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT15 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT8B0 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT9B0 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT10B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT11B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT12B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT13B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT14B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT15B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT8B1 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT9B1 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT10B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT11B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT12B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT13B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT14B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT15B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
 
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g7 = block_index * ceil_div((B + 15) / 16, block_count); _g7 < block_index * ceil_div((B + 15) / 16, block_count) + min_i64(ceil_div((B + 15) / 16, block_count), (B + 15) / 16 - block_index * ceil_div((B + 15) / 16, block_count)); ++_g7) {  // ffn.pto:7:23
+    for (int64_t _g7_db = 0; _g7_db < (max_i64(min_i64(ceil_div((B + 15) / 16, block_count), (B + 15) / 16 - block_index * ceil_div((B + 15) / 16, block_count)), 0) + 1) / 2; ++_g7_db) {  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
-        TileT8 t8(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
-        TASSIGN(t8, 0);  // ffn.pto:7:23
+        TileT8B0 t8_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16, 16));  // ffn.pto:7:23
+        TASSIGN(t8_b0, 0);  // ffn.pto:7:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:23
-        GmView0 hGm0(h + _g7 * 16 * 256, GmView0::Shape(t8.GetValidRow()));  // ffn.pto:7:23
-        TLOAD(t8, hGm0);  // ffn.pto:7:23
+        GmView0 hGm0(h + (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16 * 256, GmView0::Shape(t8_b0.GetValidRow()));  // ffn.pto:7:23
+        TLOAD(t8_b0, hGm0);  // ffn.pto:7:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT9 t9(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
-        TASSIGN(t9, 8192);  // ffn.pto:7:23
-        TileT10 t10(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
-        TASSIGN(t10, 16384);  // ffn.pto:7:23
+        TileT9B0 t9_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16, 16));  // ffn.pto:7:23
+        TASSIGN(t9_b0, 8192);  // ffn.pto:7:23
+        TileT10B0 t10_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16, 16));  // ffn.pto:7:23
+        TASSIGN(t10_b0, 16384);  // ffn.pto:7:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t10, t8, RoundMode::CAST_RINT);  // ffn.pto:7:23
+        TCVT(t10_b0, t8_b0, RoundMode::CAST_RINT);  // ffn.pto:7:23
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT11 t11(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
-        TASSIGN(t11, 32768);  // ffn.pto:7:23
-        TileT12 t12(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
-        TASSIGN(t12, 49152);  // ffn.pto:7:23
-        TileT13 t13(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
-        TASSIGN(t13, 65536);  // ffn.pto:7:23
+        TileT11B0 t11_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16, 16));  // ffn.pto:7:23
+        TASSIGN(t11_b0, 32768);  // ffn.pto:7:23
+        TileT12B0 t12_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16, 16));  // ffn.pto:7:23
+        TASSIGN(t12_b0, 49152);  // ffn.pto:7:23
+        TileT13B0 t13_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16, 16));  // ffn.pto:7:23
+        TASSIGN(t13_b0, 65536);  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
-        TNEG(t13, t10);  // ffn.pto:7:23
-        TileT14 t14(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
-        TASSIGN(t14, 81920);  // ffn.pto:7:23
+        TNEG(t13_b0, t10_b0);  // ffn.pto:7:23
+        TileT14B0 t14_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16, 16));  // ffn.pto:7:23
+        TASSIGN(t14_b0, 81920);  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
-        TEXP(t14, t13);  // ffn.pto:7:23
-        TileT15 t15(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
-        TASSIGN(t15, 65536);  // ffn.pto:7:23
+        TEXP(t14_b0, t13_b0);  // ffn.pto:7:23
+        TileT15B0 t15_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16, 16));  // ffn.pto:7:23
+        TASSIGN(t15_b0, 65536);  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
-        TADDS(t15, t14, 1.0f);  // ffn.pto:7:23
+        TADDS(t15_b0, t14_b0, 1.0f);  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
-        TRECIP(t12, t15);  // ffn.pto:7:23
+        TRECIP(t12_b0, t15_b0);  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
-        TMUL(t11, t10, t12);  // ffn.pto:7:23
+        TMUL(t11_b0, t10_b0, t12_b0);  // ffn.pto:7:23
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        TCVT(t9, t11, RoundMode::CAST_RINT);  // ffn.pto:7:23
+        TCVT(t9_b0, t11_b0, RoundMode::CAST_RINT);  // ffn.pto:7:23
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:23
-        GmView1 t1Gm1(t1 + _g7 * 16 * 256, GmView1::Shape(t9.GetValidRow()));  // ffn.pto:7:23
-        TSTORE(t1Gm1, t9);  // ffn.pto:7:23
+        GmView1 t1Gm1(t1 + (block_index * ceil_div((B + 15) / 16, block_count) + _g7_db * 2) * 16 * 256, GmView1::Shape(t9_b0.GetValidRow()));  // ffn.pto:7:23
+        TSTORE(t1Gm1, t9_b0);  // ffn.pto:7:23
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g7_dr = 0; _g7_dr < min_i64(max_i64(min_i64(ceil_div((B + 15) / 16, block_count), (B + 15) / 16 - block_index * ceil_div((B + 15) / 16, block_count)), 0) - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // ffn.pto:7:23
+            TileT8B1 t8_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16, 16));  // ffn.pto:7:23
+            TASSIGN(t8_b1, 98304);  // ffn.pto:7:23
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:23
+            GmView2 hGm2(h + (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16 * 256, GmView2::Shape(t8_b1.GetValidRow()));  // ffn.pto:7:23
+            TLOAD(t8_b1, hGm2);  // ffn.pto:7:23
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT9B1 t9_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16, 16));  // ffn.pto:7:23
+            TASSIGN(t9_b1, 106496);  // ffn.pto:7:23
+            TileT10B1 t10_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16, 16));  // ffn.pto:7:23
+            TASSIGN(t10_b1, 114688);  // ffn.pto:7:23
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t10_b1, t8_b1, RoundMode::CAST_RINT);  // ffn.pto:7:23
+            TileT11B1 t11_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16, 16));  // ffn.pto:7:23
+            TASSIGN(t11_b1, 131072);  // ffn.pto:7:23
+            TileT12B1 t12_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16, 16));  // ffn.pto:7:23
+            TASSIGN(t12_b1, 147456);  // ffn.pto:7:23
+            TileT13B1 t13_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16, 16));  // ffn.pto:7:23
+            TASSIGN(t13_b1, 163840);  // ffn.pto:7:23
+            pipe_barrier(PIPE_V);
+            TNEG(t13_b1, t10_b1);  // ffn.pto:7:23
+            TileT14B1 t14_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16, 16));  // ffn.pto:7:23
+            TASSIGN(t14_b1, 180224);  // ffn.pto:7:23
+            pipe_barrier(PIPE_V);
+            TEXP(t14_b1, t13_b1);  // ffn.pto:7:23
+            TileT15B1 t15_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16, 16));  // ffn.pto:7:23
+            TASSIGN(t15_b1, 163840);  // ffn.pto:7:23
+            pipe_barrier(PIPE_V);
+            TADDS(t15_b1, t14_b1, 1.0f);  // ffn.pto:7:23
+            pipe_barrier(PIPE_V);
+            TRECIP(t12_b1, t15_b1);  // ffn.pto:7:23
+            pipe_barrier(PIPE_V);
+            TMUL(t11_b1, t10_b1, t12_b1);  // ffn.pto:7:23
+            pipe_barrier(PIPE_V);
+            TCVT(t9_b1, t11_b1, RoundMode::CAST_RINT);  // ffn.pto:7:23
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:23
+            GmView3 t1Gm3(t1 + (block_index * ceil_div((B + 15) / 16, block_count) + (_g7_db * 2 + 1 + _g7_dr)) * 16 * 256, GmView3::Shape(t9_b1.GetValidRow()));  // ffn.pto:7:23
+            TSTORE(t1Gm3, t9_b1);  // ffn.pto:7:23
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

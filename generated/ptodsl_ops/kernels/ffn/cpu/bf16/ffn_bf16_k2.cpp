@@ -35,12 +35,17 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
     using TileT19 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
     using TileT20 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT21 = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT23 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT24 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT25 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT26 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT23B0 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT24B0 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT25B0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT26B0 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT23B1 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT24B1 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT25B1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT26B1 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
 
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -53,12 +58,12 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
         GmView0 t1Gm0(t1 + _g16 * 32 * 256, GmView0::Shape(t18.GetValidRow()));  // ffn.pto:7:16
         TLOAD(t18, t1Gm0);  // ffn.pto:7:16
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
         TileT19 t19(min_i64(B - _g16 * 32, 32));  // ffn.pto:7:16
         TASSIGN(t19, 0);  // ffn.pto:7:16
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
         TMOV(t19, t18);  // ffn.pto:7:16
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         TileT20 t20;  // ffn.pto:7:16
@@ -66,10 +71,12 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm1(w2);  // ffn.pto:7:16
         TLOAD(t20, w2Gm1);  // ffn.pto:7:16
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TileT21 t21;  // ffn.pto:7:16
         TASSIGN(t21, 0);  // ffn.pto:7:16
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
         TMOV(t21, t20);  // ffn.pto:7:16
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -79,56 +86,88 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k22 = 1; _k22 < 4; ++_k22) {  // ffn.pto:7:16
-            TileT23 t23(min_i64(B - _g16 * 32, 32), min_i64(256 - _k22 * 64, 64));  // ffn.pto:7:16
-            TASSIGN(t23, 0);  // ffn.pto:7:16
+        for (int64_t _k22_db = 0; _k22_db < 2; ++_k22_db) {  // ffn.pto:7:16
+            TileT23B0 t23_b0(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 128) + 192, 64));  // ffn.pto:7:16
+            TASSIGN(t23_b0, 0);  // ffn.pto:7:16
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
-            GmView2 t1Gm2(t1 + _g16 * 32 * 256 + _k22 * 64, GmView2::Shape(t23.GetValidRow(), t23.GetValidCol()));  // ffn.pto:7:16
-            TLOAD(t23, t1Gm2);  // ffn.pto:7:16
+            GmView2 t1Gm2(t1 + _g16 * 32 * 256 + (1 + _k22_db * 2) * 64, GmView2::Shape(t23_b0.GetValidRow(), t23_b0.GetValidCol()));  // ffn.pto:7:16
+            TLOAD(t23_b0, t1Gm2);  // ffn.pto:7:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TileT24 t24(min_i64(B - _g16 * 32, 32), min_i64(256 - _k22 * 64, 64));  // ffn.pto:7:16
-            TASSIGN(t24, 0);  // ffn.pto:7:16
+            TileT24B0 t24_b0(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 128) + 192, 64));  // ffn.pto:7:16
+            TASSIGN(t24_b0, 0);  // ffn.pto:7:16
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TMOV(t24, t23);  // ffn.pto:7:16
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT25 t25(min_i64(256 - _k22 * 64, 64));  // ffn.pto:7:16
-            TASSIGN(t25, 0);  // ffn.pto:7:16
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
-            GmView3 w2Gm3(w2 + _k22 * 64 * 64, GmView3::Shape(t25.GetValidRow()));  // ffn.pto:7:16
-            TLOAD(t25, w2Gm3);  // ffn.pto:7:16
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT26 t26(min_i64(256 - _k22 * 64, 64));  // ffn.pto:7:16
-            TASSIGN(t26, 0);  // ffn.pto:7:16
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TMOV(t26, t25);  // ffn.pto:7:16
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMOV(t24_b0, t23_b0);  // ffn.pto:7:16
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            TileT25B0 t25_b0(min_i64(-(_k22_db * 128) + 192, 64));  // ffn.pto:7:16
+            TASSIGN(t25_b0, 4096);  // ffn.pto:7:16
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
+            GmView3 w2Gm3(w2 + (1 + _k22_db * 2) * 64 * 64, GmView3::Shape(t25_b0.GetValidRow()));  // ffn.pto:7:16
+            TLOAD(t25_b0, w2Gm3);  // ffn.pto:7:16
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+            TileT26B0 t26_b0(min_i64(-(_k22_db * 128) + 192, 64));  // ffn.pto:7:16
+            TASSIGN(t26_b0, 0);  // ffn.pto:7:16
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+            TMOV(t26_b0, t25_b0);  // ffn.pto:7:16
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL_ACC(t17, t17, t24, t26);  // ffn.pto:7:16
+            TMATMUL_ACC(t17, t17, t24_b0, t26_b0);  // ffn.pto:7:16
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            for (int64_t _k22_dr = 0; _k22_dr < min_i64(-(_k22_db * 2) + 2, 1); ++_k22_dr) {  // ffn.pto:7:16
+                TileT23B1 t23_b1(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 128) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
+                TASSIGN(t23_b1, 12288);  // ffn.pto:7:16
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
+                GmView4 t1Gm4(t1 + _g16 * 32 * 256 + (_k22_db * 2 + _k22_dr + 2) * 64, GmView4::Shape(t23_b1.GetValidRow(), t23_b1.GetValidCol()));  // ffn.pto:7:16
+                TLOAD(t23_b1, t1Gm4);  // ffn.pto:7:16
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TileT24B1 t24_b1(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 128) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
+                TASSIGN(t24_b1, 4096);  // ffn.pto:7:16
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TMOV(t24_b1, t23_b1);  // ffn.pto:7:16
+                TileT25B1 t25_b1(min_i64(-(_k22_db * 128) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
+                TASSIGN(t25_b1, 16384);  // ffn.pto:7:16
+                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
+                GmView5 w2Gm5(w2 + (_k22_db * 2 + _k22_dr + 2) * 64 * 64, GmView5::Shape(t25_b1.GetValidRow()));  // ffn.pto:7:16
+                TLOAD(t25_b1, w2Gm5);  // ffn.pto:7:16
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TileT26B1 t26_b1(min_i64(-(_k22_db * 128) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
+                TASSIGN(t26_b1, 8192);  // ffn.pto:7:16
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TMOV(t26_b1, t25_b1);  // ffn.pto:7:16
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t17, t17, t24_b1, t26_b1);  // ffn.pto:7:16
+            }
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
         }
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-        using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
-        GmView4 yGm4(y + _g16 * 32 * 64, GmView4::Shape(t17.GetValidRow()));  // ffn.pto:7:16
-        TSTORE(yGm4, t17);  // ffn.pto:7:16
+        using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
+        GmView6 yGm6(y + _g16 * 32 * 64, GmView6::Shape(t17.GetValidRow()));  // ffn.pto:7:16
+        TSTORE(yGm6, t17);  // ffn.pto:7:16
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     }
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

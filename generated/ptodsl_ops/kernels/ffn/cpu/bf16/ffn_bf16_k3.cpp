@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void ffn_bf16_k3(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t3, int64_t B, int64_t block_index, int64_t block_count)
 #else
@@ -30,88 +35,170 @@ extern "C" __global__ AICORE void ffn_bf16_k3(__gm__ bfloat16_t* h, __gm__ bfloa
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT28 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT29 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT30 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT31 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT32 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT33 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT34 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT35 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT36 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT37 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT38 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT39 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT40 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT28B0 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT29B0 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT30B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT31B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT32B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT33B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT34B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT35B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT36B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT37B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT38B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT39B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT40B0 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT28B1 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT29B1 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT30B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT31B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT32B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT33B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT34B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT35B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT36B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT37B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT38B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT39B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileT40B1 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
 
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g27 = block_index * ceil_div((B + 15) / 16, block_count); _g27 < block_index * ceil_div((B + 15) / 16, block_count) + min_i64(ceil_div((B + 15) / 16, block_count), (B + 15) / 16 - block_index * ceil_div((B + 15) / 16, block_count)); ++_g27) {  // ffn.pto:9:23
+    for (int64_t _g27_db = 0; _g27_db < (max_i64(min_i64(ceil_div((B + 15) / 16, block_count), (B + 15) / 16 - block_index * ceil_div((B + 15) / 16, block_count)), 0) + 1) / 2; ++_g27_db) {  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TileT28 t28(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t28, 0);  // ffn.pto:9:23
+        TileT28B0 t28_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t28_b0, 0);  // ffn.pto:9:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:23
-        GmView0 hGm0(h + _g27 * 16 * 256, GmView0::Shape(t28.GetValidRow()));  // ffn.pto:9:23
-        TLOAD(t28, hGm0);  // ffn.pto:9:23
+        GmView0 hGm0(h + (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16 * 256, GmView0::Shape(t28_b0.GetValidRow()));  // ffn.pto:9:23
+        TLOAD(t28_b0, hGm0);  // ffn.pto:9:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT29 t29(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t29, 8192);  // ffn.pto:9:23
-        TileT30 t30(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t30, 16384);  // ffn.pto:9:23
+        TileT29B0 t29_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t29_b0, 8192);  // ffn.pto:9:23
+        TileT30B0 t30_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t30_b0, 16384);  // ffn.pto:9:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t30, t28, RoundMode::CAST_RINT);  // ffn.pto:9:23
+        TCVT(t30_b0, t28_b0, RoundMode::CAST_RINT);  // ffn.pto:9:23
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT31 t31(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t31, 32768);  // ffn.pto:9:23
-        TileT32 t32(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t32, 49152);  // ffn.pto:9:23
+        TileT31B0 t31_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t31_b0, 32768);  // ffn.pto:9:23
+        TileT32B0 t32_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t32_b0, 49152);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TMUL(t32, t30, t30);  // ffn.pto:9:23
-        TileT33 t33(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t33, 65536);  // ffn.pto:9:23
+        TMUL(t32_b0, t30_b0, t30_b0);  // ffn.pto:9:23
+        TileT33B0 t33_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t33_b0, 65536);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TMUL(t33, t32, t30);  // ffn.pto:9:23
-        TileT34 t34(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t34, 49152);  // ffn.pto:9:23
+        TMUL(t33_b0, t32_b0, t30_b0);  // ffn.pto:9:23
+        TileT34B0 t34_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t34_b0, 49152);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TMULS(t34, t33, 0.044715f);  // ffn.pto:9:23
-        TileT35 t35(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t35, 65536);  // ffn.pto:9:23
+        TMULS(t34_b0, t33_b0, 0.044715f);  // ffn.pto:9:23
+        TileT35B0 t35_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t35_b0, 65536);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TADD(t35, t30, t34);  // ffn.pto:9:23
-        TileT36 t36(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t36, 49152);  // ffn.pto:9:23
+        TADD(t35_b0, t30_b0, t34_b0);  // ffn.pto:9:23
+        TileT36B0 t36_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t36_b0, 49152);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TMULS(t36, t35, 1.5957691216057308f);  // ffn.pto:9:23
-        TileT37 t37(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t37, 65536);  // ffn.pto:9:23
-        TileT38 t38(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t38, 81920);  // ffn.pto:9:23
+        TMULS(t36_b0, t35_b0, 1.5957691216057308f);  // ffn.pto:9:23
+        TileT37B0 t37_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t37_b0, 65536);  // ffn.pto:9:23
+        TileT38B0 t38_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t38_b0, 81920);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TNEG(t38, t36);  // ffn.pto:9:23
-        TileT39 t39(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t39, 49152);  // ffn.pto:9:23
+        TNEG(t38_b0, t36_b0);  // ffn.pto:9:23
+        TileT39B0 t39_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t39_b0, 49152);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TEXP(t39, t38);  // ffn.pto:9:23
-        TileT40 t40(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
-        TASSIGN(t40, 81920);  // ffn.pto:9:23
+        TEXP(t39_b0, t38_b0);  // ffn.pto:9:23
+        TileT40B0 t40_b0(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16, 16));  // ffn.pto:9:23
+        TASSIGN(t40_b0, 81920);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TADDS(t40, t39, 1.0f);  // ffn.pto:9:23
+        TADDS(t40_b0, t39_b0, 1.0f);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TRECIP(t37, t40);  // ffn.pto:9:23
+        TRECIP(t37_b0, t40_b0);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TMUL(t31, t30, t37);  // ffn.pto:9:23
+        TMUL(t31_b0, t30_b0, t37_b0);  // ffn.pto:9:23
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        TCVT(t29, t31, RoundMode::CAST_RINT);  // ffn.pto:9:23
+        TCVT(t29_b0, t31_b0, RoundMode::CAST_RINT);  // ffn.pto:9:23
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:23
-        GmView1 t3Gm1(t3 + _g27 * 16 * 256, GmView1::Shape(t29.GetValidRow()));  // ffn.pto:9:23
-        TSTORE(t3Gm1, t29);  // ffn.pto:9:23
+        GmView1 t3Gm1(t3 + (block_index * ceil_div((B + 15) / 16, block_count) + _g27_db * 2) * 16 * 256, GmView1::Shape(t29_b0.GetValidRow()));  // ffn.pto:9:23
+        TSTORE(t3Gm1, t29_b0);  // ffn.pto:9:23
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g27_dr = 0; _g27_dr < min_i64(max_i64(min_i64(ceil_div((B + 15) / 16, block_count), (B + 15) / 16 - block_index * ceil_div((B + 15) / 16, block_count)), 0) - (_g27_db * 2 + 1), 1); ++_g27_dr) {  // ffn.pto:9:23
+            TileT28B1 t28_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t28_b1, 98304);  // ffn.pto:9:23
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:23
+            GmView2 hGm2(h + (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16 * 256, GmView2::Shape(t28_b1.GetValidRow()));  // ffn.pto:9:23
+            TLOAD(t28_b1, hGm2);  // ffn.pto:9:23
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT29B1 t29_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t29_b1, 106496);  // ffn.pto:9:23
+            TileT30B1 t30_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t30_b1, 114688);  // ffn.pto:9:23
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t30_b1, t28_b1, RoundMode::CAST_RINT);  // ffn.pto:9:23
+            TileT31B1 t31_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t31_b1, 131072);  // ffn.pto:9:23
+            TileT32B1 t32_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t32_b1, 147456);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TMUL(t32_b1, t30_b1, t30_b1);  // ffn.pto:9:23
+            TileT33B1 t33_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t33_b1, 163840);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TMUL(t33_b1, t32_b1, t30_b1);  // ffn.pto:9:23
+            TileT34B1 t34_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t34_b1, 147456);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TMULS(t34_b1, t33_b1, 0.044715f);  // ffn.pto:9:23
+            TileT35B1 t35_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t35_b1, 163840);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TADD(t35_b1, t30_b1, t34_b1);  // ffn.pto:9:23
+            TileT36B1 t36_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t36_b1, 147456);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TMULS(t36_b1, t35_b1, 1.5957691216057308f);  // ffn.pto:9:23
+            TileT37B1 t37_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t37_b1, 163840);  // ffn.pto:9:23
+            TileT38B1 t38_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t38_b1, 180224);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TNEG(t38_b1, t36_b1);  // ffn.pto:9:23
+            TileT39B1 t39_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t39_b1, 147456);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TEXP(t39_b1, t38_b1);  // ffn.pto:9:23
+            TileT40B1 t40_b1(min_i64(B - (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16, 16));  // ffn.pto:9:23
+            TASSIGN(t40_b1, 180224);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TADDS(t40_b1, t39_b1, 1.0f);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TRECIP(t37_b1, t40_b1);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TMUL(t31_b1, t30_b1, t37_b1);  // ffn.pto:9:23
+            pipe_barrier(PIPE_V);
+            TCVT(t29_b1, t31_b1, RoundMode::CAST_RINT);  // ffn.pto:9:23
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:23
+            GmView3 t3Gm3(t3 + (block_index * ceil_div((B + 15) / 16, block_count) + (_g27_db * 2 + 1 + _g27_dr)) * 16 * 256, GmView3::Shape(t29_b1.GetValidRow()));  // ffn.pto:9:23
+            TSTORE(t3Gm3, t29_b1);  // ffn.pto:9:23
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

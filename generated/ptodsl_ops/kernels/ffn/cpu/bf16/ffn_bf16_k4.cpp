@@ -35,12 +35,17 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
     using TileT44 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
     using TileT45 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT46 = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT48 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT49 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT50 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT51 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT48B0 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT49B0 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT50B0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT51B0 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT48B1 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT49B1 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT50B1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT51B1 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
 
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -53,12 +58,12 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
         GmView0 t3Gm0(t3 + _g41 * 32 * 256, GmView0::Shape(t43.GetValidRow()));  // ffn.pto:9:16
         TLOAD(t43, t3Gm0);  // ffn.pto:9:16
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
         TileT44 t44(min_i64(B - _g41 * 32, 32));  // ffn.pto:9:16
         TASSIGN(t44, 0);  // ffn.pto:9:16
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
         TMOV(t44, t43);  // ffn.pto:9:16
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         TileT45 t45;  // ffn.pto:9:16
@@ -66,10 +71,12 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm1(w2);  // ffn.pto:9:16
         TLOAD(t45, w2Gm1);  // ffn.pto:9:16
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TileT46 t46;  // ffn.pto:9:16
         TASSIGN(t46, 0);  // ffn.pto:9:16
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
         TMOV(t46, t45);  // ffn.pto:9:16
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -79,56 +86,88 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k47 = 1; _k47 < 4; ++_k47) {  // ffn.pto:9:16
-            TileT48 t48(min_i64(B - _g41 * 32, 32), min_i64(256 - _k47 * 64, 64));  // ffn.pto:9:16
-            TASSIGN(t48, 0);  // ffn.pto:9:16
+        for (int64_t _k47_db = 0; _k47_db < 2; ++_k47_db) {  // ffn.pto:9:16
+            TileT48B0 t48_b0(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 128) + 192, 64));  // ffn.pto:9:16
+            TASSIGN(t48_b0, 0);  // ffn.pto:9:16
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
-            GmView2 t3Gm2(t3 + _g41 * 32 * 256 + _k47 * 64, GmView2::Shape(t48.GetValidRow(), t48.GetValidCol()));  // ffn.pto:9:16
-            TLOAD(t48, t3Gm2);  // ffn.pto:9:16
+            GmView2 t3Gm2(t3 + _g41 * 32 * 256 + (1 + _k47_db * 2) * 64, GmView2::Shape(t48_b0.GetValidRow(), t48_b0.GetValidCol()));  // ffn.pto:9:16
+            TLOAD(t48_b0, t3Gm2);  // ffn.pto:9:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TileT49 t49(min_i64(B - _g41 * 32, 32), min_i64(256 - _k47 * 64, 64));  // ffn.pto:9:16
-            TASSIGN(t49, 0);  // ffn.pto:9:16
+            TileT49B0 t49_b0(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 128) + 192, 64));  // ffn.pto:9:16
+            TASSIGN(t49_b0, 0);  // ffn.pto:9:16
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TMOV(t49, t48);  // ffn.pto:9:16
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT50 t50(min_i64(256 - _k47 * 64, 64));  // ffn.pto:9:16
-            TASSIGN(t50, 0);  // ffn.pto:9:16
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
-            GmView3 w2Gm3(w2 + _k47 * 64 * 64, GmView3::Shape(t50.GetValidRow()));  // ffn.pto:9:16
-            TLOAD(t50, w2Gm3);  // ffn.pto:9:16
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT51 t51(min_i64(256 - _k47 * 64, 64));  // ffn.pto:9:16
-            TASSIGN(t51, 0);  // ffn.pto:9:16
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TMOV(t51, t50);  // ffn.pto:9:16
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMOV(t49_b0, t48_b0);  // ffn.pto:9:16
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            TileT50B0 t50_b0(min_i64(-(_k47_db * 128) + 192, 64));  // ffn.pto:9:16
+            TASSIGN(t50_b0, 4096);  // ffn.pto:9:16
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
+            GmView3 w2Gm3(w2 + (1 + _k47_db * 2) * 64 * 64, GmView3::Shape(t50_b0.GetValidRow()));  // ffn.pto:9:16
+            TLOAD(t50_b0, w2Gm3);  // ffn.pto:9:16
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+            TileT51B0 t51_b0(min_i64(-(_k47_db * 128) + 192, 64));  // ffn.pto:9:16
+            TASSIGN(t51_b0, 0);  // ffn.pto:9:16
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+            TMOV(t51_b0, t50_b0);  // ffn.pto:9:16
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL_ACC(t42, t42, t49, t51);  // ffn.pto:9:16
+            TMATMUL_ACC(t42, t42, t49_b0, t51_b0);  // ffn.pto:9:16
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            for (int64_t _k47_dr = 0; _k47_dr < min_i64(-(_k47_db * 2) + 2, 1); ++_k47_dr) {  // ffn.pto:9:16
+                TileT48B1 t48_b1(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 128) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
+                TASSIGN(t48_b1, 12288);  // ffn.pto:9:16
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
+                GmView4 t3Gm4(t3 + _g41 * 32 * 256 + (_k47_db * 2 + _k47_dr + 2) * 64, GmView4::Shape(t48_b1.GetValidRow(), t48_b1.GetValidCol()));  // ffn.pto:9:16
+                TLOAD(t48_b1, t3Gm4);  // ffn.pto:9:16
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TileT49B1 t49_b1(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 128) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
+                TASSIGN(t49_b1, 4096);  // ffn.pto:9:16
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TMOV(t49_b1, t48_b1);  // ffn.pto:9:16
+                TileT50B1 t50_b1(min_i64(-(_k47_db * 128) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
+                TASSIGN(t50_b1, 16384);  // ffn.pto:9:16
+                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
+                GmView5 w2Gm5(w2 + (_k47_db * 2 + _k47_dr + 2) * 64 * 64, GmView5::Shape(t50_b1.GetValidRow()));  // ffn.pto:9:16
+                TLOAD(t50_b1, w2Gm5);  // ffn.pto:9:16
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TileT51B1 t51_b1(min_i64(-(_k47_db * 128) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
+                TASSIGN(t51_b1, 8192);  // ffn.pto:9:16
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TMOV(t51_b1, t50_b1);  // ffn.pto:9:16
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t42, t42, t49_b1, t51_b1);  // ffn.pto:9:16
+            }
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
         }
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-        using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
-        GmView4 yGm4(y + _g41 * 32 * 64, GmView4::Shape(t42.GetValidRow()));  // ffn.pto:9:16
-        TSTORE(yGm4, t42);  // ffn.pto:9:16
+        using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
+        GmView6 yGm6(y + _g41 * 32 * 64, GmView6::Shape(t42.GetValidRow()));  // ffn.pto:9:16
+        TSTORE(yGm6, t42);  // ffn.pto:9:16
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     }
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

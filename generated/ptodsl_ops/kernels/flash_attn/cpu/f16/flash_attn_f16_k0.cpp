@@ -40,10 +40,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
     using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT11 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT8B0 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B0 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11B0 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT8B1 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B1 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11B1 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
@@ -96,58 +100,93 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // flash_attn.pto:11:13
-                TileT8 t8(min_i64(S - _g0 * 64, 64), min_i64(D - _k7 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t8, 0);  // flash_attn.pto:11:13
+            for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 63) / 64 - 1, 0) + 1) / 2; ++_k7_db) {  // flash_attn.pto:11:13
+                TileT8B0 t8_b0(min_i64(S - _g0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t8_b0, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _g0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t8, qGm2);  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _g0 * 64 * D + (1 + _k7_db * 2) * 64, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t8_b0, qGm2);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(S - _g0 * 64, 64), min_i64(D - _k7 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t9, 0);  // flash_attn.pto:11:13
+                TileT9B0 t9_b0(min_i64(S - _g0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t9_b0, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t9, t8);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t10, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t11, 8192);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t11, t10);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMOV(t9_b0, t8_b0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 2) * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t10_b0, 8192);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 2) * 64, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t10_b0, kj_firstGm3);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 2) * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t11_b0, 8192);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t11_b0, t10_b0);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:11:13
+                TMATMUL_ACC(t2, t2, t9_b0, t11_b0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // flash_attn.pto:11:13
+                    TileT8B1 t8_b1(min_i64(S - _g0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t8_b1, 16384);  // flash_attn.pto:11:13
+                    using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                    GmView4 qGm4(q + _g0 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 64, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t8_b1, qGm4);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT9B1 t9_b1(min_i64(S - _g0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t9_b1, 8192);  // flash_attn.pto:11:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t9_b1, t8_b1);  // flash_attn.pto:11:13
+                    TileT10B1 t10_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t10_b1, 24576);  // flash_attn.pto:11:13
+                    using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                    GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 64, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t10_b1, kj_firstGm5);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT11B1 t11_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t11_b1, 16384);  // flash_attn.pto:11:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t11_b1, t10_b1);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t2, t2, t9_b1, t11_b1);  // flash_attn.pto:11:13
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             }
             wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0_firstGm4(t0_first + _g0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:11:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView6 t0_firstGm6(t0_first + _g0 * 64 * 64 + _g1 * 64, GmView6::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0_firstGm6, t2);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             TileT14 t14(min_i64(S - _g0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t14, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView5 t0_firstGm5(t0_first + _g0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14.GetValidRow(), t14.GetValidCol()));  // flash_attn.pto:11:13
-            TLOAD(t14, t0_firstGm5);  // flash_attn.pto:11:13
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView7 t0_firstGm7(t0_first + _g0 * 64 * 64 + _g1 * 64, GmView7::Shape(t14.GetValidRow(), t14.GetValidCol()));  // flash_attn.pto:11:13
+            TLOAD(t14, t0_firstGm7);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             TileT15 t15(min_i64(S - _g0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
@@ -158,9 +197,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView6 s_firstGm6(s_first + _g0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15.GetValidRow(), t15.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(s_firstGm6, t15);  // flash_attn.pto:11:13
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView8 s_firstGm8(s_first + _g0 * 64 * 64 + _g1 * 64, GmView8::Shape(t15.GetValidRow(), t15.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(s_firstGm8, t15);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half* q, __gm__ float* t0, __gm__ float* s, int64_t L, int64_t j, int64_t D, int64_t S, float scale)
 {
     using TileT67 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -27,10 +32,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half
     using TileT64 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT66 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT70 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT71 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT72 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT73 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT70B0 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71B0 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT72B0 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73B0 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT70B1 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71B1 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT72B1 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73B1 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT76 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT77 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
@@ -79,58 +88,93 @@ extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
-                TileT70 t70(min_i64(S - _g62 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t70, 0);  // flash_attn.pto:11:13
+            for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 63) / 64 - 1, 0) + 1) / 2; ++_k69_db) {  // flash_attn.pto:11:13
+                TileT70B0 t70_b0(min_i64(S - _g62 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t70_b0, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _g62 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, qGm2);  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _g62 * 64 * D + (1 + _k69_db * 2) * 64, GmView2::Shape(t70_b0.GetValidRow(), t70_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70_b0, qGm2);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT71 t71(min_i64(S - _g62 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t71, 0);  // flash_attn.pto:11:13
+                TileT71B0 t71_b0(min_i64(S - _g62 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t71_b0, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t71, t70);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t72, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kjGm3(kj + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t72, kjGm3);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t73, 8192);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t73, t72);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMOV(t71_b0, t70_b0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT72B0 t72_b0(min_i64(D - (1 + _k69_db * 2) * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t72_b0, 8192);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView3 kjGm3(kj + _g63 * 64 * D + (1 + _k69_db * 2) * 64, GmView3::Shape(t72_b0.GetValidRow(), t72_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t72_b0, kjGm3);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT73B0 t73_b0(min_i64(D - (1 + _k69_db * 2) * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t73_b0, 8192);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t73_b0, t72_b0);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t64, t64, t71, t73);  // flash_attn.pto:11:13
+                TMATMUL_ACC(t64, t64, t71_b0, t73_b0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k69_db * 2 + 1), 1); ++_k69_dr) {  // flash_attn.pto:11:13
+                    TileT70B1 t70_b1(min_i64(S - _g62 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t70_b1, 16384);  // flash_attn.pto:11:13
+                    using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                    GmView4 qGm4(q + _g62 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 64, GmView4::Shape(t70_b1.GetValidRow(), t70_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t70_b1, qGm4);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT71B1 t71_b1(min_i64(S - _g62 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t71_b1, 8192);  // flash_attn.pto:11:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t71_b1, t70_b1);  // flash_attn.pto:11:13
+                    TileT72B1 t72_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t72_b1, 24576);  // flash_attn.pto:11:13
+                    using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                    GmView5 kjGm5(kj + _g63 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 64, GmView5::Shape(t72_b1.GetValidRow(), t72_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t72_b1, kjGm5);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT73B1 t73_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t73_b1, 16384);  // flash_attn.pto:11:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t73_b1, t72_b1);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t64, t64, t71_b1, t73_b1);  // flash_attn.pto:11:13
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             }
             wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0Gm4(t0 + _g62 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView6 t0Gm6(t0 + _g62 * 64 * 64 + _g63 * 64, GmView6::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0Gm6, t64);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             TileT76 t76(min_i64(S - _g62 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t76, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView5 t0Gm5(t0 + _g62 * 64 * 64 + _g63 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
-            TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView7 t0Gm7(t0 + _g62 * 64 * 64 + _g63 * 64, GmView7::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
+            TLOAD(t76, t0Gm7);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             TileT77 t77(min_i64(S - _g62 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
@@ -141,9 +185,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView6 sGm6(s + _g62 * 64 * 64 + _g63 * 64, GmView6::Shape(t77.GetValidRow(), t77.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(sGm6, t77);  // flash_attn.pto:11:13
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView8 sGm8(s + _g62 * 64 * 64 + _g63 * 64, GmView8::Shape(t77.GetValidRow(), t77.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(sGm8, t77);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

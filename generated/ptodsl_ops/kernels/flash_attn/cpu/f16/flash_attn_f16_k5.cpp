@@ -41,9 +41,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
     using TileT112 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT114 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT120 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT122 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT120B0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT122B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT120B1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT122B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT125 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT126 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
@@ -73,7 +76,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
             TASSIGN(t82, 18432);  // flash_attn.pto:18:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
-            TASSIGN(tmp0, 38912);  // flash_attn.pto:18:32
+            TASSIGN(tmp0, 69632);  // flash_attn.pto:18:32
             TROWMAX(t82, t81, tmp0);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             TMAX(t79, t79, t82);  // flash_attn.pto:18:32
@@ -125,7 +128,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
             TASSIGN(t99, 22528);  // flash_attn.pto:20:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp1 tmp1(min_i64(S - _g78 * 64, 64));  // flash_attn.pto:20:21
-            TASSIGN(tmp1, 38912);  // flash_attn.pto:20:21
+            TASSIGN(tmp1, 69632);  // flash_attn.pto:20:21
             TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:21
             pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
             TROWEXPANDSUB(t99, t96, tmp1);  // flash_attn.pto:20:21
@@ -253,7 +256,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
             TASSIGN(t112, 18432);  // flash_attn.pto:21:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp2;  // flash_attn.pto:21:32
-            TASSIGN(tmp2, 38912);  // flash_attn.pto:21:32
+            TASSIGN(tmp2, 69632);  // flash_attn.pto:21:32
             TROWSUM(t112, t111, tmp2);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TADD(t109, t109, t112);  // flash_attn.pto:21:32
@@ -285,39 +288,73 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
+        for (int64_t _g118_db = 0; _g118_db < ((D + 63) / 64 + 1) / 2; ++_g118_db) {  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            TileT119 t119(min_i64(S - _g108 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t119, 0);  // flash_attn.pto:22:22
+            TileT119B0 t119_b0(min_i64(S - _g108 * 64, 64), min_i64(D - _g118_db * 2 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(t119_b0, 0);  // flash_attn.pto:22:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView14 accGm14(acc + _g108 * 64 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t119, accGm14);  // flash_attn.pto:22:22
-            TileT120 t120(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t120, 16384);  // flash_attn.pto:22:22
+            GmView14 accGm14(acc + _g108 * 64 * D + _g118_db * 2 * 64, GmView14::Shape(t119_b0.GetValidRow(), t119_b0.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t119_b0, accGm14);  // flash_attn.pto:22:22
+            TileT120B0 t120_b0(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(t120_b0, 16384);  // flash_attn.pto:22:22
             using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
-            GmView15 alphaGm15(alpha + _g108 * 64, GmView15::Shape(t120.GetValidRow()));  // flash_attn.pto:22:22
-            TLOAD(t120, alphaGm15);  // flash_attn.pto:22:22
+            GmView15 alphaGm15(alpha + _g108 * 64, GmView15::Shape(t120_b0.GetValidRow()));  // flash_attn.pto:22:22
+            TLOAD(t120_b0, alphaGm15);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT122 t122(min_i64(S - _g108 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t122, 18432);  // flash_attn.pto:22:22
+            TileT122B0 t122_b0(min_i64(S - _g108 * 64, 64), min_i64(D - _g118_db * 2 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(t122_b0, 18432);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp1 tmp3(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(tmp3, 38912);  // flash_attn.pto:22:22
-            TROWEXPAND(tmp3, t120);  // flash_attn.pto:22:22
+            TASSIGN(tmp3, 69632);  // flash_attn.pto:22:22
+            TROWEXPAND(tmp3, t120_b0);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-            TROWEXPANDMUL(t122, t119, tmp3);  // flash_attn.pto:22:22
+            TROWEXPANDMUL(t122_b0, t119_b0, tmp3);  // flash_attn.pto:22:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView16 t13Gm16(t13 + _g108 * 64 * D + _g118 * 64, GmView16::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
-            TSTORE(t13Gm16, t122);  // flash_attn.pto:22:22
+            GmView16 t13Gm16(t13 + _g108 * 64 * D + _g118_db * 2 * 64, GmView16::Shape(t122_b0.GetValidRow(), t122_b0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
+            TSTORE(t13Gm16, t122_b0);  // flash_attn.pto:22:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            for (int64_t _g118_dr = 0; _g118_dr < min_i64((D + 63) / 64 - (_g118_db * 2 + 1), 1); ++_g118_dr) {  // flash_attn.pto:22:22
+                TileT119B1 t119_b1(min_i64(S - _g108 * 64, 64), min_i64(D - (_g118_db * 2 + 1 + _g118_dr) * 64, 64));  // flash_attn.pto:22:22
+                TASSIGN(t119_b1, 34816);  // flash_attn.pto:22:22
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView17 accGm17(acc + _g108 * 64 * D + (_g118_db * 2 + 1 + _g118_dr) * 64, GmView17::Shape(t119_b1.GetValidRow(), t119_b1.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t119_b1, accGm17);  // flash_attn.pto:22:22
+                TileT120B1 t120_b1(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:22:22
+                TASSIGN(t120_b1, 51200);  // flash_attn.pto:22:22
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
+                GmView18 alphaGm18(alpha + _g108 * 64, GmView18::Shape(t120_b1.GetValidRow()));  // flash_attn.pto:22:22
+                TLOAD(t120_b1, alphaGm18);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT122B1 t122_b1(min_i64(S - _g108 * 64, 64), min_i64(D - (_g118_db * 2 + 1 + _g118_dr) * 64, 64));  // flash_attn.pto:22:22
+                TASSIGN(t122_b1, 53248);  // flash_attn.pto:22:22
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp4(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:22:22
+                TASSIGN(tmp4, 69632);  // flash_attn.pto:22:22
+                TROWEXPAND(tmp4, t120_b1);  // flash_attn.pto:22:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+                TROWEXPANDMUL(t122_b1, t119_b1, tmp4);  // flash_attn.pto:22:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView19 t13Gm19(t13 + _g108 * 64 * D + (_g118_db * 2 + 1 + _g118_dr) * 64, GmView19::Shape(t122_b1.GetValidRow(), t122_b1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(t13Gm19, t122_b1);  // flash_attn.pto:22:22
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
@@ -332,9 +369,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
             TileT125 t125(min_i64(S - _g108 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
             TASSIGN(t125, 0);  // flash_attn.pto:22:43
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView17 p_1Gm17(p_1 + _g108 * 64 * 64 + _g124 * 64, GmView17::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
-            TLOAD(t125, p_1Gm17);  // flash_attn.pto:22:43
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+            GmView20 p_1Gm20(p_1 + _g108 * 64 * 64 + _g124 * 64, GmView20::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
+            TLOAD(t125, p_1Gm20);  // flash_attn.pto:22:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT126 t126(min_i64(S - _g108 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
             TASSIGN(t126, 16384);  // flash_attn.pto:22:43
@@ -342,9 +379,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
             TCVT(t126, t125, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView18 t15Gm18(t15 + _g108 * 64 * 64 + _g124 * 64, GmView18::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
-            TSTORE(t15Gm18, t126);  // flash_attn.pto:22:43
+            using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+            GmView21 t15Gm21(t15 + _g108 * 64 * 64 + _g124 * 64, GmView21::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
+            TSTORE(t15Gm21, t126);  // flash_attn.pto:22:43
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);

@@ -40,10 +40,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k7(__gm__ float* kj_last, __gm_
     using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT150 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT154 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT155 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT156 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT157 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT154B0 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155B0 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156B0 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157B0 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT154B1 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155B1 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156B1 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157B1 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT160 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT161 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
@@ -96,58 +100,93 @@ extern "C" __global__ AICORE void flash_attn_f32_k7(__gm__ float* kj_last, __gm_
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // flash_attn.pto:11:13
-                TileT154 t154(min_i64(S - _g146 * 64, 64), min_i64(D - _k153 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t154, 0);  // flash_attn.pto:11:13
+            for (int64_t _k153_db = 0; _k153_db < (max_i64((D + 63) / 64 - 1, 0) + 1) / 2; ++_k153_db) {  // flash_attn.pto:11:13
+                TileT154B0 t154_b0(min_i64(S - _g146 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t154_b0, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _g146 * 64 * D + _k153 * 64, GmView2::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t154, qGm2);  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _g146 * 64 * D + (1 + _k153_db * 2) * 64, GmView2::Shape(t154_b0.GetValidRow(), t154_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t154_b0, qGm2);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT155 t155(min_i64(S - _g146 * 64, 64), min_i64(D - _k153 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t155, 0);  // flash_attn.pto:11:13
+                TileT155B0 t155_b0(min_i64(S - _g146 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t155_b0, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t155, t154);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t156, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kj_lastGm3(kj_last + _g147 * 64 * D + _k153 * 64, GmView3::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t156, kj_lastGm3);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t157, 16384);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t157, t156);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMOV(t155_b0, t154_b0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT156B0 t156_b0(min_i64(D - (1 + _k153_db * 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t156_b0, 16384);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView3 kj_lastGm3(kj_last + _g147 * 64 * D + (1 + _k153_db * 2) * 64, GmView3::Shape(t156_b0.GetValidRow(), t156_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t156_b0, kj_lastGm3);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT157B0 t157_b0(min_i64(D - (1 + _k153_db * 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t157_b0, 16384);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t157_b0, t156_b0);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t148, t148, t155, t157);  // flash_attn.pto:11:13
+                TMATMUL_ACC(t148, t148, t155_b0, t157_b0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k153_dr = 0; _k153_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k153_db * 2 + 1), 1); ++_k153_dr) {  // flash_attn.pto:11:13
+                    TileT154B1 t154_b1(min_i64(S - _g146 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t154_b1, 32768);  // flash_attn.pto:11:13
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                    GmView4 qGm4(q + _g146 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 64, GmView4::Shape(t154_b1.GetValidRow(), t154_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t154_b1, qGm4);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT155B1 t155_b1(min_i64(S - _g146 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t155_b1, 16384);  // flash_attn.pto:11:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t155_b1, t154_b1);  // flash_attn.pto:11:13
+                    TileT156B1 t156_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t156_b1, 49152);  // flash_attn.pto:11:13
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                    GmView5 kj_lastGm5(kj_last + _g147 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 64, GmView5::Shape(t156_b1.GetValidRow(), t156_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t156_b1, kj_lastGm5);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT157B1 t157_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t157_b1, 32768);  // flash_attn.pto:11:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t157_b1, t156_b1);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t148, t148, t155_b1, t157_b1);  // flash_attn.pto:11:13
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             }
             wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0_lastGm4(t0_last + _g146 * 64 * 64 + _g147 * 64, GmView4::Shape(t148.GetValidRow(), t148.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0_lastGm4, t148);  // flash_attn.pto:11:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView6 t0_lastGm6(t0_last + _g146 * 64 * 64 + _g147 * 64, GmView6::Shape(t148.GetValidRow(), t148.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0_lastGm6, t148);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             TileT160 t160(min_i64(S - _g146 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t160, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView5 t0_lastGm5(t0_last + _g146 * 64 * 64 + _g147 * 64, GmView5::Shape(t160.GetValidRow(), t160.GetValidCol()));  // flash_attn.pto:11:13
-            TLOAD(t160, t0_lastGm5);  // flash_attn.pto:11:13
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView7 t0_lastGm7(t0_last + _g146 * 64 * 64 + _g147 * 64, GmView7::Shape(t160.GetValidRow(), t160.GetValidCol()));  // flash_attn.pto:11:13
+            TLOAD(t160, t0_lastGm7);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             TileT161 t161(min_i64(S - _g146 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
@@ -158,9 +197,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k7(__gm__ float* kj_last, __gm_
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView6 s_lastGm6(s_last + _g146 * 64 * 64 + _g147 * 64, GmView6::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(s_lastGm6, t161);  // flash_attn.pto:11:13
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView8 s_lastGm8(s_last + _g146 * 64 * 64 + _g147 * 64, GmView8::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(s_lastGm8, t161);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

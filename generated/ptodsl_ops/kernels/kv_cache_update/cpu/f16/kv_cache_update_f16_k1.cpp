@@ -11,33 +11,55 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 
 extern "C" __global__ AICORE void kv_cache_update_f16_k1(__gm__ half* v, __gm__ int32_t* slot_mapping, __gm__ half* v_cache, int64_t N, int64_t S)
 {
-    using TileT6 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT7 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT7B0 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT7B1 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // kv_cache_update.pto:7:5
-        for (int64_t _g4 = 0; _g4 < (N + 7) / 8; ++_g4) {  // kv_cache_update.pto:7:5
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g5_f_db = 0; _g5_f_db < ((N + 7) / 8 * 2 + 1) / 2; ++_g5_f_db) {  // kv_cache_update.pto:7:5
+            pipe_barrier(PIPE_V);
+            TileT6B0 t6_b0(min_i64(N - _g5_f_db * 8, 8));  // kv_cache_update.pto:7:5
+            TASSIGN(t6_b0, 0);  // kv_cache_update.pto:7:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:7:5
+            GmView0 vGm0(v + _g5_f_db * 8 * 128 + _g5_f_db * 2 % 2 * 64, GmView0::Shape(min_i64(N - _g5_f_db * 8, 8)));  // kv_cache_update.pto:7:5
+            TLOAD(t6_b0, vGm0);  // kv_cache_update.pto:7:5
+            TileT7B0 t7_b0(min_i64(N - _g5_f_db * 8, 8));  // kv_cache_update.pto:7:5
+            TASSIGN(t7_b0, 1024);  // kv_cache_update.pto:7:5
+            using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:7:5
+            GmView1 slot_mappingGm1(slot_mapping + _g5_f_db * 8, GmView1::Shape(t7_b0.GetValidCol()));  // kv_cache_update.pto:7:5
+            TLOAD(t7_b0, slot_mappingGm1);  // kv_cache_update.pto:7:5
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:7:5
+            GmView2 v_cacheTable2(v_cache + _g5_f_db * 2 % 2 * 64, GmView2::Shape(S));  // kv_cache_update.pto:7:5
+            MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(v_cacheTable2, t6_b0, t7_b0);  // kv_cache_update.pto:7:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g5 = 0; _g5 < 2; ++_g5) {  // kv_cache_update.pto:7:5
-                pipe_barrier(PIPE_V);
-                TileT6 t6(min_i64(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
-                TASSIGN(t6, 0);  // kv_cache_update.pto:7:5
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                using GmView0 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:7:5
-                GmView0 vGm0(v + _g4 * 8 * 128 + _g5 * 64, GmView0::Shape(min_i64(N - _g4 * 8, 8)));  // kv_cache_update.pto:7:5
-                TLOAD(t6, vGm0);  // kv_cache_update.pto:7:5
-                TileT7 t7(min_i64(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
-                TASSIGN(t7, 1024);  // kv_cache_update.pto:7:5
-                using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:7:5
-                GmView1 slot_mappingGm1(slot_mapping + _g4 * 8, GmView1::Shape(t7.GetValidCol()));  // kv_cache_update.pto:7:5
-                TLOAD(t7, slot_mappingGm1);  // kv_cache_update.pto:7:5
+            for (int64_t _g5_f_dr = 0; _g5_f_dr < min_i64((N + 7) / 8 * 2 - (_g5_f_db * 2 + 1), 1); ++_g5_f_dr) {  // kv_cache_update.pto:7:5
+                TileT6B1 t6_b1(min_i64(N - (_g5_f_db * 2 + 1 + _g5_f_dr) / 2 * 8, 8));  // kv_cache_update.pto:7:5
+                TASSIGN(t6_b1, 1056);  // kv_cache_update.pto:7:5
+                using GmView3 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:7:5
+                GmView3 vGm3(v + (_g5_f_db * 2 + 1 + _g5_f_dr) / 2 * 8 * 128 + (_g5_f_db * 2 + 1 + _g5_f_dr) % 2 * 64, GmView3::Shape(min_i64(N - (_g5_f_db * 2 + 1 + _g5_f_dr) / 2 * 8, 8)));  // kv_cache_update.pto:7:5
+                TLOAD(t6_b1, vGm3);  // kv_cache_update.pto:7:5
+                TileT7B1 t7_b1(min_i64(N - (_g5_f_db * 2 + 1 + _g5_f_dr) / 2 * 8, 8));  // kv_cache_update.pto:7:5
+                TASSIGN(t7_b1, 2080);  // kv_cache_update.pto:7:5
+                using GmView4 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:7:5
+                GmView4 slot_mappingGm4(slot_mapping + (_g5_f_db * 2 + 1 + _g5_f_dr) / 2 * 8, GmView4::Shape(t7_b1.GetValidCol()));  // kv_cache_update.pto:7:5
+                TLOAD(t7_b1, slot_mappingGm4);  // kv_cache_update.pto:7:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:7:5
-                GmView2 v_cacheTable2(v_cache + _g5 * 64, GmView2::Shape(S));  // kv_cache_update.pto:7:5
-                MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(v_cacheTable2, t6, t7);  // kv_cache_update.pto:7:5
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:7:5
+                GmView5 v_cacheTable5(v_cache + (_g5_f_db * 2 + 1 + _g5_f_dr) % 2 * 64, GmView5::Shape(S));  // kv_cache_update.pto:7:5
+                MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(v_cacheTable5, t6_b1, t7_b1);  // kv_cache_update.pto:7:5
             }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

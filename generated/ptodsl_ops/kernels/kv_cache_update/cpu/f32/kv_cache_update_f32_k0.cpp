@@ -11,33 +11,55 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 
 extern "C" __global__ AICORE void kv_cache_update_f32_k0(__gm__ float* k, __gm__ int32_t* slot_mapping, __gm__ float* k_cache, int64_t N, int64_t S)
 {
-    using TileT2 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT3 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2B0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT3B0 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT3B1 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // kv_cache_update.pto:6:5
-        for (int64_t _g0 = 0; _g0 < (N + 7) / 8; ++_g0) {  // kv_cache_update.pto:6:5
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1_f_db = 0; _g1_f_db < ((N + 7) / 8 * 2 + 1) / 2; ++_g1_f_db) {  // kv_cache_update.pto:6:5
+            pipe_barrier(PIPE_V);
+            TileT2B0 t2_b0(min_i64(N - _g1_f_db * 8, 8));  // kv_cache_update.pto:6:5
+            TASSIGN(t2_b0, 0);  // kv_cache_update.pto:6:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:6:5
+            GmView0 kGm0(k + _g1_f_db * 8 * 128 + _g1_f_db * 2 % 2 * 64, GmView0::Shape(min_i64(N - _g1_f_db * 8, 8)));  // kv_cache_update.pto:6:5
+            TLOAD(t2_b0, kGm0);  // kv_cache_update.pto:6:5
+            TileT3B0 t3_b0(min_i64(N - _g1_f_db * 8, 8));  // kv_cache_update.pto:6:5
+            TASSIGN(t3_b0, 2048);  // kv_cache_update.pto:6:5
+            using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:6:5
+            GmView1 slot_mappingGm1(slot_mapping + _g1_f_db * 8, GmView1::Shape(t3_b0.GetValidCol()));  // kv_cache_update.pto:6:5
+            TLOAD(t3_b0, slot_mappingGm1);  // kv_cache_update.pto:6:5
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:6:5
+            GmView2 k_cacheTable2(k_cache + _g1_f_db * 2 % 2 * 64, GmView2::Shape(S));  // kv_cache_update.pto:6:5
+            MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(k_cacheTable2, t2_b0, t3_b0);  // kv_cache_update.pto:6:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g1 = 0; _g1 < 2; ++_g1) {  // kv_cache_update.pto:6:5
-                pipe_barrier(PIPE_V);
-                TileT2 t2(min_i64(N - _g0 * 8, 8));  // kv_cache_update.pto:6:5
-                TASSIGN(t2, 0);  // kv_cache_update.pto:6:5
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:6:5
-                GmView0 kGm0(k + _g0 * 8 * 128 + _g1 * 64, GmView0::Shape(min_i64(N - _g0 * 8, 8)));  // kv_cache_update.pto:6:5
-                TLOAD(t2, kGm0);  // kv_cache_update.pto:6:5
-                TileT3 t3(min_i64(N - _g0 * 8, 8));  // kv_cache_update.pto:6:5
-                TASSIGN(t3, 2048);  // kv_cache_update.pto:6:5
-                using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:6:5
-                GmView1 slot_mappingGm1(slot_mapping + _g0 * 8, GmView1::Shape(t3.GetValidCol()));  // kv_cache_update.pto:6:5
-                TLOAD(t3, slot_mappingGm1);  // kv_cache_update.pto:6:5
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64((N + 7) / 8 * 2 - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // kv_cache_update.pto:6:5
+                TileT2B1 t2_b1(min_i64(N - (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8, 8));  // kv_cache_update.pto:6:5
+                TASSIGN(t2_b1, 2080);  // kv_cache_update.pto:6:5
+                using GmView3 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:6:5
+                GmView3 kGm3(k + (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8 * 128 + (_g1_f_db * 2 + 1 + _g1_f_dr) % 2 * 64, GmView3::Shape(min_i64(N - (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8, 8)));  // kv_cache_update.pto:6:5
+                TLOAD(t2_b1, kGm3);  // kv_cache_update.pto:6:5
+                TileT3B1 t3_b1(min_i64(N - (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8, 8));  // kv_cache_update.pto:6:5
+                TASSIGN(t3_b1, 4128);  // kv_cache_update.pto:6:5
+                using GmView4 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:6:5
+                GmView4 slot_mappingGm4(slot_mapping + (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8, GmView4::Shape(t3_b1.GetValidCol()));  // kv_cache_update.pto:6:5
+                TLOAD(t3_b1, slot_mappingGm4);  // kv_cache_update.pto:6:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:6:5
-                GmView2 k_cacheTable2(k_cache + _g1 * 64, GmView2::Shape(S));  // kv_cache_update.pto:6:5
-                MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(k_cacheTable2, t2, t3);  // kv_cache_update.pto:6:5
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:6:5
+                GmView5 k_cacheTable5(k_cache + (_g1_f_db * 2 + 1 + _g1_f_dr) % 2 * 64, GmView5::Shape(S));  // kv_cache_update.pto:6:5
+                MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(k_cacheTable5, t2_b1, t3_b1);  // kv_cache_update.pto:6:5
             }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

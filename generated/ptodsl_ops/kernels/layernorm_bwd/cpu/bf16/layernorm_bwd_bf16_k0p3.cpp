@@ -36,13 +36,17 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p3(__gm__ float* acc_g, _
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT97 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT99 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT100 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT99B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT100B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT99B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT100B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT102 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT104 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT106 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT108 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT109 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT108B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT109B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT108B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT109B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT111 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT113 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
@@ -59,33 +63,52 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p3(__gm__ float* acc_g, _
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k98 = 0; _k98 < ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48); ++_k98) {  // layernorm_bwd.pto:8:5
+            for (int64_t _k98_db = 0; _k98_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k98_db) {  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileT99 t99(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                TASSIGN(t99, 4096);  // layernorm_bwd.pto:8:5
+                TileT99B0 t99_b0(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t99_b0, 4096);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-                GmView0 acc_g_partsGm0(acc_g_parts + _k98 * H + _g96 * 1024, GmView0::Shape(t99.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:8:5
-                TLOAD(t99, acc_g_partsGm0);  // layernorm_bwd.pto:8:5
+                GmView0 acc_g_partsGm0(acc_g_parts + _k98_db * 2 * H + _g96 * 1024, GmView0::Shape(t99_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:8:5
+                TLOAD(t99_b0, acc_g_partsGm0);  // layernorm_bwd.pto:8:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT100 t100(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                TASSIGN(t100, 8192);  // layernorm_bwd.pto:8:5
+                TileT100B0 t100_b0(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t100_b0, 8192);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t100, t99);  // layernorm_bwd.pto:8:5
+                TCOLSUM(t100_b0, t99_b0);  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t97, t97, t100);  // layernorm_bwd.pto:8:5
+                TADD(t97, t97, t100_b0);  // layernorm_bwd.pto:8:5
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k98_dr = 0; _k98_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k98_db * 2 + 1), 1); ++_k98_dr) {  // layernorm_bwd.pto:8:5
+                    TileT99B1 t99_b1(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                    TASSIGN(t99_b1, 12288);  // layernorm_bwd.pto:8:5
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+                    GmView1 acc_g_partsGm1(acc_g_parts + (_k98_db * 2 + 1 + _k98_dr) * H + _g96 * 1024, GmView1::Shape(t99_b1.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:8:5
+                    TLOAD(t99_b1, acc_g_partsGm1);  // layernorm_bwd.pto:8:5
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT100B1 t100_b1(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                    TASSIGN(t100_b1, 16384);  // layernorm_bwd.pto:8:5
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t100_b1, t99_b1);  // layernorm_bwd.pto:8:5
+                    pipe_barrier(PIPE_V);
+                    TADD(t97, t97, t100_b1);  // layernorm_bwd.pto:8:5
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT102 t102(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
             TASSIGN(t102, 4096);  // layernorm_bwd.pto:8:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView1 acc_gGm1(acc_g + _g96 * 1024, GmView1::Shape(t102.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:8:5
-            TLOAD(t102, acc_gGm1);  // layernorm_bwd.pto:8:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView2 acc_gGm2(acc_g + _g96 * 1024, GmView2::Shape(t102.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:8:5
+            TLOAD(t102, acc_gGm2);  // layernorm_bwd.pto:8:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT104 t104(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
@@ -97,9 +120,9 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p3(__gm__ float* acc_g, _
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView2 acc_gGm2(acc_g + _g96 * 1024, GmView2::Shape(t104.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:8:5
-            TSTORE(acc_gGm2, t104);  // layernorm_bwd.pto:8:5
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView3 acc_gGm3(acc_g + _g96 * 1024, GmView3::Shape(t104.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:8:5
+            TSTORE(acc_gGm3, t104);  // layernorm_bwd.pto:8:5
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             TileT106 t106(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
@@ -109,33 +132,52 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p3(__gm__ float* acc_g, _
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k107 = 0; _k107 < ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48); ++_k107) {  // layernorm_bwd.pto:8:5
+            for (int64_t _k107_db = 0; _k107_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k107_db) {  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileT108 t108(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                TASSIGN(t108, 4096);  // layernorm_bwd.pto:8:5
+                TileT108B0 t108_b0(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t108_b0, 4096);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-                GmView3 acc_b_partsGm3(acc_b_parts + _k107 * H + _g96 * 1024, GmView3::Shape(t108.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:8:5
-                TLOAD(t108, acc_b_partsGm3);  // layernorm_bwd.pto:8:5
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+                GmView4 acc_b_partsGm4(acc_b_parts + _k107_db * 2 * H + _g96 * 1024, GmView4::Shape(t108_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:8:5
+                TLOAD(t108_b0, acc_b_partsGm4);  // layernorm_bwd.pto:8:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT109 t109(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
-                TASSIGN(t109, 8192);  // layernorm_bwd.pto:8:5
+                TileT109B0 t109_b0(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t109_b0, 8192);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t109, t108);  // layernorm_bwd.pto:8:5
+                TCOLSUM(t109_b0, t108_b0);  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TADD(t106, t106, t109);  // layernorm_bwd.pto:8:5
+                TADD(t106, t106, t109_b0);  // layernorm_bwd.pto:8:5
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k107_dr = 0; _k107_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k107_db * 2 + 1), 1); ++_k107_dr) {  // layernorm_bwd.pto:8:5
+                    TileT108B1 t108_b1(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                    TASSIGN(t108_b1, 12288);  // layernorm_bwd.pto:8:5
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+                    GmView5 acc_b_partsGm5(acc_b_parts + (_k107_db * 2 + 1 + _k107_dr) * H + _g96 * 1024, GmView5::Shape(t108_b1.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:8:5
+                    TLOAD(t108_b1, acc_b_partsGm5);  // layernorm_bwd.pto:8:5
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT109B1 t109_b1(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                    TASSIGN(t109_b1, 16384);  // layernorm_bwd.pto:8:5
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t109_b1, t108_b1);  // layernorm_bwd.pto:8:5
+                    pipe_barrier(PIPE_V);
+                    TADD(t106, t106, t109_b1);  // layernorm_bwd.pto:8:5
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             TileT111 t111(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
             TASSIGN(t111, 4096);  // layernorm_bwd.pto:8:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView4 acc_bGm4(acc_b + _g96 * 1024, GmView4::Shape(t111.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:8:5
-            TLOAD(t111, acc_bGm4);  // layernorm_bwd.pto:8:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView6 acc_bGm6(acc_b + _g96 * 1024, GmView6::Shape(t111.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:8:5
+            TLOAD(t111, acc_bGm6);  // layernorm_bwd.pto:8:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT113 t113(min_i64(H - _g96 * 1024, 1024));  // layernorm_bwd.pto:8:5
@@ -147,9 +189,9 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p3(__gm__ float* acc_g, _
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView5 acc_bGm5(acc_b + _g96 * 1024, GmView5::Shape(t113.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:8:5
-            TSTORE(acc_bGm5, t113);  // layernorm_bwd.pto:8:5
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView7 acc_bGm7(acc_b + _g96 * 1024, GmView7::Shape(t113.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:8:5
+            TSTORE(acc_bGm7, t113);  // layernorm_bwd.pto:8:5
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }

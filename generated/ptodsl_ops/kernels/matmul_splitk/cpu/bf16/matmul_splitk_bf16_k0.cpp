@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* _ws0, int64_t N, int64_t K, int64_t M)
 {
     using TileT4 = Tile<TileType::Mat, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
@@ -29,19 +34,27 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
     using TileT3 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
     using TileT6 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT7 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT11 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT12 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT13 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT14 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
+    using TileT11B0 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT12B0 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT13B0 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT14B0 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
+    using TileT11B1 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT12B1 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT13B1 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT14B1 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
     using TileT21 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT22 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
     using TileT18 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
     using TileT19 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT20 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT24 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT25 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT26 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT27 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
+    using TileT24B0 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT25B0 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT26B0 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT27B0 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
+    using TileT24B1 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT25B1 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT26B1 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT27B1 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
@@ -100,48 +113,83 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _k10 = 1; _k10 < min_i64(((K + 63) / 64 + 3) / 4, (K + 63) / 64); ++_k10) {  // matmul_splitk.pto:5:12
-                TileT11 t11(min_i64(M - _g1 * 32, 32), min_i64(K - _k10 * 64, 64));  // matmul_splitk.pto:5:12
-                TASSIGN(t11, 0);  // matmul_splitk.pto:5:12
+            for (int64_t _k10_db = 0; _k10_db < (max_i64(min_i64(((K + 63) / 64 + 3) / 4, (K + 63) / 64) - 1, 0) + 1) / 2; ++_k10_db) {  // matmul_splitk.pto:5:12
+                TileT11B0 t11_b0(min_i64(M - _g1 * 32, 32), min_i64(K - (1 + _k10_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
+                TASSIGN(t11_b0, 0);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView3 aGm3(a + _g1 * 32 * K + _k10 * 64, GmView3::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView3::Stride(K));  // matmul_splitk.pto:5:12
-                TLOAD(t11, aGm3);  // matmul_splitk.pto:5:12
+                GmView3 aGm3(a + _g1 * 32 * K + (1 + _k10_db * 2) * 64, GmView3::Shape(t11_b0.GetValidRow(), t11_b0.GetValidCol()), GmView3::Stride(K));  // matmul_splitk.pto:5:12
+                TLOAD(t11_b0, aGm3);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT12 t12(min_i64(M - _g1 * 32, 32), min_i64(K - _k10 * 64, 64));  // matmul_splitk.pto:5:12
-                TASSIGN(t12, 0);  // matmul_splitk.pto:5:12
+                TileT12B0 t12_b0(min_i64(M - _g1 * 32, 32), min_i64(K - (1 + _k10_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
+                TASSIGN(t12_b0, 0);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t12, t11);  // matmul_splitk.pto:5:12
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT13 t13(min_i64(K - _k10 * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-                TASSIGN(t13, 0);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView4 bGm4(b + _k10 * 64 * N + _g2 * 32, GmView4::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView4::Stride(N));  // matmul_splitk.pto:5:12
-                TLOAD(t13, bGm4);  // matmul_splitk.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT14 t14(min_i64(K - _k10 * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-                TASSIGN(t14, 4096);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t14, t13);  // matmul_splitk.pto:5:12
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMOV(t12_b0, t11_b0);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                TileT13B0 t13_b0(min_i64(K - (1 + _k10_db * 2) * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+                TASSIGN(t13_b0, 4096);  // matmul_splitk.pto:5:12
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                GmView4 bGm4(b + (1 + _k10_db * 2) * 64 * N + _g2 * 32, GmView4::Shape(t13_b0.GetValidRow(), t13_b0.GetValidCol()), GmView4::Stride(N));  // matmul_splitk.pto:5:12
+                TLOAD(t13_b0, bGm4);  // matmul_splitk.pto:5:12
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TileT14B0 t14_b0(min_i64(K - (1 + _k10_db * 2) * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+                TASSIGN(t14_b0, 4096);  // matmul_splitk.pto:5:12
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                TMOV(t14_b0, t13_b0);  // matmul_splitk.pto:5:12
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t3, t3, t12, t14);  // matmul_splitk.pto:5:12
+                TMATMUL_ACC(t3, t3, t12_b0, t14_b0);  // matmul_splitk.pto:5:12
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                for (int64_t _k10_dr = 0; _k10_dr < min_i64(max_i64(min_i64(((K + 63) / 64 + 3) / 4, (K + 63) / 64) - 1, 0) - (_k10_db * 2 + 1), 1); ++_k10_dr) {  // matmul_splitk.pto:5:12
+                    TileT11B1 t11_b1(min_i64(M - _g1 * 32, 32), min_i64(K - (_k10_db * 2 + _k10_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
+                    TASSIGN(t11_b1, 8192);  // matmul_splitk.pto:5:12
+                    using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                    GmView5 aGm5(a + _g1 * 32 * K + (_k10_db * 2 + _k10_dr + 2) * 64, GmView5::Shape(t11_b1.GetValidRow(), t11_b1.GetValidCol()), GmView5::Stride(K));  // matmul_splitk.pto:5:12
+                    TLOAD(t11_b1, aGm5);  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                    TileT12B1 t12_b1(min_i64(M - _g1 * 32, 32), min_i64(K - (_k10_db * 2 + _k10_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
+                    TASSIGN(t12_b1, 4096);  // matmul_splitk.pto:5:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                    TMOV(t12_b1, t11_b1);  // matmul_splitk.pto:5:12
+                    TileT13B1 t13_b1(min_i64(K - (_k10_db * 2 + _k10_dr + 2) * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+                    TASSIGN(t13_b1, 12288);  // matmul_splitk.pto:5:12
+                    using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                    GmView6 bGm6(b + (_k10_db * 2 + _k10_dr + 2) * 64 * N + _g2 * 32, GmView6::Shape(t13_b1.GetValidRow(), t13_b1.GetValidCol()), GmView6::Stride(N));  // matmul_splitk.pto:5:12
+                    TLOAD(t13_b1, bGm6);  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                    TileT14B1 t14_b1(min_i64(K - (_k10_db * 2 + _k10_dr + 2) * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+                    TASSIGN(t14_b1, 8192);  // matmul_splitk.pto:5:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                    TMOV(t14_b1, t13_b1);  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t3, t3, t12_b1, t14_b1);  // matmul_splitk.pto:5:12
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
             }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-            GmView5 _ws0Gm5(_ws0 + _g1 * 32 * N + _g2 * 32, GmView5::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView5::Stride(N));  // matmul_splitk.pto:5:12
-            TSTORE(_ws0Gm5, t3);  // matmul_splitk.pto:5:12
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+            GmView7 _ws0Gm7(_ws0 + _g1 * 32 * N + _g2 * 32, GmView7::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView7::Stride(N));  // matmul_splitk.pto:5:12
+            TSTORE(_ws0Gm7, t3);  // matmul_splitk.pto:5:12
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -171,9 +219,9 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
             TileT22 t22(min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
             TASSIGN(t22, 0);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-            GmView6 bGm6(b + _split15 * (((K + 63) / 64 + 3) / 4) * 64 * N + _g17 * 32, GmView6::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView6::Stride(N));  // matmul_splitk.pto:5:12
-            TLOAD(t21, bGm6);  // matmul_splitk.pto:5:12
+            using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+            GmView8 bGm8(b + _split15 * (((K + 63) / 64 + 3) / 4) * 64 * N + _g17 * 32, GmView8::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView8::Stride(N));  // matmul_splitk.pto:5:12
+            TLOAD(t21, bGm8);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -191,9 +239,9 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
                 TileT19 t19(min_i64(M - _g16 * 32, 32), min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64));  // matmul_splitk.pto:5:12
                 TASSIGN(t19, 0);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView7 aGm7(a + _g16 * 32 * K + _split15 * (((K + 63) / 64 + 3) / 4) * 64, GmView7::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView7::Stride(K));  // matmul_splitk.pto:5:12
-                TLOAD(t19, aGm7);  // matmul_splitk.pto:5:12
+                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                GmView9 aGm9(a + _g16 * 32 * K + _split15 * (((K + 63) / 64 + 3) / 4) * 64, GmView9::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView9::Stride(K));  // matmul_splitk.pto:5:12
+                TLOAD(t19, aGm9);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT20 t20(min_i64(M - _g16 * 32, 32), min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64));  // matmul_splitk.pto:5:12
                 TASSIGN(t20, 0);  // matmul_splitk.pto:5:12
@@ -208,48 +256,83 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k23 = _split15 * (((K + 63) / 64 + 3) / 4) + 1; _k23 < min_i64((_split15 + 1) * (((K + 63) / 64 + 3) / 4), (K + 63) / 64); ++_k23) {  // matmul_splitk.pto:5:12
-                    TileT24 t24(min_i64(M - _g16 * 32, 32), min_i64(K - _k23 * 64, 64));  // matmul_splitk.pto:5:12
-                    TASSIGN(t24, 0);  // matmul_splitk.pto:5:12
+                for (int64_t _k23_db = 0; _k23_db < (max_i64(min_i64((_split15 + 1) * (((K + 63) / 64 + 3) / 4), (K + 63) / 64) - (_split15 * (((K + 63) / 64 + 3) / 4) + 1), 0) + 1) / 2; ++_k23_db) {  // matmul_splitk.pto:5:12
+                    TileT24B0 t24_b0(min_i64(M - _g16 * 32, 32), min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
+                    TASSIGN(t24_b0, 0);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                    GmView8 aGm8(a + _g16 * 32 * K + _k23 * 64, GmView8::Shape(t24.GetValidRow(), t24.GetValidCol()), GmView8::Stride(K));  // matmul_splitk.pto:5:12
-                    TLOAD(t24, aGm8);  // matmul_splitk.pto:5:12
+                    using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                    GmView10 aGm10(a + _g16 * 32 * K + (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, GmView10::Shape(t24_b0.GetValidRow(), t24_b0.GetValidCol()), GmView10::Stride(K));  // matmul_splitk.pto:5:12
+                    TLOAD(t24_b0, aGm10);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT25 t25(min_i64(M - _g16 * 32, 32), min_i64(K - _k23 * 64, 64));  // matmul_splitk.pto:5:12
-                    TASSIGN(t25, 0);  // matmul_splitk.pto:5:12
+                    TileT25B0 t25_b0(min_i64(M - _g16 * 32, 32), min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
+                    TASSIGN(t25_b0, 0);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t25, t24);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    TileT26 t26(min_i64(K - _k23 * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
-                    TASSIGN(t26, 0);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                    GmView9 bGm9(b + _k23 * 64 * N + _g17 * 32, GmView9::Shape(t26.GetValidRow(), t26.GetValidCol()), GmView9::Stride(N));  // matmul_splitk.pto:5:12
-                    TLOAD(t26, bGm9);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT27 t27(min_i64(K - _k23 * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
-                    TASSIGN(t27, 4096);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t27, t26);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMOV(t25_b0, t24_b0);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT26B0 t26_b0(min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
+                    TASSIGN(t26_b0, 4096);  // matmul_splitk.pto:5:12
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                    GmView11 bGm11(b + (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64 * N + _g17 * 32, GmView11::Shape(t26_b0.GetValidRow(), t26_b0.GetValidCol()), GmView11::Stride(N));  // matmul_splitk.pto:5:12
+                    TLOAD(t26_b0, bGm11);  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT27B0 t27_b0(min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
+                    TASSIGN(t27_b0, 4096);  // matmul_splitk.pto:5:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t27_b0, t26_b0);  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t18, t18, t25, t27);  // matmul_splitk.pto:5:12
+                    TMATMUL_ACC(t18, t18, t25_b0, t27_b0);  // matmul_splitk.pto:5:12
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k23_dr = 0; _k23_dr < min_i64(max_i64(min_i64((_split15 + 1) * (((K + 63) / 64 + 3) / 4), (K + 63) / 64) - (_split15 * (((K + 63) / 64 + 3) / 4) + 1), 0) - (_k23_db * 2 + 1), 1); ++_k23_dr) {  // matmul_splitk.pto:5:12
+                        TileT24B1 t24_b1(min_i64(M - _g16 * 32, 32), min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t24_b1, 8192);  // matmul_splitk.pto:5:12
+                        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView12 aGm12(a + _g16 * 32 * K + (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, GmView12::Shape(t24_b1.GetValidRow(), t24_b1.GetValidCol()), GmView12::Stride(K));  // matmul_splitk.pto:5:12
+                        TLOAD(t24_b1, aGm12);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT25B1 t25_b1(min_i64(M - _g16 * 32, 32), min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t25_b1, 4096);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t25_b1, t24_b1);  // matmul_splitk.pto:5:12
+                        TileT26B1 t26_b1(min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
+                        TASSIGN(t26_b1, 12288);  // matmul_splitk.pto:5:12
+                        using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView13 bGm13(b + (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64 * N + _g17 * 32, GmView13::Shape(t26_b1.GetValidRow(), t26_b1.GetValidCol()), GmView13::Stride(N));  // matmul_splitk.pto:5:12
+                        TLOAD(t26_b1, bGm13);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT27B1 t27_b1(min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
+                        TASSIGN(t27_b1, 8192);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t27_b1, t26_b1);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t18, t18, t25_b1, t27_b1);  // matmul_splitk.pto:5:12
+                    }
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView10 _ws0Gm10(_ws0 + (_split15 * M + _g16 * 32) * N + _g17 * 32, GmView10::Shape(t18.GetValidRow(), t18.GetValidCol()), GmView10::Stride(N));  // matmul_splitk.pto:5:12
-                TSTORE(_ws0Gm10, t18);  // matmul_splitk.pto:5:12
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                GmView14 _ws0Gm14(_ws0 + (_split15 * M + _g16 * 32) * N + _g17 * 32, GmView14::Shape(t18.GetValidRow(), t18.GetValidCol()), GmView14::Stride(N));  // matmul_splitk.pto:5:12
+                TSTORE(_ws0Gm14, t18);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -36,7 +36,8 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT32B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT32B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT33 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g28 = block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g28 < block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (M + 15) / 16 - block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g28) {  // matmul_splitk.pto:5:12
@@ -52,20 +53,35 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _split31 = 1; _split31 < ceil_div((K + 63) / 64, ((K + 63) / 64 + 3) / 4); ++_split31) {  // matmul_splitk.pto:5:12
+            for (int64_t _split31_db = 0; _split31_db < (max_i64(ceil_div((K + 63) / 64, ((K + 63) / 64 + 3) / 4) - 1, 0) + 1) / 2; ++_split31_db) {  // matmul_splitk.pto:5:12
                 pipe_barrier(PIPE_V);
-                TileT32 t32(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
-                TASSIGN(t32, 4096);  // matmul_splitk.pto:5:12
+                TileT32B0 t32_b0(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
+                TASSIGN(t32_b0, 4096);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView1 _ws0Gm1(_ws0 + (_split31 * M + _g28 * 16) * N + _g29 * 64, GmView1::Shape(t32.GetValidRow(), t32.GetValidCol()), GmView1::Stride(N));  // matmul_splitk.pto:5:12
-                TLOAD(t32, _ws0Gm1);  // matmul_splitk.pto:5:12
+                GmView1 _ws0Gm1(_ws0 + ((1 + _split31_db * 2) * M + _g28 * 16) * N + _g29 * 64, GmView1::Shape(t32_b0.GetValidRow(), t32_b0.GetValidCol()), GmView1::Stride(N));  // matmul_splitk.pto:5:12
+                TLOAD(t32_b0, _ws0Gm1);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TADD(t30, t30, t32);  // matmul_splitk.pto:5:12
+                TADD(t30, t30, t32_b0);  // matmul_splitk.pto:5:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _split31_dr = 0; _split31_dr < min_i64(max_i64(ceil_div((K + 63) / 64, ((K + 63) / 64 + 3) / 4) - 1, 0) - (_split31_db * 2 + 1), 1); ++_split31_dr) {  // matmul_splitk.pto:5:12
+                    TileT32B1 t32_b1(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
+                    TASSIGN(t32_b1, 8192);  // matmul_splitk.pto:5:12
+                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                    GmView2 _ws0Gm2(_ws0 + ((_split31_db * 2 + _split31_dr + 2) * M + _g28 * 16) * N + _g29 * 64, GmView2::Shape(t32_b1.GetValidRow(), t32_b1.GetValidCol()), GmView2::Stride(N));  // matmul_splitk.pto:5:12
+                    TLOAD(t32_b1, _ws0Gm2);  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TADD(t30, t30, t32_b1);  // matmul_splitk.pto:5:12
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -78,9 +94,9 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-            GmView2 cGm2(c + _g28 * 16 * N + _g29 * 64, GmView2::Shape(t33.GetValidRow(), t33.GetValidCol()), GmView2::Stride(N));  // matmul_splitk.pto:5:12
-            TSTORE(cGm2, t33);  // matmul_splitk.pto:5:12
+            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+            GmView3 cGm3(c + _g28 * 16 * N + _g29 * 64, GmView3::Shape(t33.GetValidRow(), t33.GetValidCol()), GmView3::Stride(N));  // matmul_splitk.pto:5:12
+            TSTORE(cGm3, t33);  // matmul_splitk.pto:5:12
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -31,9 +31,12 @@ extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT1Tile = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT3 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT3B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT3B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT6 = Tile<TileType::Vec, bfloat16_t, 4, 16, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor>;
 
@@ -47,30 +50,55 @@ extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k2 = 0; _k2 < (C + 511) / 512; ++_k2) {  // mean_rows.pto:3:12
+        for (int64_t _k2_db = 0; _k2_db < ((C + 511) / 512 + 1) / 2; ++_k2_db) {  // mean_rows.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT3 t3(min_i64(R - _g0 * 4, 4), min_i64(C - _k2 * 512, 512));  // mean_rows.pto:3:12
-            TASSIGN(t3, 128);  // mean_rows.pto:3:12
+            TileT3B0 t3_b0(min_i64(R - _g0 * 4, 4), min_i64(C - _k2_db * 2 * 512, 512));  // mean_rows.pto:3:12
+            TASSIGN(t3_b0, 128);  // mean_rows.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mean_rows.pto:3:12
-            GmView0 xGm0(x + _g0 * 4 * C + _k2 * 512, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // mean_rows.pto:3:12
-            TLOAD(t3, xGm0);  // mean_rows.pto:3:12
+            GmView0 xGm0(x + _g0 * 4 * C + _k2_db * 2 * 512, GmView0::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView0::Stride(C));  // mean_rows.pto:3:12
+            TLOAD(t3_b0, xGm0);  // mean_rows.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT4 t4(min_i64(R - _g0 * 4, 4), min_i64(C - _k2 * 512, 512));  // mean_rows.pto:3:12
-            TASSIGN(t4, 4224);  // mean_rows.pto:3:12
+            TileT4B0 t4_b0(min_i64(R - _g0 * 4, 4), min_i64(C - _k2_db * 2 * 512, 512));  // mean_rows.pto:3:12
+            TASSIGN(t4_b0, 4224);  // mean_rows.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t4, t3, RoundMode::CAST_RINT);  // mean_rows.pto:3:12
-            TileT5 t5(min_i64(R - _g0 * 4, 4));  // mean_rows.pto:3:12
-            TASSIGN(t5, 128);  // mean_rows.pto:3:12
+            TCVT(t4_b0, t3_b0, RoundMode::CAST_RINT);  // mean_rows.pto:3:12
+            TileT5B0 t5_b0(min_i64(R - _g0 * 4, 4));  // mean_rows.pto:3:12
+            TASSIGN(t5_b0, 128);  // mean_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // mean_rows.pto:3:12
-            TASSIGN(tmp0, 12416);  // mean_rows.pto:3:12
-            TROWSUM(t5, t4, tmp0);  // mean_rows.pto:3:12
+            TASSIGN(tmp0, 24704);  // mean_rows.pto:3:12
+            TROWSUM(t5_b0, t4_b0, tmp0);  // mean_rows.pto:3:12
             pipe_barrier(PIPE_V);
-            TADD(t1Tile, t1Tile, t5);  // mean_rows.pto:3:12
+            TADD(t1Tile, t1Tile, t5_b0);  // mean_rows.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k2_dr = 0; _k2_dr < min_i64((C + 511) / 512 - (_k2_db * 2 + 1), 1); ++_k2_dr) {  // mean_rows.pto:3:12
+                TileT3B1 t3_b1(min_i64(R - _g0 * 4, 4), min_i64(C - (_k2_db * 2 + 1 + _k2_dr) * 512, 512));  // mean_rows.pto:3:12
+                TASSIGN(t3_b1, 12416);  // mean_rows.pto:3:12
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mean_rows.pto:3:12
+                GmView1 xGm1(x + _g0 * 4 * C + (_k2_db * 2 + 1 + _k2_dr) * 512, GmView1::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView1::Stride(C));  // mean_rows.pto:3:12
+                TLOAD(t3_b1, xGm1);  // mean_rows.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT4B1 t4_b1(min_i64(R - _g0 * 4, 4), min_i64(C - (_k2_db * 2 + 1 + _k2_dr) * 512, 512));  // mean_rows.pto:3:12
+                TASSIGN(t4_b1, 16512);  // mean_rows.pto:3:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t4_b1, t3_b1, RoundMode::CAST_RINT);  // mean_rows.pto:3:12
+                TileT5B1 t5_b1(min_i64(R - _g0 * 4, 4));  // mean_rows.pto:3:12
+                TASSIGN(t5_b1, 12416);  // mean_rows.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp1;  // mean_rows.pto:3:12
+                TASSIGN(tmp1, 24704);  // mean_rows.pto:3:12
+                TROWSUM(t5_b1, t4_b1, tmp1);  // mean_rows.pto:3:12
+                pipe_barrier(PIPE_V);
+                TADD(t1Tile, t1Tile, t5_b1);  // mean_rows.pto:3:12
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -85,9 +113,9 @@ extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:12
-        GmView1 t1Gm1(t1 + _g0 * 4, GmView1::Shape(t6.GetValidRow()));  // mean_rows.pto:3:12
-        TSTORE(t1Gm1, t6);  // mean_rows.pto:3:12
+        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:12
+        GmView2 t1Gm2(t1 + _g0 * 4, GmView2::Shape(t6.GetValidRow()));  // mean_rows.pto:3:12
+        TSTORE(t1Gm2, t6);  // mean_rows.pto:3:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void mean_rows_f32_k0p1(__gm__ float* x, __gm__ float* t1, __gm__ float* t0, __gm__ float* y, int64_t R, int64_t C, int64_t block_index, int64_t block_count)
 #else
@@ -30,22 +35,39 @@ extern "C" __global__ AICORE void mean_rows_f32_k0p1(__gm__ float* x, __gm__ flo
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT6 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g5 = block_index * ceil_div((R + 511) / 512, block_count); _g5 < block_index * ceil_div((R + 511) / 512, block_count) + min_i64(ceil_div((R + 511) / 512, block_count), (R + 511) / 512 - block_index * ceil_div((R + 511) / 512, block_count)); ++_g5) {  // mean_rows.pto:3:5
-        TileT6 t6(min_i64(R - _g5 * 512, 512));  // mean_rows.pto:3:5
-        TASSIGN(t6, 0);  // mean_rows.pto:3:5
+    for (int64_t _g5_db = 0; _g5_db < (max_i64(min_i64(ceil_div((R + 511) / 512, block_count), (R + 511) / 512 - block_index * ceil_div((R + 511) / 512, block_count)), 0) + 1) / 2; ++_g5_db) {  // mean_rows.pto:3:5
+        TileT6B0 t6_b0(min_i64(R - (block_index * ceil_div((R + 511) / 512, block_count) + _g5_db * 2) * 512, 512));  // mean_rows.pto:3:5
+        TASSIGN(t6_b0, 0);  // mean_rows.pto:3:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:5
-        GmView0 t0Gm0(t0 + _g5 * 512, GmView0::Shape(t6.GetValidCol()));  // mean_rows.pto:3:5
-        TLOAD(t6, t0Gm0);  // mean_rows.pto:3:5
+        GmView0 t0Gm0(t0 + (block_index * ceil_div((R + 511) / 512, block_count) + _g5_db * 2) * 512, GmView0::Shape(t6_b0.GetValidCol()));  // mean_rows.pto:3:5
+        TLOAD(t6_b0, t0Gm0);  // mean_rows.pto:3:5
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:5
-        GmView1 yGm1(y + _g5 * 512, GmView1::Shape(t6.GetValidCol()));  // mean_rows.pto:3:5
-        TSTORE(yGm1, t6);  // mean_rows.pto:3:5
+        GmView1 yGm1(y + (block_index * ceil_div((R + 511) / 512, block_count) + _g5_db * 2) * 512, GmView1::Shape(t6_b0.GetValidCol()));  // mean_rows.pto:3:5
+        TSTORE(yGm1, t6_b0);  // mean_rows.pto:3:5
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g5_dr = 0; _g5_dr < min_i64(max_i64(min_i64(ceil_div((R + 511) / 512, block_count), (R + 511) / 512 - block_index * ceil_div((R + 511) / 512, block_count)), 0) - (_g5_db * 2 + 1), 1); ++_g5_dr) {  // mean_rows.pto:3:5
+            TileT6B1 t6_b1(min_i64(R - (block_index * ceil_div((R + 511) / 512, block_count) + (_g5_db * 2 + 1 + _g5_dr)) * 512, 512));  // mean_rows.pto:3:5
+            TASSIGN(t6_b1, 2048);  // mean_rows.pto:3:5
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:5
+            GmView2 t0Gm2(t0 + (block_index * ceil_div((R + 511) / 512, block_count) + (_g5_db * 2 + 1 + _g5_dr)) * 512, GmView2::Shape(t6_b1.GetValidCol()));  // mean_rows.pto:3:5
+            TLOAD(t6_b1, t0Gm2);  // mean_rows.pto:3:5
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:5
+            GmView3 yGm3(y + (block_index * ceil_div((R + 511) / 512, block_count) + (_g5_db * 2 + 1 + _g5_dr)) * 512, GmView3::Shape(t6_b1.GetValidCol()));  // mean_rows.pto:3:5
+            TSTORE(yGm3, t6_b1);  // mean_rows.pto:3:5
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

@@ -10,6 +10,12 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+AICORE static inline constexpr int64_t floor_mod(int64_t a, int64_t b)
+{
+    const int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
@@ -35,39 +41,60 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k1(__gm__ float* t0, __gm__ float
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT18 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT19B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT19B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g14 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g14 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g14) {  // mha_sdpa.pto:5:9
-        for (int64_t _g15 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g15 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g15) {  // mha_sdpa.pto:5:9
-            for (int64_t _g16 = 0; _g16 < (S + 15) / 16; ++_g16) {  // mha_sdpa.pto:5:9
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g17 = 0; _g17 < (L + 127) / 128; ++_g17) {  // mha_sdpa.pto:5:9
-                    pipe_barrier(PIPE_V);
-                    TileT18 t18(min_i64(S - _g16 * 16, 16), min_i64(L - _g17 * 128, 128));  // mha_sdpa.pto:5:9
-                    TASSIGN(t18, 0);  // mha_sdpa.pto:5:9
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                    GmView0 t0Gm0(t0 + _g14 * (L * S * H) + _g15 * (L * S) + _g16 * 16 * L + _g17 * 128, GmView0::Shape(min_i64(S - _g16 * 16, 16), min_i64(L - _g17 * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
-                    TLOAD(t18, t0Gm0);  // mha_sdpa.pto:5:9
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT19 t19(min_i64(S - _g16 * 16, 16), min_i64(L - _g17 * 128, 128));  // mha_sdpa.pto:5:9
-                    TASSIGN(t19, 8192);  // mha_sdpa.pto:5:9
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TMULS(t19, t18, scale);  // mha_sdpa.pto:5:9
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                    GmView1 sGm1(s + _g14 * (L * S * H) + _g15 * (L * S) + _g16 * 16 * L + _g17 * 128, GmView1::Shape(min_i64(S - _g16 * 16, 16), min_i64(L - _g17 * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
-                    TSTORE(sGm1, t19);  // mha_sdpa.pto:5:9
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            }
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g17_f_db = 0; _g17_f_db < (max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * ((S + 15) / 16) * ((L + 127) / 128) + 1) / 2; ++_g17_f_db) {  // mha_sdpa.pto:5:9
+        pipe_barrier(PIPE_V);
+        TileT18B0 t18_b0(min_i64(S - floor_mod(_g17_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:5:9
+        TASSIGN(t18_b0, 0);  // mha_sdpa.pto:5:9
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
+        GmView0 t0Gm0(t0 + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + _g17_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod(_g17_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod(_g17_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, GmView0::Shape(min_i64(S - floor_mod(_g17_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
+        TLOAD(t18_b0, t0Gm0);  // mha_sdpa.pto:5:9
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT19B0 t19_b0(min_i64(S - floor_mod(_g17_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:5:9
+        TASSIGN(t19_b0, 8192);  // mha_sdpa.pto:5:9
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMULS(t19_b0, t18_b0, scale);  // mha_sdpa.pto:5:9
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
+        GmView1 sGm1(s + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + _g17_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod(_g17_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod(_g17_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, GmView1::Shape(min_i64(S - floor_mod(_g17_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
+        TSTORE(sGm1, t19_b0);  // mha_sdpa.pto:5:9
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g17_f_dr = 0; _g17_f_dr < min_i64(max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * ((S + 15) / 16) * ((L + 127) / 128) - (_g17_f_db * 2 + 1), 1); ++_g17_f_dr) {  // mha_sdpa.pto:5:9
+            TileT18B1 t18_b1(min_i64(S - floor_mod((_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:5:9
+            TASSIGN(t18_b1, 16384);  // mha_sdpa.pto:5:9
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
+            GmView2 t0Gm2(t0 + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + (_g17_f_db * 2 + 1 + _g17_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod((_g17_f_db * 2 + 1 + _g17_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod((_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, GmView2::Shape(min_i64(S - floor_mod((_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
+            TLOAD(t18_b1, t0Gm2);  // mha_sdpa.pto:5:9
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT19B1 t19_b1(min_i64(S - floor_mod((_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:5:9
+            TASSIGN(t19_b1, 24576);  // mha_sdpa.pto:5:9
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TMULS(t19_b1, t18_b1, scale);  // mha_sdpa.pto:5:9
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
+            GmView3 sGm3(s + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + (_g17_f_db * 2 + 1 + _g17_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod((_g17_f_db * 2 + 1 + _g17_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod((_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, GmView3::Shape(min_i64(S - floor_mod((_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
+            TSTORE(sGm3, t19_b1);  // mha_sdpa.pto:5:9
         }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

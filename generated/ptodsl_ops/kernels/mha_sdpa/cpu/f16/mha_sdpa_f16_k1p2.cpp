@@ -10,6 +10,12 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+AICORE static inline constexpr int64_t floor_mod(int64_t a, int64_t b)
+{
+    const int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
@@ -35,39 +41,60 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k1p2(__gm__ float* t0, __gm__ flo
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT39 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT40 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT40B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT40B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g35 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g35 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g35) {  // mha_sdpa.pto:6:9
-        for (int64_t _g36 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g36 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g36) {  // mha_sdpa.pto:6:9
-            for (int64_t _g37 = 0; _g37 < (S + 15) / 16; ++_g37) {  // mha_sdpa.pto:6:9
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g38 = 0; _g38 < (L + 127) / 128; ++_g38) {  // mha_sdpa.pto:6:9
-                    pipe_barrier(PIPE_V);
-                    TileT39 t39(min_i64(S - _g37 * 16, 16), min_i64(L - _g38 * 128, 128));  // mha_sdpa.pto:6:9
-                    TASSIGN(t39, 0);  // mha_sdpa.pto:6:9
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:9
-                    GmView0 t1Gm0(t1 + _g35 * (L * S * H) + _g36 * (L * S) + _g37 * 16 * L + _g38 * 128, GmView0::Shape(min_i64(S - _g37 * 16, 16), min_i64(L - _g38 * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:9
-                    TLOAD(t39, t1Gm0);  // mha_sdpa.pto:6:9
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT40 t40(min_i64(S - _g37 * 16, 16), min_i64(L - _g38 * 128, 128));  // mha_sdpa.pto:6:9
-                    TASSIGN(t40, 8192);  // mha_sdpa.pto:6:9
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TEXP(t40, t39);  // mha_sdpa.pto:6:9
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:9
-                    GmView1 eGm1(e + _g35 * (L * S * H) + _g36 * (L * S) + _g37 * 16 * L + _g38 * 128, GmView1::Shape(min_i64(S - _g37 * 16, 16), min_i64(L - _g38 * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:9
-                    TSTORE(eGm1, t40);  // mha_sdpa.pto:6:9
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            }
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g38_f_db = 0; _g38_f_db < (max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * ((S + 15) / 16) * ((L + 127) / 128) + 1) / 2; ++_g38_f_db) {  // mha_sdpa.pto:6:9
+        pipe_barrier(PIPE_V);
+        TileT39B0 t39_b0(min_i64(S - floor_mod(_g38_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g38_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:6:9
+        TASSIGN(t39_b0, 0);  // mha_sdpa.pto:6:9
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:9
+        GmView0 t1Gm0(t1 + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + _g38_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod(_g38_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod(_g38_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + _g38_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, GmView0::Shape(min_i64(S - floor_mod(_g38_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g38_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:9
+        TLOAD(t39_b0, t1Gm0);  // mha_sdpa.pto:6:9
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT40B0 t40_b0(min_i64(S - floor_mod(_g38_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g38_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:6:9
+        TASSIGN(t40_b0, 8192);  // mha_sdpa.pto:6:9
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TEXP(t40_b0, t39_b0);  // mha_sdpa.pto:6:9
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:9
+        GmView1 eGm1(e + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + _g38_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod(_g38_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod(_g38_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + _g38_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, GmView1::Shape(min_i64(S - floor_mod(_g38_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g38_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:9
+        TSTORE(eGm1, t40_b0);  // mha_sdpa.pto:6:9
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g38_f_dr = 0; _g38_f_dr < min_i64(max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * ((S + 15) / 16) * ((L + 127) / 128) - (_g38_f_db * 2 + 1), 1); ++_g38_f_dr) {  // mha_sdpa.pto:6:9
+            TileT39B1 t39_b1(min_i64(S - floor_mod((_g38_f_db * 2 + 1 + _g38_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g38_f_db * 2 + 1 + _g38_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:6:9
+            TASSIGN(t39_b1, 16384);  // mha_sdpa.pto:6:9
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:9
+            GmView2 t1Gm2(t1 + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + (_g38_f_db * 2 + 1 + _g38_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod((_g38_f_db * 2 + 1 + _g38_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod((_g38_f_db * 2 + 1 + _g38_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + (_g38_f_db * 2 + 1 + _g38_f_dr) % max_i64((L + 127) / 128, 1) * 128, GmView2::Shape(min_i64(S - floor_mod((_g38_f_db * 2 + 1 + _g38_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g38_f_db * 2 + 1 + _g38_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:9
+            TLOAD(t39_b1, t1Gm2);  // mha_sdpa.pto:6:9
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT40B1 t40_b1(min_i64(S - floor_mod((_g38_f_db * 2 + 1 + _g38_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g38_f_db * 2 + 1 + _g38_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:6:9
+            TASSIGN(t40_b1, 24576);  // mha_sdpa.pto:6:9
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TEXP(t40_b1, t39_b1);  // mha_sdpa.pto:6:9
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:9
+            GmView3 eGm3(e + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + (_g38_f_db * 2 + 1 + _g38_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod((_g38_f_db * 2 + 1 + _g38_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod((_g38_f_db * 2 + 1 + _g38_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + (_g38_f_db * 2 + 1 + _g38_f_dr) % max_i64((L + 127) / 128, 1) * 128, GmView3::Shape(min_i64(S - floor_mod((_g38_f_db * 2 + 1 + _g38_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g38_f_db * 2 + 1 + _g38_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:9
+            TSTORE(eGm3, t40_b1);  // mha_sdpa.pto:6:9
         }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

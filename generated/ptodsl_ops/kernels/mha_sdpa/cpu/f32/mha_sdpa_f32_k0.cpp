@@ -40,10 +40,14 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float*
     using TileT4 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT6 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Mat, float, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT13 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B0 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Mat, float, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT13B0 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B1 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Mat, float, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT13B1 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
 
     for (int64_t _b0 = floor_div(block_index * ceil_div(B * H, block_count), max_i64(H, 1)); _b0 < ceil_div(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)), max_i64(H, 1)); ++_b0) {  // mha_sdpa.pto:5:9
         for (int64_t _b1 = max_i64(block_index * ceil_div(B * H, block_count) - _b0 * max_i64(H, 1), 0); _b1 < min_i64(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)) - _b0 * max_i64(H, 1), H); ++_b1) {  // mha_sdpa.pto:5:9
@@ -92,48 +96,83 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float*
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k9 = 1; _k9 < (D + 31) / 32; ++_k9) {  // mha_sdpa.pto:5:9
-                        TileT10 t10(min_i64(S - _g2 * 32, 32), min_i64(D - _k9 * 32, 32));  // mha_sdpa.pto:5:9
-                        TASSIGN(t10, 0);  // mha_sdpa.pto:5:9
+                    for (int64_t _k9_db = 0; _k9_db < (max_i64((D + 31) / 32 - 1, 0) + 1) / 2; ++_k9_db) {  // mha_sdpa.pto:5:9
+                        TileT10B0 t10_b0(min_i64(S - _g2 * 32, 32), min_i64(D - (1 + _k9_db * 2) * 32, 32));  // mha_sdpa.pto:5:9
+                        TASSIGN(t10_b0, 0);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                        GmView2 qGm2(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + _k9 * 32, GmView2::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - _k9 * 32, 32)), GmView2::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
-                        TLOAD(t10, qGm2);  // mha_sdpa.pto:5:9
+                        GmView2 qGm2(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + (1 + _k9_db * 2) * 32, GmView2::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - (1 + _k9_db * 2) * 32, 32)), GmView2::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                        TLOAD(t10_b0, qGm2);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT11 t11(min_i64(S - _g2 * 32, 32), min_i64(D - _k9 * 32, 32));  // mha_sdpa.pto:5:9
-                        TASSIGN(t11, 0);  // mha_sdpa.pto:5:9
+                        TileT11B0 t11_b0(min_i64(S - _g2 * 32, 32), min_i64(D - (1 + _k9_db * 2) * 32, 32));  // mha_sdpa.pto:5:9
+                        TASSIGN(t11_b0, 0);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t11, t10);  // mha_sdpa.pto:5:9
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        TileT12 t12(min_i64(D - _k9 * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                        TASSIGN(t12, 0);  // mha_sdpa.pto:5:9
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
-                        GmView3 kGm3(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + _k9 * 32, GmView3::Shape(min_i64(D - _k9 * 32, 32), min_i64(L - _g3 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
-                        TLOAD(t12, kGm3);  // mha_sdpa.pto:5:9
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT13 t13(min_i64(D - _k9 * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                        TASSIGN(t13, 4096);  // mha_sdpa.pto:5:9
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t13, t12);  // mha_sdpa.pto:5:9
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t11_b0, t10_b0);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT12B0 t12_b0(min_i64(D - (1 + _k9_db * 2) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                        TASSIGN(t12_b0, 4096);  // mha_sdpa.pto:5:9
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
+                        GmView3 kGm3(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + (1 + _k9_db * 2) * 32, GmView3::Shape(min_i64(D - (1 + _k9_db * 2) * 32, 32), min_i64(L - _g3 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                        TLOAD(t12_b0, kGm3);  // mha_sdpa.pto:5:9
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT13B0 t13_b0(min_i64(D - (1 + _k9_db * 2) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                        TASSIGN(t13_b0, 4096);  // mha_sdpa.pto:5:9
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t13_b0, t12_b0);  // mha_sdpa.pto:5:9
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t4, t4, t11, t13);  // mha_sdpa.pto:5:9
+                        TMATMUL_ACC(t4, t4, t11_b0, t13_b0);  // mha_sdpa.pto:5:9
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((D + 31) / 32 - 1, 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // mha_sdpa.pto:5:9
+                            TileT10B1 t10_b1(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // mha_sdpa.pto:5:9
+                            TASSIGN(t10_b1, 8192);  // mha_sdpa.pto:5:9
+                            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
+                            GmView4 qGm4(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + (_k9_db * 2 + _k9_dr + 2) * 32, GmView4::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 2 + _k9_dr + 2) * 32, 32)), GmView4::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                            TLOAD(t10_b1, qGm4);  // mha_sdpa.pto:5:9
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT11B1 t11_b1(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // mha_sdpa.pto:5:9
+                            TASSIGN(t11_b1, 4096);  // mha_sdpa.pto:5:9
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t11_b1, t10_b1);  // mha_sdpa.pto:5:9
+                            TileT12B1 t12_b1(min_i64(D - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                            TASSIGN(t12_b1, 12288);  // mha_sdpa.pto:5:9
+                            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
+                            GmView5 kGm5(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + (_k9_db * 2 + _k9_dr + 2) * 32, GmView5::Shape(min_i64(D - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(L - _g3 * 32, 32)), GmView5::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                            TLOAD(t12_b1, kGm5);  // mha_sdpa.pto:5:9
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT13B1 t13_b1(min_i64(D - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                            TASSIGN(t13_b1, 8192);  // mha_sdpa.pto:5:9
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t13_b1, t12_b1);  // mha_sdpa.pto:5:9
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t4, t4, t11_b1, t13_b1);  // mha_sdpa.pto:5:9
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                    GmView4 t0Gm4(t0 + _b0 * (L * S * H) + _b1 * (L * S) + _g2 * 32 * L + _g3 * 32, GmView4::Shape(min_i64(S - _g2 * 32, 32), min_i64(L - _g3 * 32, 32)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
-                    TSTORE(t0Gm4, t4);  // mha_sdpa.pto:5:9
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
+                    GmView6 t0Gm6(t0 + _b0 * (L * S * H) + _b1 * (L * S) + _g2 * 32 * L + _g3 * 32, GmView6::Shape(min_i64(S - _g2 * 32, 32), min_i64(L - _g3 * 32, 32)), GmView6::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
+                    TSTORE(t0Gm6, t4);  // mha_sdpa.pto:5:9
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -36,15 +36,21 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1p1(__gm__ float* t0, __gm__ flo
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT23 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT25 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT31 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT34 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT26B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT25B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT26B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT31B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT34B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT31B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT34B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g20 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g20 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g20) {  // mha_sdpa.pto:6:17
         for (int64_t _g21 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g21 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g21) {  // mha_sdpa.pto:6:17
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g22 = 0; _g22 < (S + 15) / 16; ++_g22) {  // mha_sdpa.pto:6:17
@@ -52,66 +58,126 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1p1(__gm__ float* t0, __gm__ flo
                 TileT23 t23(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:17
                 TASSIGN(t23, 0);  // mha_sdpa.pto:6:17
                 TEXPANDS(t23, -__builtin_inff());  // mha_sdpa.pto:6:17
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k24 = 0; _k24 < (L + 127) / 128; ++_k24) {  // mha_sdpa.pto:6:17
+                for (int64_t _k24_db = 0; _k24_db < ((L + 127) / 128 + 1) / 2; ++_k24_db) {  // mha_sdpa.pto:6:17
                     pipe_barrier(PIPE_V);
-                    TileT25 t25(min_i64(S - _g22 * 16, 16), min_i64(L - _k24 * 128, 128));  // mha_sdpa.pto:6:17
-                    TASSIGN(t25, 512);  // mha_sdpa.pto:6:17
+                    TileT25B0 t25_b0(min_i64(S - _g22 * 16, 16), min_i64(L - _k24_db * 2 * 128, 128));  // mha_sdpa.pto:6:17
+                    TASSIGN(t25_b0, 512);  // mha_sdpa.pto:6:17
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:17
-                    GmView0 sGm0(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _k24 * 128, GmView0::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _k24 * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:17
-                    TLOAD(t25, sGm0);  // mha_sdpa.pto:6:17
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT26 t26(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:17
-                    TASSIGN(t26, 8704);  // mha_sdpa.pto:6:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    GmView0 sGm0(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _k24_db * 2 * 128, GmView0::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _k24_db * 2 * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:17
+                    TLOAD(t25_b0, sGm0);  // mha_sdpa.pto:6:17
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT26B0 t26_b0(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:17
+                    TASSIGN(t26_b0, 8704);  // mha_sdpa.pto:6:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp0 tmp0;  // mha_sdpa.pto:6:17
-                    TASSIGN(tmp0, 16896);  // mha_sdpa.pto:6:17
-                    TROWMAX(t26, t25, tmp0);  // mha_sdpa.pto:6:17
+                    TASSIGN(tmp0, 33280);  // mha_sdpa.pto:6:17
+                    TROWMAX(t26_b0, t25_b0, tmp0);  // mha_sdpa.pto:6:17
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    TMAX(t23, t23, t26);  // mha_sdpa.pto:6:17
+                    TMAX(t23, t23, t26_b0);  // mha_sdpa.pto:6:17
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    pipe_barrier(PIPE_V);
+                    for (int64_t _k24_dr = 0; _k24_dr < min_i64((L + 127) / 128 - (_k24_db * 2 + 1), 1); ++_k24_dr) {  // mha_sdpa.pto:6:17
+                        TileT25B1 t25_b1(min_i64(S - _g22 * 16, 16), min_i64(L - (_k24_db * 2 + 1 + _k24_dr) * 128, 128));  // mha_sdpa.pto:6:17
+                        TASSIGN(t25_b1, 9216);  // mha_sdpa.pto:6:17
+                        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:17
+                        GmView1 sGm1(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + (_k24_db * 2 + 1 + _k24_dr) * 128, GmView1::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - (_k24_db * 2 + 1 + _k24_dr) * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:17
+                        TLOAD(t25_b1, sGm1);  // mha_sdpa.pto:6:17
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileT26B1 t26_b1(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:17
+                        TASSIGN(t26_b1, 17408);  // mha_sdpa.pto:6:17
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileTmp0 tmp1;  // mha_sdpa.pto:6:17
+                        TASSIGN(tmp1, 33280);  // mha_sdpa.pto:6:17
+                        TROWMAX(t26_b1, t25_b1, tmp1);  // mha_sdpa.pto:6:17
+                        pipe_barrier(PIPE_V);
+                        TMAX(t23, t23, t26_b1);  // mha_sdpa.pto:6:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g30 = 0; _g30 < (L + 127) / 128; ++_g30) {  // mha_sdpa.pto:6:13
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                for (int64_t _g30_db = 0; _g30_db < ((L + 127) / 128 + 1) / 2; ++_g30_db) {  // mha_sdpa.pto:6:13
                     pipe_barrier(PIPE_V);
-                    TileT31 t31(min_i64(S - _g22 * 16, 16), min_i64(L - _g30 * 128, 128));  // mha_sdpa.pto:6:13
-                    TASSIGN(t31, 512);  // mha_sdpa.pto:6:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
-                    GmView1 sGm1(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30 * 128, GmView1::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _g30 * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
-                    TLOAD(t31, sGm1);  // mha_sdpa.pto:6:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT34 t34(min_i64(S - _g22 * 16, 16), min_i64(L - _g30 * 128, 128));  // mha_sdpa.pto:6:13
-                    TASSIGN(t34, 8704);  // mha_sdpa.pto:6:13
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileTmp1 tmp1(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:13
-                    TASSIGN(tmp1, 16896);  // mha_sdpa.pto:6:13
-                    TROWEXPAND(tmp1, t23);  // mha_sdpa.pto:6:13
-                    pipe_barrier(PIPE_V);  // mha_sdpa.pto:6:13
-                    TROWEXPANDSUB(t34, t31, tmp1);  // mha_sdpa.pto:6:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    TileT31B0 t31_b0(min_i64(S - _g22 * 16, 16), min_i64(L - _g30_db * 2 * 128, 128));  // mha_sdpa.pto:6:13
+                    TASSIGN(t31_b0, 512);  // mha_sdpa.pto:6:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
-                    GmView2 t1Gm2(t1 + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30 * 128, GmView2::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _g30 * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
-                    TSTORE(t1Gm2, t34);  // mha_sdpa.pto:6:13
+                    GmView2 sGm2(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30_db * 2 * 128, GmView2::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _g30_db * 2 * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
+                    TLOAD(t31_b0, sGm2);  // mha_sdpa.pto:6:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT34B0 t34_b0(min_i64(S - _g22 * 16, 16), min_i64(L - _g30_db * 2 * 128, 128));  // mha_sdpa.pto:6:13
+                    TASSIGN(t34_b0, 8704);  // mha_sdpa.pto:6:13
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp2(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:13
+                    TASSIGN(tmp2, 33280);  // mha_sdpa.pto:6:13
+                    TROWEXPAND(tmp2, t23);  // mha_sdpa.pto:6:13
+                    pipe_barrier(PIPE_V);  // mha_sdpa.pto:6:13
+                    TROWEXPANDSUB(t34_b0, t31_b0, tmp2);  // mha_sdpa.pto:6:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
+                    GmView3 t1Gm3(t1 + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30_db * 2 * 128, GmView3::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _g30_db * 2 * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
+                    TSTORE(t1Gm3, t34_b0);  // mha_sdpa.pto:6:13
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    for (int64_t _g30_dr = 0; _g30_dr < min_i64((L + 127) / 128 - (_g30_db * 2 + 1), 1); ++_g30_dr) {  // mha_sdpa.pto:6:13
+                        TileT31B1 t31_b1(min_i64(S - _g22 * 16, 16), min_i64(L - (_g30_db * 2 + 1 + _g30_dr) * 128, 128));  // mha_sdpa.pto:6:13
+                        TASSIGN(t31_b1, 16896);  // mha_sdpa.pto:6:13
+                        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
+                        GmView4 sGm4(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + (_g30_db * 2 + 1 + _g30_dr) * 128, GmView4::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - (_g30_db * 2 + 1 + _g30_dr) * 128, 128)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
+                        TLOAD(t31_b1, sGm4);  // mha_sdpa.pto:6:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileT34B1 t34_b1(min_i64(S - _g22 * 16, 16), min_i64(L - (_g30_db * 2 + 1 + _g30_dr) * 128, 128));  // mha_sdpa.pto:6:13
+                        TASSIGN(t34_b1, 25088);  // mha_sdpa.pto:6:13
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp1 tmp3(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:13
+                        TASSIGN(tmp3, 33280);  // mha_sdpa.pto:6:13
+                        TROWEXPAND(tmp3, t23);  // mha_sdpa.pto:6:13
+                        pipe_barrier(PIPE_V);  // mha_sdpa.pto:6:13
+                        TROWEXPANDSUB(t34_b1, t31_b1, tmp3);  // mha_sdpa.pto:6:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
+                        GmView5 t1Gm5(t1 + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + (_g30_db * 2 + 1 + _g30_dr) * 128, GmView5::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - (_g30_db * 2 + 1 + _g30_dr) * 128, 128)), GmView5::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
+                        TSTORE(t1Gm5, t34_b1);  // mha_sdpa.pto:6:13
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             }
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }

@@ -36,15 +36,21 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1p3(__gm__ float* t0, __gm__ flo
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT44 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT46 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT52 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT46B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT47B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT46B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT47B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT52B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT55B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT52B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT55B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g41 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g41 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g41) {  // mha_sdpa.pto:7:13
         for (int64_t _g42 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g42 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g42) {  // mha_sdpa.pto:7:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g43 = 0; _g43 < (S + 15) / 16; ++_g43) {  // mha_sdpa.pto:7:13
@@ -52,66 +58,126 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1p3(__gm__ float* t0, __gm__ flo
                 TileT44 t44(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:13
                 TASSIGN(t44, 0);  // mha_sdpa.pto:7:13
                 TEXPANDS(t44, 0.0f);  // mha_sdpa.pto:7:13
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k45 = 0; _k45 < (L + 127) / 128; ++_k45) {  // mha_sdpa.pto:7:13
+                for (int64_t _k45_db = 0; _k45_db < ((L + 127) / 128 + 1) / 2; ++_k45_db) {  // mha_sdpa.pto:7:13
                     pipe_barrier(PIPE_V);
-                    TileT46 t46(min_i64(S - _g43 * 16, 16), min_i64(L - _k45 * 128, 128));  // mha_sdpa.pto:7:13
-                    TASSIGN(t46, 512);  // mha_sdpa.pto:7:13
+                    TileT46B0 t46_b0(min_i64(S - _g43 * 16, 16), min_i64(L - _k45_db * 2 * 128, 128));  // mha_sdpa.pto:7:13
+                    TASSIGN(t46_b0, 512);  // mha_sdpa.pto:7:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:13
-                    GmView0 eGm0(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _k45 * 128, GmView0::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _k45 * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:13
-                    TLOAD(t46, eGm0);  // mha_sdpa.pto:7:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT47 t47(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:13
-                    TASSIGN(t47, 8704);  // mha_sdpa.pto:7:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    GmView0 eGm0(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _k45_db * 2 * 128, GmView0::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _k45_db * 2 * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:13
+                    TLOAD(t46_b0, eGm0);  // mha_sdpa.pto:7:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT47B0 t47_b0(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:13
+                    TASSIGN(t47_b0, 8704);  // mha_sdpa.pto:7:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp0 tmp0;  // mha_sdpa.pto:7:13
-                    TASSIGN(tmp0, 16896);  // mha_sdpa.pto:7:13
-                    TROWSUM(t47, t46, tmp0);  // mha_sdpa.pto:7:13
+                    TASSIGN(tmp0, 33280);  // mha_sdpa.pto:7:13
+                    TROWSUM(t47_b0, t46_b0, tmp0);  // mha_sdpa.pto:7:13
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    TADD(t44, t44, t47);  // mha_sdpa.pto:7:13
+                    TADD(t44, t44, t47_b0);  // mha_sdpa.pto:7:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    pipe_barrier(PIPE_V);
+                    for (int64_t _k45_dr = 0; _k45_dr < min_i64((L + 127) / 128 - (_k45_db * 2 + 1), 1); ++_k45_dr) {  // mha_sdpa.pto:7:13
+                        TileT46B1 t46_b1(min_i64(S - _g43 * 16, 16), min_i64(L - (_k45_db * 2 + 1 + _k45_dr) * 128, 128));  // mha_sdpa.pto:7:13
+                        TASSIGN(t46_b1, 9216);  // mha_sdpa.pto:7:13
+                        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:13
+                        GmView1 eGm1(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + (_k45_db * 2 + 1 + _k45_dr) * 128, GmView1::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - (_k45_db * 2 + 1 + _k45_dr) * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:13
+                        TLOAD(t46_b1, eGm1);  // mha_sdpa.pto:7:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileT47B1 t47_b1(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:13
+                        TASSIGN(t47_b1, 17408);  // mha_sdpa.pto:7:13
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileTmp0 tmp1;  // mha_sdpa.pto:7:13
+                        TASSIGN(tmp1, 33280);  // mha_sdpa.pto:7:13
+                        TROWSUM(t47_b1, t46_b1, tmp1);  // mha_sdpa.pto:7:13
+                        pipe_barrier(PIPE_V);
+                        TADD(t44, t44, t47_b1);  // mha_sdpa.pto:7:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g51 = 0; _g51 < (L + 127) / 128; ++_g51) {  // mha_sdpa.pto:7:9
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                for (int64_t _g51_db = 0; _g51_db < ((L + 127) / 128 + 1) / 2; ++_g51_db) {  // mha_sdpa.pto:7:9
                     pipe_barrier(PIPE_V);
-                    TileT52 t52(min_i64(S - _g43 * 16, 16), min_i64(L - _g51 * 128, 128));  // mha_sdpa.pto:7:9
-                    TASSIGN(t52, 512);  // mha_sdpa.pto:7:9
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
-                    GmView1 eGm1(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51 * 128, GmView1::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _g51 * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
-                    TLOAD(t52, eGm1);  // mha_sdpa.pto:7:9
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT55 t55(min_i64(S - _g43 * 16, 16), min_i64(L - _g51 * 128, 128));  // mha_sdpa.pto:7:9
-                    TASSIGN(t55, 8704);  // mha_sdpa.pto:7:9
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileTmp1 tmp1(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:9
-                    TASSIGN(tmp1, 16896);  // mha_sdpa.pto:7:9
-                    TROWEXPAND(tmp1, t44);  // mha_sdpa.pto:7:9
-                    pipe_barrier(PIPE_V);  // mha_sdpa.pto:7:9
-                    TROWEXPANDDIV(t55, t52, tmp1);  // mha_sdpa.pto:7:9
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    TileT52B0 t52_b0(min_i64(S - _g43 * 16, 16), min_i64(L - _g51_db * 2 * 128, 128));  // mha_sdpa.pto:7:9
+                    TASSIGN(t52_b0, 512);  // mha_sdpa.pto:7:9
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
-                    GmView2 pGm2(p + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51 * 128, GmView2::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _g51 * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
-                    TSTORE(pGm2, t55);  // mha_sdpa.pto:7:9
+                    GmView2 eGm2(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51_db * 2 * 128, GmView2::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _g51_db * 2 * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
+                    TLOAD(t52_b0, eGm2);  // mha_sdpa.pto:7:9
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT55B0 t55_b0(min_i64(S - _g43 * 16, 16), min_i64(L - _g51_db * 2 * 128, 128));  // mha_sdpa.pto:7:9
+                    TASSIGN(t55_b0, 8704);  // mha_sdpa.pto:7:9
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp2(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:9
+                    TASSIGN(tmp2, 33280);  // mha_sdpa.pto:7:9
+                    TROWEXPAND(tmp2, t44);  // mha_sdpa.pto:7:9
+                    pipe_barrier(PIPE_V);  // mha_sdpa.pto:7:9
+                    TROWEXPANDDIV(t55_b0, t52_b0, tmp2);  // mha_sdpa.pto:7:9
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
+                    GmView3 pGm3(p + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51_db * 2 * 128, GmView3::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _g51_db * 2 * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
+                    TSTORE(pGm3, t55_b0);  // mha_sdpa.pto:7:9
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    for (int64_t _g51_dr = 0; _g51_dr < min_i64((L + 127) / 128 - (_g51_db * 2 + 1), 1); ++_g51_dr) {  // mha_sdpa.pto:7:9
+                        TileT52B1 t52_b1(min_i64(S - _g43 * 16, 16), min_i64(L - (_g51_db * 2 + 1 + _g51_dr) * 128, 128));  // mha_sdpa.pto:7:9
+                        TASSIGN(t52_b1, 16896);  // mha_sdpa.pto:7:9
+                        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
+                        GmView4 eGm4(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + (_g51_db * 2 + 1 + _g51_dr) * 128, GmView4::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - (_g51_db * 2 + 1 + _g51_dr) * 128, 128)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
+                        TLOAD(t52_b1, eGm4);  // mha_sdpa.pto:7:9
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileT55B1 t55_b1(min_i64(S - _g43 * 16, 16), min_i64(L - (_g51_db * 2 + 1 + _g51_dr) * 128, 128));  // mha_sdpa.pto:7:9
+                        TASSIGN(t55_b1, 25088);  // mha_sdpa.pto:7:9
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp1 tmp3(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:9
+                        TASSIGN(tmp3, 33280);  // mha_sdpa.pto:7:9
+                        TROWEXPAND(tmp3, t44);  // mha_sdpa.pto:7:9
+                        pipe_barrier(PIPE_V);  // mha_sdpa.pto:7:9
+                        TROWEXPANDDIV(t55_b1, t52_b1, tmp3);  // mha_sdpa.pto:7:9
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
+                        GmView5 pGm5(p + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + (_g51_db * 2 + 1 + _g51_dr) * 128, GmView5::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - (_g51_db * 2 + 1 + _g51_dr) * 128, 128)), GmView5::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
+                        TSTORE(pGm5, t55_b1);  // mha_sdpa.pto:7:9
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             }
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }

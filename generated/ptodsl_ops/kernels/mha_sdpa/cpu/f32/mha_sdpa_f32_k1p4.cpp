@@ -10,6 +10,12 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+AICORE static inline constexpr int64_t floor_mod(int64_t a, int64_t b)
+{
+    const int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
@@ -35,28 +41,39 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1p4(__gm__ float* t0, __gm__ flo
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT60 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT60B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT60B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g56 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g56 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g56) {  // mha_sdpa.pto:8:19
-        for (int64_t _g57 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g57 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g57) {  // mha_sdpa.pto:8:19
-            for (int64_t _g58 = 0; _g58 < (S + 15) / 16; ++_g58) {  // mha_sdpa.pto:8:19
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g59 = 0; _g59 < (L + 127) / 128; ++_g59) {  // mha_sdpa.pto:8:19
-                    TileT60 t60(min_i64(S - _g58 * 16, 16), min_i64(L - _g59 * 128, 128));  // mha_sdpa.pto:8:19
-                    TASSIGN(t60, 0);  // mha_sdpa.pto:8:19
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                    using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:19
-                    GmView0 pGm0(p + _g56 * (L * S * H) + _g57 * (L * S) + _g58 * 16 * L + _g59 * 128, GmView0::Shape(min_i64(S - _g58 * 16, 16), min_i64(L - _g59 * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:19
-                    TLOAD(t60, pGm0);  // mha_sdpa.pto:8:19
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:19
-                    GmView1 t5Gm1(t5 + _g56 * (L * S * H) + _g57 * (L * S) + _g58 * 16 * L + _g59 * 128, GmView1::Shape(min_i64(S - _g58 * 16, 16), min_i64(L - _g59 * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:19
-                    TSTORE(t5Gm1, t60);  // mha_sdpa.pto:8:19
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            }
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g59_f_db = 0; _g59_f_db < (max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * ((S + 15) / 16) * ((L + 127) / 128) + 1) / 2; ++_g59_f_db) {  // mha_sdpa.pto:8:19
+        TileT60B0 t60_b0(min_i64(S - floor_mod(_g59_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g59_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:8:19
+        TASSIGN(t60_b0, 0);  // mha_sdpa.pto:8:19
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:19
+        GmView0 pGm0(p + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + _g59_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod(_g59_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod(_g59_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + _g59_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, GmView0::Shape(min_i64(S - floor_mod(_g59_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g59_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:19
+        TLOAD(t60_b0, pGm0);  // mha_sdpa.pto:8:19
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:19
+        GmView1 t5Gm1(t5 + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + _g59_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod(_g59_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod(_g59_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + _g59_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, GmView1::Shape(min_i64(S - floor_mod(_g59_f_db * 2 / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - _g59_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:19
+        TSTORE(t5Gm1, t60_b0);  // mha_sdpa.pto:8:19
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g59_f_dr = 0; _g59_f_dr < min_i64(max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * ((S + 15) / 16) * ((L + 127) / 128) - (_g59_f_db * 2 + 1), 1); ++_g59_f_dr) {  // mha_sdpa.pto:8:19
+            TileT60B1 t60_b1(min_i64(S - floor_mod((_g59_f_db * 2 + 1 + _g59_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g59_f_db * 2 + 1 + _g59_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:8:19
+            TASSIGN(t60_b1, 8192);  // mha_sdpa.pto:8:19
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:19
+            GmView2 pGm2(p + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + (_g59_f_db * 2 + 1 + _g59_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod((_g59_f_db * 2 + 1 + _g59_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod((_g59_f_db * 2 + 1 + _g59_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + (_g59_f_db * 2 + 1 + _g59_f_dr) % max_i64((L + 127) / 128, 1) * 128, GmView2::Shape(min_i64(S - floor_mod((_g59_f_db * 2 + 1 + _g59_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g59_f_db * 2 + 1 + _g59_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:19
+            TLOAD(t60_b1, pGm2);  // mha_sdpa.pto:8:19
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:19
+            GmView3 t5Gm3(t5 + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + (_g59_f_db * 2 + 1 + _g59_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod((_g59_f_db * 2 + 1 + _g59_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (L * S) + floor_mod((_g59_f_db * 2 + 1 + _g59_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16 * L + (_g59_f_db * 2 + 1 + _g59_f_dr) % max_i64((L + 127) / 128, 1) * 128, GmView3::Shape(min_i64(S - floor_mod((_g59_f_db * 2 + 1 + _g59_f_dr) / max_i64((L + 127) / 128, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(L - (_g59_f_db * 2 + 1 + _g59_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:19
+            TSTORE(t5Gm3, t60_b1);  // mha_sdpa.pto:8:19
         }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

@@ -40,10 +40,14 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
     using TileT66 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
     using TileT67 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT68 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT72 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT73 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT74 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT75 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT72B0 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT73B0 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT74B0 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT75B0 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT72B1 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT73B1 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT74B1 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT75B1 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
 
     for (int64_t _b62 = floor_div(block_index * ceil_div(B * H, block_count), max_i64(H, 1)); _b62 < ceil_div(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)), max_i64(H, 1)); ++_b62) {  // mha_sdpa.pto:8:12
         for (int64_t _b63 = max_i64(block_index * ceil_div(B * H, block_count) - _b62 * max_i64(H, 1), 0); _b63 < min_i64(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)) - _b62 * max_i64(H, 1), H); ++_b63) {  // mha_sdpa.pto:8:12
@@ -92,48 +96,83 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k71 = 1; _k71 < (L + 31) / 32; ++_k71) {  // mha_sdpa.pto:8:12
-                        TileT72 t72(min_i64(S - _g64 * 32, 32), min_i64(L - _k71 * 32, 32));  // mha_sdpa.pto:8:12
-                        TASSIGN(t72, 0);  // mha_sdpa.pto:8:12
+                    for (int64_t _k71_db = 0; _k71_db < (max_i64((L + 31) / 32 - 1, 0) + 1) / 2; ++_k71_db) {  // mha_sdpa.pto:8:12
+                        TileT72B0 t72_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 2) * 32, 32));  // mha_sdpa.pto:8:12
+                        TASSIGN(t72_b0, 0);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                        GmView2 t5Gm2(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + _k71 * 32, GmView2::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - _k71 * 32, 32)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
-                        TLOAD(t72, t5Gm2);  // mha_sdpa.pto:8:12
+                        GmView2 t5Gm2(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (1 + _k71_db * 2) * 32, GmView2::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 2) * 32, 32)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                        TLOAD(t72_b0, t5Gm2);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73 t73(min_i64(S - _g64 * 32, 32), min_i64(L - _k71 * 32, 32));  // mha_sdpa.pto:8:12
-                        TASSIGN(t73, 0);  // mha_sdpa.pto:8:12
+                        TileT73B0 t73_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 2) * 32, 32));  // mha_sdpa.pto:8:12
+                        TASSIGN(t73_b0, 0);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t73, t72);  // mha_sdpa.pto:8:12
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        TileT74 t74(min_i64(L - _k71 * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                        TASSIGN(t74, 0);  // mha_sdpa.pto:8:12
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                        GmView3 vGm3(v + _b62 * (D * L * H) + _b63 * (D * L) + _k71 * 32 * D + _g65 * 32, GmView3::Shape(min_i64(L - _k71 * 32, 32), min_i64(D - _g65 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
-                        TLOAD(t74, vGm3);  // mha_sdpa.pto:8:12
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT75 t75(min_i64(L - _k71 * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                        TASSIGN(t75, 4096);  // mha_sdpa.pto:8:12
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t75, t74);  // mha_sdpa.pto:8:12
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t73_b0, t72_b0);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT74B0 t74_b0(min_i64(L - (1 + _k71_db * 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                        TASSIGN(t74_b0, 4096);  // mha_sdpa.pto:8:12
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                        GmView3 vGm3(v + _b62 * (D * L * H) + _b63 * (D * L) + (1 + _k71_db * 2) * 32 * D + _g65 * 32, GmView3::Shape(min_i64(L - (1 + _k71_db * 2) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                        TLOAD(t74_b0, vGm3);  // mha_sdpa.pto:8:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT75B0 t75_b0(min_i64(L - (1 + _k71_db * 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                        TASSIGN(t75_b0, 4096);  // mha_sdpa.pto:8:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t75_b0, t74_b0);  // mha_sdpa.pto:8:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t66, t66, t73, t75);  // mha_sdpa.pto:8:12
+                        TMATMUL_ACC(t66, t66, t73_b0, t75_b0);  // mha_sdpa.pto:8:12
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k71_dr = 0; _k71_dr < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 2 + 1), 1); ++_k71_dr) {  // mha_sdpa.pto:8:12
+                            TileT72B1 t72_b1(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t72_b1, 8192);  // mha_sdpa.pto:8:12
+                            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                            GmView4 t5Gm4(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 2 + _k71_dr + 2) * 32, GmView4::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                            TLOAD(t72_b1, t5Gm4);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73B1 t73_b1(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t73_b1, 4096);  // mha_sdpa.pto:8:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_b1, t72_b1);  // mha_sdpa.pto:8:12
+                            TileT74B1 t74_b1(min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t74_b1, 12288);  // mha_sdpa.pto:8:12
+                            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                            GmView5 vGm5(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 2 + _k71_dr + 2) * 32 * D + _g65 * 32, GmView5::Shape(min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView5::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                            TLOAD(t74_b1, vGm5);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT75B1 t75_b1(min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t75_b1, 8192);  // mha_sdpa.pto:8:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t75_b1, t74_b1);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t66, t66, t73_b1, t75_b1);  // mha_sdpa.pto:8:12
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                    GmView4 oGm4(o + _b62 * (D * S * H) + _b63 * (D * S) + _g64 * 32 * D + _g65 * 32, GmView4::Shape(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32)), GmView4::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:8:12
-                    TSTORE(oGm4, t66);  // mha_sdpa.pto:8:12
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                    GmView6 oGm6(o + _b62 * (D * S * H) + _b63 * (D * S) + _g64 * 32 * D + _g65 * 32, GmView6::Shape(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32)), GmView6::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:8:12
+                    TSTORE(oGm6, t66);  // mha_sdpa.pto:8:12
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void moe_topk_f32_k0p1(__gm__ float* logits, __gm__ float* top, __gm__ int32_t* ids, __gm__ float* weights, __gm__ int32_t* experts, int64_t N, int64_t block_index, int64_t block_count)
 #else
@@ -30,63 +35,118 @@ extern "C" __global__ AICORE void moe_topk_f32_k0p1(__gm__ float* logits, __gm__
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT39 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT40 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
-    using TileT45 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
-    using TileT50 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
+    using TileT39B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT40B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
+    using TileT45B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
+    using TileT50B0 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
+    using TileT39B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT40B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
+    using TileT45B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
+    using TileT50B1 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // moe_topk.pto:5:9
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g38 = block_index * ceil_div((N + 7) / 8, block_count); _g38 < block_index * ceil_div((N + 7) / 8, block_count) + min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)); ++_g38) {  // moe_topk.pto:9:29
+        for (int64_t _g38_db = 0; _g38_db < (max_i64(min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)), 0) + 1) / 2; ++_g38_db) {  // moe_topk.pto:9:29
             pipe_barrier(PIPE_V);
-            TileT39 t39(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:29
-            TASSIGN(t39, 0);  // moe_topk.pto:9:29
-            TileT40 t40(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:29
-            TASSIGN(t40, 256);  // moe_topk.pto:9:29
+            TileT39B0 t39_b0(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g38_db * 2) * 8, 8));  // moe_topk.pto:9:29
+            TASSIGN(t39_b0, 0);  // moe_topk.pto:9:29
+            TileT40B0 t40_b0(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g38_db * 2) * 8, 8));  // moe_topk.pto:9:29
+            TASSIGN(t40_b0, 256);  // moe_topk.pto:9:29
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:9:29
-            GmView0 topGm0(top + _g38 * 8 * 4, GmView0::Shape(t40.GetValidRow()));  // moe_topk.pto:9:29
-            TLOAD(t40, topGm0);  // moe_topk.pto:9:29
+            GmView0 topGm0(top + (block_index * ceil_div((N + 7) / 8, block_count) + _g38_db * 2) * 8 * 4, GmView0::Shape(t40_b0.GetValidRow()));  // moe_topk.pto:9:29
+            TLOAD(t40_b0, topGm0);  // moe_topk.pto:9:29
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // moe_topk.pto:9:29
-            TASSIGN(tmp0, 768);  // moe_topk.pto:9:29
-            TROWSUM(t39, t40, tmp0);  // moe_topk.pto:9:29
-            TileT45 t45(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:23
-            TASSIGN(t45, 512);  // moe_topk.pto:9:23
+            TASSIGN(tmp0, 1536);  // moe_topk.pto:9:29
+            TROWSUM(t39_b0, t40_b0, tmp0);  // moe_topk.pto:9:29
+            TileT45B0 t45_b0(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g38_db * 2) * 8, 8));  // moe_topk.pto:9:23
+            TASSIGN(t45_b0, 512);  // moe_topk.pto:9:23
             pipe_barrier(PIPE_V);
-            TileTmp1 tmp1(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:23
-            TASSIGN(tmp1, 768);  // moe_topk.pto:9:23
-            TROWEXPAND(tmp1, t39);  // moe_topk.pto:9:23
+            TileTmp1 tmp1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g38_db * 2) * 8, 8));  // moe_topk.pto:9:23
+            TASSIGN(tmp1, 1536);  // moe_topk.pto:9:23
+            TROWEXPAND(tmp1, t39_b0);  // moe_topk.pto:9:23
             pipe_barrier(PIPE_V);  // moe_topk.pto:9:23
-            TROWEXPANDDIV(t45, t40, tmp1);  // moe_topk.pto:9:23
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TROWEXPANDDIV(t45_b0, t40_b0, tmp1);  // moe_topk.pto:9:23
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:9:18
-            GmView1 weightsGm1(weights + _g38 * 8 * 4, GmView1::Shape(t45.GetValidRow()));  // moe_topk.pto:9:18
-            TSTORE(weightsGm1, t45);  // moe_topk.pto:9:18
-            TileT50 t50(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:10:5
-            TASSIGN(t50, 0);  // moe_topk.pto:10:5
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            GmView1 weightsGm1(weights + (block_index * ceil_div((N + 7) / 8, block_count) + _g38_db * 2) * 8 * 4, GmView1::Shape(t45_b0.GetValidRow()));  // moe_topk.pto:9:18
+            TSTORE(weightsGm1, t45_b0);  // moe_topk.pto:9:18
+            TileT50B0 t50_b0(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g38_db * 2) * 8, 8));  // moe_topk.pto:10:5
+            TASSIGN(t50_b0, 0);  // moe_topk.pto:10:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:10:5
-            GmView2 idsGm2(ids + _g38 * 8 * 4, GmView2::Shape(t50.GetValidRow()));  // moe_topk.pto:10:5
-            TLOAD(t50, idsGm2);  // moe_topk.pto:10:5
+            GmView2 idsGm2(ids + (block_index * ceil_div((N + 7) / 8, block_count) + _g38_db * 2) * 8 * 4, GmView2::Shape(t50_b0.GetValidRow()));  // moe_topk.pto:10:5
+            TLOAD(t50_b0, idsGm2);  // moe_topk.pto:10:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:10:5
-            GmView3 expertsGm3(experts + _g38 * 8 * 4, GmView3::Shape(t50.GetValidRow()));  // moe_topk.pto:10:5
-            TSTORE(expertsGm3, t50);  // moe_topk.pto:10:5
+            GmView3 expertsGm3(experts + (block_index * ceil_div((N + 7) / 8, block_count) + _g38_db * 2) * 8 * 4, GmView3::Shape(t50_b0.GetValidRow()));  // moe_topk.pto:10:5
+            TSTORE(expertsGm3, t50_b0);  // moe_topk.pto:10:5
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g38_dr = 0; _g38_dr < min_i64(max_i64(min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)), 0) - (_g38_db * 2 + 1), 1); ++_g38_dr) {  // moe_topk.pto:9:29
+                TileT39B1 t39_b1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g38_db * 2 + 1 + _g38_dr)) * 8, 8));  // moe_topk.pto:9:29
+                TASSIGN(t39_b1, 768);  // moe_topk.pto:9:29
+                TileT40B1 t40_b1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g38_db * 2 + 1 + _g38_dr)) * 8, 8));  // moe_topk.pto:9:29
+                TASSIGN(t40_b1, 1024);  // moe_topk.pto:9:29
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:9:29
+                GmView4 topGm4(top + (block_index * ceil_div((N + 7) / 8, block_count) + (_g38_db * 2 + 1 + _g38_dr)) * 8 * 4, GmView4::Shape(t40_b1.GetValidRow()));  // moe_topk.pto:9:29
+                TLOAD(t40_b1, topGm4);  // moe_topk.pto:9:29
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp0 tmp2;  // moe_topk.pto:9:29
+                TASSIGN(tmp2, 1536);  // moe_topk.pto:9:29
+                TROWSUM(t39_b1, t40_b1, tmp2);  // moe_topk.pto:9:29
+                TileT45B1 t45_b1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g38_db * 2 + 1 + _g38_dr)) * 8, 8));  // moe_topk.pto:9:23
+                TASSIGN(t45_b1, 1280);  // moe_topk.pto:9:23
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp3(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g38_db * 2 + 1 + _g38_dr)) * 8, 8));  // moe_topk.pto:9:23
+                TASSIGN(tmp3, 1536);  // moe_topk.pto:9:23
+                TROWEXPAND(tmp3, t39_b1);  // moe_topk.pto:9:23
+                pipe_barrier(PIPE_V);  // moe_topk.pto:9:23
+                TROWEXPANDDIV(t45_b1, t40_b1, tmp3);  // moe_topk.pto:9:23
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:9:18
+                GmView5 weightsGm5(weights + (block_index * ceil_div((N + 7) / 8, block_count) + (_g38_db * 2 + 1 + _g38_dr)) * 8 * 4, GmView5::Shape(t45_b1.GetValidRow()));  // moe_topk.pto:9:18
+                TSTORE(weightsGm5, t45_b1);  // moe_topk.pto:9:18
+                TileT50B1 t50_b1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g38_db * 2 + 1 + _g38_dr)) * 8, 8));  // moe_topk.pto:10:5
+                TASSIGN(t50_b1, 768);  // moe_topk.pto:10:5
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView6 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:10:5
+                GmView6 idsGm6(ids + (block_index * ceil_div((N + 7) / 8, block_count) + (_g38_db * 2 + 1 + _g38_dr)) * 8 * 4, GmView6::Shape(t50_b1.GetValidRow()));  // moe_topk.pto:10:5
+                TLOAD(t50_b1, idsGm6);  // moe_topk.pto:10:5
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                using GmView7 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:10:5
+                GmView7 expertsGm7(experts + (block_index * ceil_div((N + 7) / 8, block_count) + (_g38_db * 2 + 1 + _g38_dr)) * 8 * 4, GmView7::Shape(t50_b1.GetValidRow()));  // moe_topk.pto:10:5
+                TSTORE(expertsGm7, t50_b1);  // moe_topk.pto:10:5
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

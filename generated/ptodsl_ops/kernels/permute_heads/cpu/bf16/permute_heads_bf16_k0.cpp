@@ -10,6 +10,12 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+AICORE static inline constexpr int64_t floor_mod(int64_t a, int64_t b)
+{
+    const int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
@@ -35,30 +41,41 @@ extern "C" __global__ AICORE void permute_heads_bf16_k0(__gm__ bfloat16_t* t0, i
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT4 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // permute_heads.pto:4:5
-        for (int64_t _g0 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g0 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g0) {  // permute_heads.pto:4:5
-            for (int64_t _g1 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g1 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g1) {  // permute_heads.pto:4:5
-                for (int64_t _g2 = 0; _g2 < (S + 15) / 16; ++_g2) {  // permute_heads.pto:4:5
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                    for (int64_t _g3 = 0; _g3 < (D + 63) / 64; ++_g3) {  // permute_heads.pto:4:5
-                        TileT4 t4(min_i64(S - _g2 * 16, 16), min_i64(D - _g3 * 64, 64));  // permute_heads.pto:4:5
-                        TASSIGN(t4, 0);  // permute_heads.pto:4:5
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // permute_heads.pto:4:5
-                        GmView0 t0Gm0(t0 + _g0 * t0_stride0 + _g1 * t0_stride1 + _g2 * 16 * t0_stride2 + _g3 * 64, GmView0::Shape(min_i64(S - _g2 * 16, 16), min_i64(D - _g3 * 64, 64)), GmView0::Stride(t0_stride0, t0_stride1, t0_stride2));  // permute_heads.pto:4:5
-                        TLOAD(t4, t0Gm0);  // permute_heads.pto:4:5
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // permute_heads.pto:4:5
-                        GmView1 yGm1(y + _g0 * (D * S * H) + _g1 * (D * S) + _g2 * 16 * D + _g3 * 64, GmView1::Shape(min_i64(S - _g2 * 16, 16), min_i64(D - _g3 * 64, 64)), GmView1::Stride(D * S * H, D * S, D));  // permute_heads.pto:4:5
-                        TSTORE(yGm1, t4);  // permute_heads.pto:4:5
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g3_f_db = 0; _g3_f_db < (max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * ((S + 15) / 16) * ((D + 63) / 64) + 1) / 2; ++_g3_f_db) {  // permute_heads.pto:4:5
+            TileT4B0 t4_b0(min_i64(S - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64));  // permute_heads.pto:4:5
+            TASSIGN(t4_b0, 0);  // permute_heads.pto:4:5
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // permute_heads.pto:4:5
+            GmView0 t0Gm0(t0 + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + _g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * t0_stride0 + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod(_g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * t0_stride1 + floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16 * t0_stride2 + _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, GmView0::Shape(min_i64(S - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64)), GmView0::Stride(t0_stride0, t0_stride1, t0_stride2));  // permute_heads.pto:4:5
+            TLOAD(t4_b0, t0Gm0);  // permute_heads.pto:4:5
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // permute_heads.pto:4:5
+            GmView1 yGm1(y + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + _g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (D * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod(_g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (D * S) + floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16 * D + _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, GmView1::Shape(min_i64(S - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64)), GmView1::Stride(D * S * H, D * S, D));  // permute_heads.pto:4:5
+            TSTORE(yGm1, t4_b0);  // permute_heads.pto:4:5
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g3_f_dr = 0; _g3_f_dr < min_i64(max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0) * ((S + 15) / 16) * ((D + 63) / 64) - (_g3_f_db * 2 + 1), 1); ++_g3_f_dr) {  // permute_heads.pto:4:5
+                TileT4B1 t4_b1(min_i64(S - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64));  // permute_heads.pto:4:5
+                TASSIGN(t4_b1, 2048);  // permute_heads.pto:4:5
+                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // permute_heads.pto:4:5
+                GmView2 t0Gm2(t0 + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + (_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * t0_stride0 + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * t0_stride1 + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16 * t0_stride2 + (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, GmView2::Shape(min_i64(S - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64)), GmView2::Stride(t0_stride0, t0_stride1, t0_stride2));  // permute_heads.pto:4:5
+                TLOAD(t4_b1, t0Gm2);  // permute_heads.pto:4:5
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // permute_heads.pto:4:5
+                GmView3 yGm3(y + (block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + (_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (D * S * H) + (block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((S + 15) / 16, 1)), max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))), 0), 1))) * (D * S) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16 * D + (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, GmView3::Shape(min_i64(S - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((S + 15) / 16, 1)) * 16, 16), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64)), GmView3::Stride(D * S * H, D * S, D));  // permute_heads.pto:4:5
+                TSTORE(yGm3, t4_b1);  // permute_heads.pto:4:5
             }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -36,8 +36,10 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT7Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT9Tile = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT9B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT9B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor>;
 
     for (int64_t _g5 = block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)); _g5 < block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)) + min_i64(ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)), A - block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1))); ++_g5) {  // reduce_axes.pto:5:14
@@ -49,32 +51,53 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ fl
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t7Tile, 0.0f);  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k8 = 0; _k8 < (C + 31) / 32; ++_k8) {  // reduce_axes.pto:5:14
+            for (int64_t _k8_db = 0; _k8_db < ((C + 31) / 32 + 1) / 2; ++_k8_db) {  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
-                TileT9Tile t9Tile(min_i64(B - _g6 * 8, 8), min_i64(C - _k8 * 32, 32));  // reduce_axes.pto:5:14
-                TASSIGN(t9Tile, 256);  // reduce_axes.pto:5:14
+                TileT9B0 t9_b0(min_i64(B - _g6 * 8, 8), min_i64(C - _k8_db * 2 * 32, 32));  // reduce_axes.pto:5:14
+                TASSIGN(t9_b0, 256);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
-                GmView0 t1Gm0(t1 + _g5 * (C * B) + _g6 * 8 * C + _k8 * 32, GmView0::Shape(min_i64(B - _g6 * 8, 8), min_i64(C - _k8 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
-                TLOAD(t9Tile, t1Gm0);  // reduce_axes.pto:5:14
+                GmView0 t1Gm0(t1 + _g5 * (C * B) + _g6 * 8 * C + _k8_db * 2 * 32, GmView0::Shape(min_i64(B - _g6 * 8, 8), min_i64(C - _k8_db * 2 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
+                TLOAD(t9_b0, t1Gm0);  // reduce_axes.pto:5:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT10Tile t10Tile(min_i64(B - _g6 * 8, 8));  // reduce_axes.pto:5:14
-                TASSIGN(t10Tile, 1280);  // reduce_axes.pto:5:14
+                TileT10B0 t10_b0(min_i64(B - _g6 * 8, 8));  // reduce_axes.pto:5:14
+                TASSIGN(t10_b0, 1280);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileTmp0 tmp0;  // reduce_axes.pto:5:14
-                TASSIGN(tmp0, 1536);  // reduce_axes.pto:5:14
-                TROWSUM(t10Tile, t9Tile, tmp0);  // reduce_axes.pto:5:14
+                TASSIGN(tmp0, 2816);  // reduce_axes.pto:5:14
+                TROWSUM(t10_b0, t9_b0, tmp0);  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TADD(t7Tile, t7Tile, t10Tile);  // reduce_axes.pto:5:14
+                TADD(t7Tile, t7Tile, t10_b0);  // reduce_axes.pto:5:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k8_dr = 0; _k8_dr < min_i64((C + 31) / 32 - (_k8_db * 2 + 1), 1); ++_k8_dr) {  // reduce_axes.pto:5:14
+                    TileT9B1 t9_b1(min_i64(B - _g6 * 8, 8), min_i64(C - (_k8_db * 2 + 1 + _k8_dr) * 32, 32));  // reduce_axes.pto:5:14
+                    TASSIGN(t9_b1, 1536);  // reduce_axes.pto:5:14
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
+                    GmView1 t1Gm1(t1 + _g5 * (C * B) + _g6 * 8 * C + (_k8_db * 2 + 1 + _k8_dr) * 32, GmView1::Shape(min_i64(B - _g6 * 8, 8), min_i64(C - (_k8_db * 2 + 1 + _k8_dr) * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:5:14
+                    TLOAD(t9_b1, t1Gm1);  // reduce_axes.pto:5:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT10B1 t10_b1(min_i64(B - _g6 * 8, 8));  // reduce_axes.pto:5:14
+                    TASSIGN(t10_b1, 2560);  // reduce_axes.pto:5:14
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileTmp0 tmp1;  // reduce_axes.pto:5:14
+                    TASSIGN(tmp1, 2816);  // reduce_axes.pto:5:14
+                    TROWSUM(t10_b1, t9_b1, tmp1);  // reduce_axes.pto:5:14
+                    pipe_barrier(PIPE_V);
+                    TADD(t7Tile, t7Tile, t10_b1);  // reduce_axes.pto:5:14
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView1 t2Gm1(t2 + _g5 * B + _g6 * 8, GmView1::Shape(min_i64(B - _g6 * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:5:14
-            TSTORE(t2Gm1, t7Tile);  // reduce_axes.pto:5:14
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
+            GmView2 t2Gm2(t2 + _g5 * B + _g6 * 8, GmView2::Shape(min_i64(B - _g6 * 8, 8)), GmView2::Stride(B));  // reduce_axes.pto:5:14
+            TSTORE(t2Gm2, t7Tile);  // reduce_axes.pto:5:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void reduce_axes_f16_k0p10(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
@@ -30,22 +35,39 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p10(__gm__ half* x, __gm__ f
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT50 = Tile<TileType::Vec, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B0 = Tile<TileType::Vec, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B1 = Tile<TileType::Vec, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
 
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g49 = block_index * ceil_div((A + 31) / 32, block_count); _g49 < block_index * ceil_div((A + 31) / 32, block_count) + min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)); ++_g49) {  // reduce_axes.pto:7:5
-        TileT50 t50(min_i64(A - _g49 * 32, 32));  // reduce_axes.pto:7:5
-        TASSIGN(t50, 0);  // reduce_axes.pto:7:5
+    for (int64_t _g49_db = 0; _g49_db < (max_i64(min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)), 0) + 1) / 2; ++_g49_db) {  // reduce_axes.pto:7:5
+        TileT50B0 t50_b0(min_i64(A - (block_index * ceil_div((A + 31) / 32, block_count) + _g49_db * 2) * 32, 32));  // reduce_axes.pto:7:5
+        TASSIGN(t50_b0, 0);  // reduce_axes.pto:7:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView0 t6Gm0(t6 + _g49 * 32, GmView0::Shape(t50.GetValidCol()));  // reduce_axes.pto:7:5
-        TLOAD(t50, t6Gm0);  // reduce_axes.pto:7:5
+        GmView0 t6Gm0(t6 + (block_index * ceil_div((A + 31) / 32, block_count) + _g49_db * 2) * 32, GmView0::Shape(t50_b0.GetValidCol()));  // reduce_axes.pto:7:5
+        TLOAD(t50_b0, t6Gm0);  // reduce_axes.pto:7:5
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView1 a12Gm1(a12 + _g49 * 32, GmView1::Shape(t50.GetValidCol()));  // reduce_axes.pto:7:5
-        TSTORE(a12Gm1, t50);  // reduce_axes.pto:7:5
+        GmView1 a12Gm1(a12 + (block_index * ceil_div((A + 31) / 32, block_count) + _g49_db * 2) * 32, GmView1::Shape(t50_b0.GetValidCol()));  // reduce_axes.pto:7:5
+        TSTORE(a12Gm1, t50_b0);  // reduce_axes.pto:7:5
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g49_dr = 0; _g49_dr < min_i64(max_i64(min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)), 0) - (_g49_db * 2 + 1), 1); ++_g49_dr) {  // reduce_axes.pto:7:5
+            TileT50B1 t50_b1(min_i64(A - (block_index * ceil_div((A + 31) / 32, block_count) + (_g49_db * 2 + 1 + _g49_dr)) * 32, 32));  // reduce_axes.pto:7:5
+            TASSIGN(t50_b1, 64);  // reduce_axes.pto:7:5
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
+            GmView2 t6Gm2(t6 + (block_index * ceil_div((A + 31) / 32, block_count) + (_g49_db * 2 + 1 + _g49_dr)) * 32, GmView2::Shape(t50_b1.GetValidCol()));  // reduce_axes.pto:7:5
+            TLOAD(t50_b1, t6Gm2);  // reduce_axes.pto:7:5
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
+            GmView3 a12Gm3(a12 + (block_index * ceil_div((A + 31) / 32, block_count) + (_g49_db * 2 + 1 + _g49_dr)) * 32, GmView3::Shape(t50_b1.GetValidCol()));  // reduce_axes.pto:7:5
+            TSTORE(a12Gm3, t50_b1);  // reduce_axes.pto:7:5
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

@@ -36,9 +36,12 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p11(__gm__ half* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT54 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT57 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT58 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56B0 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT58B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56B1 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT58B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT59 = Tile<TileType::Vec, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _g51 = block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)); _g51 < block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)) + min_i64(ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)), Q - block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1))); ++_g51) {  // reduce_axes.pto:8:13
@@ -53,28 +56,51 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p11(__gm__ half* x, __gm__ f
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _k55 = 0; _k55 < (P + 7) / 8; ++_k55) {  // reduce_axes.pto:8:13
+                for (int64_t _k55_db = 0; _k55_db < ((P + 7) / 8 + 1) / 2; ++_k55_db) {  // reduce_axes.pto:8:13
                     pipe_barrier(PIPE_V);
-                    TileT56 t56(min_i64(P - _k55 * 8, 8), min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
-                    TASSIGN(t56, 128);  // reduce_axes.pto:8:13
+                    TileT56B0 t56_b0(min_i64(P - _k55_db * 2 * 8, 8), min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                    TASSIGN(t56_b0, 128);  // reduce_axes.pto:8:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView0 = GlobalTensor<half, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                    GmView0 wGm0(w + _k55 * 8 * (S * R * Q) + _g51 * (S * R) + _g52 * S + _g53 * 32, GmView0::Shape(min_i64(P - _k55 * 8, 8), min_i64(S - _g53 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
-                    TLOAD(t56, wGm0);  // reduce_axes.pto:8:13
+                    GmView0 wGm0(w + _k55_db * 2 * 8 * (S * R * Q) + _g51 * (S * R) + _g52 * S + _g53 * 32, GmView0::Shape(min_i64(P - _k55_db * 2 * 8, 8), min_i64(S - _g53 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                    TLOAD(t56_b0, wGm0);  // reduce_axes.pto:8:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT57 t57(min_i64(P - _k55 * 8, 8), min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
-                    TASSIGN(t57, 640);  // reduce_axes.pto:8:13
+                    TileT57B0 t57_b0(min_i64(P - _k55_db * 2 * 8, 8), min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                    TASSIGN(t57_b0, 640);  // reduce_axes.pto:8:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t57, t56, RoundMode::CAST_RINT);  // reduce_axes.pto:8:13
-                    TileT58 t58(min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
-                    TASSIGN(t58, 128);  // reduce_axes.pto:8:13
+                    TCVT(t57_b0, t56_b0, RoundMode::CAST_RINT);  // reduce_axes.pto:8:13
+                    TileT58B0 t58_b0(min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                    TASSIGN(t58_b0, 128);  // reduce_axes.pto:8:13
                     pipe_barrier(PIPE_V);
-                    TCOLMIN(t58, t57);  // reduce_axes.pto:8:13
+                    TCOLMIN(t58_b0, t57_b0);  // reduce_axes.pto:8:13
                     pipe_barrier(PIPE_V);
-                    TMIN(t54, t54, t58);  // reduce_axes.pto:8:13
+                    TMIN(t54, t54, t58_b0);  // reduce_axes.pto:8:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    for (int64_t _k55_dr = 0; _k55_dr < min_i64((P + 7) / 8 - (_k55_db * 2 + 1), 1); ++_k55_dr) {  // reduce_axes.pto:8:13
+                        TileT56B1 t56_b1(min_i64(P - (_k55_db * 2 + 1 + _k55_dr) * 8, 8), min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                        TASSIGN(t56_b1, 1664);  // reduce_axes.pto:8:13
+                        using GmView1 = GlobalTensor<half, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
+                        GmView1 wGm1(w + (_k55_db * 2 + 1 + _k55_dr) * 8 * (S * R * Q) + _g51 * (S * R) + _g52 * S + _g53 * 32, GmView1::Shape(min_i64(P - (_k55_db * 2 + 1 + _k55_dr) * 8, 8), min_i64(S - _g53 * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                        TLOAD(t56_b1, wGm1);  // reduce_axes.pto:8:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileT57B1 t57_b1(min_i64(P - (_k55_db * 2 + 1 + _k55_dr) * 8, 8), min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                        TASSIGN(t57_b1, 2176);  // reduce_axes.pto:8:13
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TCVT(t57_b1, t56_b1, RoundMode::CAST_RINT);  // reduce_axes.pto:8:13
+                        TileT58B1 t58_b1(min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                        TASSIGN(t58_b1, 1664);  // reduce_axes.pto:8:13
+                        pipe_barrier(PIPE_V);
+                        TCOLMIN(t58_b1, t57_b1);  // reduce_axes.pto:8:13
+                        pipe_barrier(PIPE_V);
+                        TMIN(t54, t54, t58_b1);  // reduce_axes.pto:8:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -87,9 +113,9 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p11(__gm__ half* x, __gm__ f
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                GmView1 n0Gm1(n0 + _g51 * (S * R) + _g52 * S + _g53 * 32, GmView1::Shape(min_i64(S - _g53 * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
-                TSTORE(n0Gm1, t59);  // reduce_axes.pto:8:13
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
+                GmView2 n0Gm2(n0 + _g51 * (S * R) + _g52 * S + _g53 * 32, GmView2::Shape(min_i64(S - _g53 * 32, 32)), GmView2::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                TSTORE(n0Gm2, t59);  // reduce_axes.pto:8:13
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -10,6 +10,12 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+AICORE static inline constexpr int64_t floor_mod(int64_t a, int64_t b)
+{
+    const int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
@@ -35,39 +41,60 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p12(__gm__ half* x, __gm__ f
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT64 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT65 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64B0 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT65B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64B1 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT65B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g60 = block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g60 < block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g60) {  // reduce_axes.pto:9:15
-        for (int64_t _g61 = block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g61 < block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g61) {  // reduce_axes.pto:9:15
-            for (int64_t _g62 = 0; _g62 < (R + 7) / 8; ++_g62) {  // reduce_axes.pto:9:15
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g63 = 0; _g63 < (S + 31) / 32; ++_g63) {  // reduce_axes.pto:9:15
-                    pipe_barrier(PIPE_V);
-                    TileT64 t64(min_i64(R - _g62 * 8, 8), min_i64(S - _g63 * 32, 32));  // reduce_axes.pto:9:15
-                    TASSIGN(t64, 0);  // reduce_axes.pto:9:15
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-                    GmView0 wGm0(w + _g60 * (S * R * Q) + _g61 * (S * R) + _g62 * 8 * S + _g63 * 32, GmView0::Shape(min_i64(R - _g62 * 8, 8), min_i64(S - _g63 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
-                    TLOAD(t64, wGm0);  // reduce_axes.pto:9:15
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT65 t65(min_i64(R - _g62 * 8, 8), min_i64(S - _g63 * 32, 32));  // reduce_axes.pto:9:15
-                    TASSIGN(t65, 512);  // reduce_axes.pto:9:15
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCVT(t65, t64, RoundMode::CAST_RINT);  // reduce_axes.pto:9:15
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-                    GmView1 t13Gm1(t13 + _g60 * (S * R * Q) + _g61 * (S * R) + _g62 * 8 * S + _g63 * 32, GmView1::Shape(min_i64(R - _g62 * 8, 8), min_i64(S - _g63 * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
-                    TSTORE(t13Gm1, t65);  // reduce_axes.pto:9:15
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            }
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g63_f_db = 0; _g63_f_db < (max_i64(min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * ((R + 7) / 8) * ((S + 31) / 32) + 1) / 2; ++_g63_f_db) {  // reduce_axes.pto:9:15
+        pipe_barrier(PIPE_V);
+        TileT64B0 t64_b0(min_i64(R - floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:9:15
+        TASSIGN(t64_b0, 0);  // reduce_axes.pto:9:15
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
+        GmView0 wGm0(w + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + _g63_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod(_g63_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, GmView0::Shape(min_i64(R - floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+        TLOAD(t64_b0, wGm0);  // reduce_axes.pto:9:15
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT65B0 t65_b0(min_i64(R - floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:9:15
+        TASSIGN(t65_b0, 512);  // reduce_axes.pto:9:15
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t65_b0, t64_b0, RoundMode::CAST_RINT);  // reduce_axes.pto:9:15
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
+        GmView1 t13Gm1(t13 + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + _g63_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod(_g63_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, GmView1::Shape(min_i64(R - floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+        TSTORE(t13Gm1, t65_b0);  // reduce_axes.pto:9:15
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g63_f_dr = 0; _g63_f_dr < min_i64(max_i64(min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * ((R + 7) / 8) * ((S + 31) / 32) - (_g63_f_db * 2 + 1), 1); ++_g63_f_dr) {  // reduce_axes.pto:9:15
+            TileT64B1 t64_b1(min_i64(R - floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:9:15
+            TASSIGN(t64_b1, 1536);  // reduce_axes.pto:9:15
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
+            GmView2 wGm2(w + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + (_g63_f_db * 2 + 1 + _g63_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, GmView2::Shape(min_i64(R - floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32)), GmView2::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+            TLOAD(t64_b1, wGm2);  // reduce_axes.pto:9:15
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT65B1 t65_b1(min_i64(R - floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:9:15
+            TASSIGN(t65_b1, 2048);  // reduce_axes.pto:9:15
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t65_b1, t64_b1, RoundMode::CAST_RINT);  // reduce_axes.pto:9:15
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
+            GmView3 t13Gm3(t13 + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + (_g63_f_db * 2 + 1 + _g63_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, GmView3::Shape(min_i64(R - floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32)), GmView3::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+            TSTORE(t13Gm3, t65_b1);  // reduce_axes.pto:9:15
         }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

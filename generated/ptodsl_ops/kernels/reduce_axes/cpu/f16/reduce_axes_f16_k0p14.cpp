@@ -36,8 +36,10 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p14(__gm__ half* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT75 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT77 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT78 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT77B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT78B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT77B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT78B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
 
     for (int64_t _g73 = block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g73 < block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g73) {  // reduce_axes.pto:9:15
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -48,32 +50,51 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p14(__gm__ half* x, __gm__ f
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t75, 0.0f);  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k76 = 0; _k76 < (R + 7) / 8; ++_k76) {  // reduce_axes.pto:9:15
+            for (int64_t _k76_db = 0; _k76_db < ((R + 7) / 8 + 1) / 2; ++_k76_db) {  // reduce_axes.pto:9:15
                 pipe_barrier(PIPE_V);
-                TileT77 t77(min_i64(R - _k76 * 8, 8));  // reduce_axes.pto:9:15
-                TASSIGN(t77, 32);  // reduce_axes.pto:9:15
+                TileT77B0 t77_b0(min_i64(R - _k76_db * 2 * 8, 8));  // reduce_axes.pto:9:15
+                TASSIGN(t77_b0, 32);  // reduce_axes.pto:9:15
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView0 t14Gm0(t14 + _g73 * (R * Q) + _g74 * R + _k76 * 8, GmView0::Shape(min_i64(R - _k76 * 8, 8)), GmView0::Stride(R * Q, R));  // reduce_axes.pto:9:15
-                TLOAD(t77, t14Gm0);  // reduce_axes.pto:9:15
+                GmView0 t14Gm0(t14 + _g73 * (R * Q) + _g74 * R + _k76_db * 2 * 8, GmView0::Shape(min_i64(R - _k76_db * 2 * 8, 8)), GmView0::Stride(R * Q, R));  // reduce_axes.pto:9:15
+                TLOAD(t77_b0, t14Gm0);  // reduce_axes.pto:9:15
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT78 t78;  // reduce_axes.pto:9:15
-                TASSIGN(t78, 288);  // reduce_axes.pto:9:15
+                TileT78B0 t78_b0;  // reduce_axes.pto:9:15
+                TASSIGN(t78_b0, 288);  // reduce_axes.pto:9:15
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t78, t77);  // reduce_axes.pto:9:15
+                TCOLSUM(t78_b0, t77_b0);  // reduce_axes.pto:9:15
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TADD(t75, t75, t78);  // reduce_axes.pto:9:15
+                TADD(t75, t75, t78_b0);  // reduce_axes.pto:9:15
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k76_dr = 0; _k76_dr < min_i64((R + 7) / 8 - (_k76_db * 2 + 1), 1); ++_k76_dr) {  // reduce_axes.pto:9:15
+                    TileT77B1 t77_b1(min_i64(R - (_k76_db * 2 + 1 + _k76_dr) * 8, 8));  // reduce_axes.pto:9:15
+                    TASSIGN(t77_b1, 320);  // reduce_axes.pto:9:15
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
+                    GmView1 t14Gm1(t14 + _g73 * (R * Q) + _g74 * R + (_k76_db * 2 + 1 + _k76_dr) * 8, GmView1::Shape(min_i64(R - (_k76_db * 2 + 1 + _k76_dr) * 8, 8)), GmView1::Stride(R * Q, R));  // reduce_axes.pto:9:15
+                    TLOAD(t77_b1, t14Gm1);  // reduce_axes.pto:9:15
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT78B1 t78_b1;  // reduce_axes.pto:9:15
+                    TASSIGN(t78_b1, 576);  // reduce_axes.pto:9:15
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t78_b1, t77_b1);  // reduce_axes.pto:9:15
+                    pipe_barrier(PIPE_V);
+                    TADD(t75, t75, t78_b1);  // reduce_axes.pto:9:15
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             TMULS(t75, t75, static_cast<float>(1.0 / R));  // reduce_axes.pto:9:15
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView1 t15Gm1(t15 + _g73 * Q + _g74, GmView1::Shape(), GmView1::Stride(Q));  // reduce_axes.pto:9:15
-            TSTORE(t15Gm1, t75);  // reduce_axes.pto:9:15
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
+            GmView2 t15Gm2(t15 + _g73 * Q + _g74, GmView2::Shape(), GmView2::Stride(Q));  // reduce_axes.pto:9:15
+            TSTORE(t15Gm2, t75);  // reduce_axes.pto:9:15
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

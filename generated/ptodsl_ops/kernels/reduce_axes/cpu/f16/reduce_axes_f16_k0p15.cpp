@@ -31,8 +31,10 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p15(__gm__ half* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT80 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT82 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT83 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT82B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT83B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT82B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT83B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT86 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -45,24 +47,43 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p15(__gm__ half* x, __gm__ f
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k81 = 0; _k81 < (Q + 7) / 8; ++_k81) {  // reduce_axes.pto:9:15
+        for (int64_t _k81_db = 0; _k81_db < ((Q + 7) / 8 + 1) / 2; ++_k81_db) {  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
-            TileT82 t82(min_i64(Q - _k81 * 8, 8));  // reduce_axes.pto:9:15
-            TASSIGN(t82, 32);  // reduce_axes.pto:9:15
+            TileT82B0 t82_b0(min_i64(Q - _k81_db * 2 * 8, 8));  // reduce_axes.pto:9:15
+            TASSIGN(t82_b0, 32);  // reduce_axes.pto:9:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView0 t15Gm0(t15 + _g79 * Q + _k81 * 8, GmView0::Shape(min_i64(Q - _k81 * 8, 8)), GmView0::Stride(Q));  // reduce_axes.pto:9:15
-            TLOAD(t82, t15Gm0);  // reduce_axes.pto:9:15
+            GmView0 t15Gm0(t15 + _g79 * Q + _k81_db * 2 * 8, GmView0::Shape(min_i64(Q - _k81_db * 2 * 8, 8)), GmView0::Stride(Q));  // reduce_axes.pto:9:15
+            TLOAD(t82_b0, t15Gm0);  // reduce_axes.pto:9:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT83 t83;  // reduce_axes.pto:9:15
-            TASSIGN(t83, 288);  // reduce_axes.pto:9:15
+            TileT83B0 t83_b0;  // reduce_axes.pto:9:15
+            TASSIGN(t83_b0, 288);  // reduce_axes.pto:9:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLSUM(t83, t82);  // reduce_axes.pto:9:15
+            TCOLSUM(t83_b0, t82_b0);  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TADD(t80, t80, t83);  // reduce_axes.pto:9:15
+            TADD(t80, t80, t83_b0);  // reduce_axes.pto:9:15
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            for (int64_t _k81_dr = 0; _k81_dr < min_i64((Q + 7) / 8 - (_k81_db * 2 + 1), 1); ++_k81_dr) {  // reduce_axes.pto:9:15
+                TileT82B1 t82_b1(min_i64(Q - (_k81_db * 2 + 1 + _k81_dr) * 8, 8));  // reduce_axes.pto:9:15
+                TASSIGN(t82_b1, 320);  // reduce_axes.pto:9:15
+                using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
+                GmView1 t15Gm1(t15 + _g79 * Q + (_k81_db * 2 + 1 + _k81_dr) * 8, GmView1::Shape(min_i64(Q - (_k81_db * 2 + 1 + _k81_dr) * 8, 8)), GmView1::Stride(Q));  // reduce_axes.pto:9:15
+                TLOAD(t82_b1, t15Gm1);  // reduce_axes.pto:9:15
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT83B1 t83_b1;  // reduce_axes.pto:9:15
+                TASSIGN(t83_b1, 576);  // reduce_axes.pto:9:15
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCOLSUM(t83_b1, t82_b1);  // reduce_axes.pto:9:15
+                pipe_barrier(PIPE_V);
+                TADD(t80, t80, t83_b1);  // reduce_axes.pto:9:15
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -77,8 +98,8 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p15(__gm__ half* x, __gm__ f
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        GlobalTensor<half, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> v123Gm1(v123 + _g79);  // reduce_axes.pto:9:15
-        TSTORE(v123Gm1, t86);  // reduce_axes.pto:9:15
+        GlobalTensor<half, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> v123Gm2(v123 + _g79);  // reduce_axes.pto:9:15
+        TSTORE(v123Gm2, t86);  // reduce_axes.pto:9:15
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -10,6 +10,12 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+AICORE static inline constexpr int64_t floor_mod(int64_t a, int64_t b)
+{
+    const int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
@@ -35,39 +41,60 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p15p1(__gm__ half* x, __gm__
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT91 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT92 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT91B0 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT92B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT91B1 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT92B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g79 = block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g79 < block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g79) {  // reduce_axes.pto:9:15
-        for (int64_t _g88 = block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g88 < block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g88) {  // reduce_axes.pto:10:14
-            for (int64_t _g89 = 0; _g89 < (R + 7) / 8; ++_g89) {  // reduce_axes.pto:10:14
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g90 = 0; _g90 < (S + 31) / 32; ++_g90) {  // reduce_axes.pto:10:14
-                    pipe_barrier(PIPE_V);
-                    TileT91 t91(min_i64(R - _g89 * 8, 8), min_i64(S - _g90 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t91, 0);  // reduce_axes.pto:10:14
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView0 wGm0(w + _g79 * (S * R * Q) + _g88 * (S * R) + _g89 * 8 * S + _g90 * 32, GmView0::Shape(min_i64(R - _g89 * 8, 8), min_i64(S - _g90 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
-                    TLOAD(t91, wGm0);  // reduce_axes.pto:10:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT92 t92(min_i64(R - _g89 * 8, 8), min_i64(S - _g90 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t92, 512);  // reduce_axes.pto:10:14
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCVT(t92, t91, RoundMode::CAST_RINT);  // reduce_axes.pto:10:14
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView1 t18Gm1(t18 + _g79 * (S * R * Q) + _g88 * (S * R) + _g89 * 8 * S + _g90 * 32, GmView1::Shape(min_i64(R - _g89 * 8, 8), min_i64(S - _g90 * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
-                    TSTORE(t18Gm1, t92);  // reduce_axes.pto:10:14
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            }
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g90_f_db = 0; _g90_f_db < (max_i64(min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * ((R + 7) / 8) * ((S + 31) / 32) + 1) / 2; ++_g90_f_db) {  // reduce_axes.pto:9:15
+        pipe_barrier(PIPE_V);
+        TileT91B0 t91_b0(min_i64(R - floor_mod(_g90_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g90_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:10:14
+        TASSIGN(t91_b0, 0);  // reduce_axes.pto:10:14
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+        GmView0 wGm0(w + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + _g90_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod(_g90_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod(_g90_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + _g90_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, GmView0::Shape(min_i64(R - floor_mod(_g90_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g90_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+        TLOAD(t91_b0, wGm0);  // reduce_axes.pto:10:14
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT92B0 t92_b0(min_i64(R - floor_mod(_g90_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g90_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:10:14
+        TASSIGN(t92_b0, 512);  // reduce_axes.pto:10:14
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t92_b0, t91_b0, RoundMode::CAST_RINT);  // reduce_axes.pto:10:14
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+        GmView1 t18Gm1(t18 + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + _g90_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod(_g90_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod(_g90_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + _g90_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, GmView1::Shape(min_i64(R - floor_mod(_g90_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g90_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+        TSTORE(t18Gm1, t92_b0);  // reduce_axes.pto:10:14
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g90_f_dr = 0; _g90_f_dr < min_i64(max_i64(min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * ((R + 7) / 8) * ((S + 31) / 32) - (_g90_f_db * 2 + 1), 1); ++_g90_f_dr) {  // reduce_axes.pto:9:15
+            TileT91B1 t91_b1(min_i64(R - floor_mod((_g90_f_db * 2 + 1 + _g90_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g90_f_db * 2 + 1 + _g90_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:10:14
+            TASSIGN(t91_b1, 1536);  // reduce_axes.pto:10:14
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+            GmView2 wGm2(w + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + (_g90_f_db * 2 + 1 + _g90_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod((_g90_f_db * 2 + 1 + _g90_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod((_g90_f_db * 2 + 1 + _g90_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + (_g90_f_db * 2 + 1 + _g90_f_dr) % max_i64((S + 31) / 32, 1) * 32, GmView2::Shape(min_i64(R - floor_mod((_g90_f_db * 2 + 1 + _g90_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g90_f_db * 2 + 1 + _g90_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32)), GmView2::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+            TLOAD(t91_b1, wGm2);  // reduce_axes.pto:10:14
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT92B1 t92_b1(min_i64(R - floor_mod((_g90_f_db * 2 + 1 + _g90_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g90_f_db * 2 + 1 + _g90_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:10:14
+            TASSIGN(t92_b1, 2048);  // reduce_axes.pto:10:14
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t92_b1, t91_b1, RoundMode::CAST_RINT);  // reduce_axes.pto:10:14
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+            GmView3 t18Gm3(t18 + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + (_g90_f_db * 2 + 1 + _g90_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod((_g90_f_db * 2 + 1 + _g90_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod((_g90_f_db * 2 + 1 + _g90_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + (_g90_f_db * 2 + 1 + _g90_f_dr) % max_i64((S + 31) / 32, 1) * 32, GmView3::Shape(min_i64(R - floor_mod((_g90_f_db * 2 + 1 + _g90_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g90_f_db * 2 + 1 + _g90_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32)), GmView3::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+            TSTORE(t18Gm3, t92_b1);  // reduce_axes.pto:10:14
         }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -36,8 +36,10 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p16(__gm__ half* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT96 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT98 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT99 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT98B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT99B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT98B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT99B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _g93 = block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)); _g93 < block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)), P - block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1))); ++_g93) {  // reduce_axes.pto:10:14
         for (int64_t _g94 = block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)); _g94 < block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)) + min_i64(ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)), R - block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1))); ++_g94) {  // reduce_axes.pto:10:14
@@ -49,30 +51,49 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p16(__gm__ half* x, __gm__ f
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TEXPANDS(t96, 0.0f);  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _k97 = 0; _k97 < (Q + 7) / 8; ++_k97) {  // reduce_axes.pto:10:14
+                for (int64_t _k97_db = 0; _k97_db < ((Q + 7) / 8 + 1) / 2; ++_k97_db) {  // reduce_axes.pto:10:14
                     pipe_barrier(PIPE_V);
-                    TileT98 t98(min_i64(Q - _k97 * 8, 8), min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t98, 128);  // reduce_axes.pto:10:14
+                    TileT98B0 t98_b0(min_i64(Q - _k97_db * 2 * 8, 8), min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
+                    TASSIGN(t98_b0, 128);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView0 t18Gm0(t18 + _g93 * (S * R * Q) + _k97 * 8 * (S * R) + _g94 * S + _g95 * 32, GmView0::Shape(min_i64(Q - _k97 * 8, 8), min_i64(S - _g95 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
-                    TLOAD(t98, t18Gm0);  // reduce_axes.pto:10:14
+                    GmView0 t18Gm0(t18 + _g93 * (S * R * Q) + _k97_db * 2 * 8 * (S * R) + _g94 * S + _g95 * 32, GmView0::Shape(min_i64(Q - _k97_db * 2 * 8, 8), min_i64(S - _g95 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                    TLOAD(t98_b0, t18Gm0);  // reduce_axes.pto:10:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT99 t99(min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t99, 1152);  // reduce_axes.pto:10:14
+                    TileT99B0 t99_b0(min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
+                    TASSIGN(t99_b0, 1152);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCOLSUM(t99, t98);  // reduce_axes.pto:10:14
+                    TCOLSUM(t99_b0, t98_b0);  // reduce_axes.pto:10:14
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    TADD(t96, t96, t99);  // reduce_axes.pto:10:14
+                    TADD(t96, t96, t99_b0);  // reduce_axes.pto:10:14
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    pipe_barrier(PIPE_V);
+                    for (int64_t _k97_dr = 0; _k97_dr < min_i64((Q + 7) / 8 - (_k97_db * 2 + 1), 1); ++_k97_dr) {  // reduce_axes.pto:10:14
+                        TileT98B1 t98_b1(min_i64(Q - (_k97_db * 2 + 1 + _k97_dr) * 8, 8), min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
+                        TASSIGN(t98_b1, 1280);  // reduce_axes.pto:10:14
+                        using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+                        GmView1 t18Gm1(t18 + _g93 * (S * R * Q) + (_k97_db * 2 + 1 + _k97_dr) * 8 * (S * R) + _g94 * S + _g95 * 32, GmView1::Shape(min_i64(Q - (_k97_db * 2 + 1 + _k97_dr) * 8, 8), min_i64(S - _g95 * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                        TLOAD(t98_b1, t18Gm1);  // reduce_axes.pto:10:14
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TileT99B1 t99_b1(min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
+                        TASSIGN(t99_b1, 2304);  // reduce_axes.pto:10:14
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TCOLSUM(t99_b1, t98_b1);  // reduce_axes.pto:10:14
+                        pipe_barrier(PIPE_V);
+                        TADD(t96, t96, t99_b1);  // reduce_axes.pto:10:14
+                    }
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView1 t19Gm1(t19 + _g93 * (S * R) + _g94 * S + _g95 * 32, GmView1::Shape(min_i64(S - _g95 * 32, 32)), GmView1::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
-                TSTORE(t19Gm1, t96);  // reduce_axes.pto:10:14
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+                GmView2 t19Gm2(t19 + _g93 * (S * R) + _g94 * S + _g95 * 32, GmView2::Shape(min_i64(S - _g95 * 32, 32)), GmView2::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                TSTORE(t19Gm2, t96);  // reduce_axes.pto:10:14
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -36,8 +36,10 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p17(__gm__ half* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT102 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT104 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT105 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT104B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT105B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT104B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT105B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _g100 = block_index / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1)); _g100 < block_index / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1)) + min_i64(ceil_div(R, block_count / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1)), R - block_index / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1))); ++_g100) {  // reduce_axes.pto:10:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -48,30 +50,49 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p17(__gm__ half* x, __gm__ f
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t102, 0.0f);  // reduce_axes.pto:10:14
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k103 = 0; _k103 < (P + 7) / 8; ++_k103) {  // reduce_axes.pto:10:14
+            for (int64_t _k103_db = 0; _k103_db < ((P + 7) / 8 + 1) / 2; ++_k103_db) {  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
-                TileT104 t104(min_i64(P - _k103 * 8, 8), min_i64(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
-                TASSIGN(t104, 128);  // reduce_axes.pto:10:14
+                TileT104B0 t104_b0(min_i64(P - _k103_db * 2 * 8, 8), min_i64(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
+                TASSIGN(t104_b0, 128);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView0 t19Gm0(t19 + _k103 * 8 * (S * R) + _g100 * S + _g101 * 32, GmView0::Shape(min_i64(P - _k103 * 8, 8), min_i64(S - _g101 * 32, 32)), GmView0::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
-                TLOAD(t104, t19Gm0);  // reduce_axes.pto:10:14
+                GmView0 t19Gm0(t19 + _k103_db * 2 * 8 * (S * R) + _g100 * S + _g101 * 32, GmView0::Shape(min_i64(P - _k103_db * 2 * 8, 8), min_i64(S - _g101 * 32, 32)), GmView0::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                TLOAD(t104_b0, t19Gm0);  // reduce_axes.pto:10:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT105 t105(min_i64(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
-                TASSIGN(t105, 1152);  // reduce_axes.pto:10:14
+                TileT105B0 t105_b0(min_i64(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
+                TASSIGN(t105_b0, 1152);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t105, t104);  // reduce_axes.pto:10:14
+                TCOLSUM(t105_b0, t104_b0);  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TADD(t102, t102, t105);  // reduce_axes.pto:10:14
+                TADD(t102, t102, t105_b0);  // reduce_axes.pto:10:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k103_dr = 0; _k103_dr < min_i64((P + 7) / 8 - (_k103_db * 2 + 1), 1); ++_k103_dr) {  // reduce_axes.pto:10:14
+                    TileT104B1 t104_b1(min_i64(P - (_k103_db * 2 + 1 + _k103_dr) * 8, 8), min_i64(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
+                    TASSIGN(t104_b1, 1280);  // reduce_axes.pto:10:14
+                    using GmView1 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+                    GmView1 t19Gm1(t19 + (_k103_db * 2 + 1 + _k103_dr) * 8 * (S * R) + _g100 * S + _g101 * 32, GmView1::Shape(min_i64(P - (_k103_db * 2 + 1 + _k103_dr) * 8, 8), min_i64(S - _g101 * 32, 32)), GmView1::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                    TLOAD(t104_b1, t19Gm1);  // reduce_axes.pto:10:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT105B1 t105_b1(min_i64(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
+                    TASSIGN(t105_b1, 2304);  // reduce_axes.pto:10:14
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t105_b1, t104_b1);  // reduce_axes.pto:10:14
+                    pipe_barrier(PIPE_V);
+                    TADD(t102, t102, t105_b1);  // reduce_axes.pto:10:14
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-            GmView1 t20Gm1(t20 + _g100 * S + _g101 * 32, GmView1::Shape(min_i64(S - _g101 * 32, 32)), GmView1::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
-            TSTORE(t20Gm1, t102);  // reduce_axes.pto:10:14
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+            GmView2 t20Gm2(t20 + _g100 * S + _g101 * 32, GmView2::Shape(min_i64(S - _g101 * 32, 32)), GmView2::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+            TSTORE(t20Gm2, t102);  // reduce_axes.pto:10:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

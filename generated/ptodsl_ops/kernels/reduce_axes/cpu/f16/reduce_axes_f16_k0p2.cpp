@@ -31,8 +31,10 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p2(__gm__ half* x, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT14Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT15Tile = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT14B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT15B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT14B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT15B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g11 = block_index * ceil_div(B, block_count); _g11 < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++_g11) {  // reduce_axes.pto:5:14
@@ -42,30 +44,49 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p2(__gm__ half* x, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t12, 0.0f);  // reduce_axes.pto:5:14
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k13 = 0; _k13 < (A + 7) / 8; ++_k13) {  // reduce_axes.pto:5:14
+        for (int64_t _k13_db = 0; _k13_db < ((A + 7) / 8 + 1) / 2; ++_k13_db) {  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
-            TileT14Tile t14Tile(min_i64(A - _k13 * 8, 8));  // reduce_axes.pto:5:14
-            TASSIGN(t14Tile, 32);  // reduce_axes.pto:5:14
+            TileT14B0 t14_b0(min_i64(A - _k13_db * 2 * 8, 8));  // reduce_axes.pto:5:14
+            TASSIGN(t14_b0, 32);  // reduce_axes.pto:5:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView0 t2Gm0(t2 + _k13 * 8 * B + _g11, GmView0::Shape(min_i64(A - _k13 * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:5:14
-            TLOAD(t14Tile, t2Gm0);  // reduce_axes.pto:5:14
+            GmView0 t2Gm0(t2 + _k13_db * 2 * 8 * B + _g11, GmView0::Shape(min_i64(A - _k13_db * 2 * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:5:14
+            TLOAD(t14_b0, t2Gm0);  // reduce_axes.pto:5:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT15Tile t15Tile;  // reduce_axes.pto:5:14
-            TASSIGN(t15Tile, 288);  // reduce_axes.pto:5:14
+            TileT15B0 t15_b0;  // reduce_axes.pto:5:14
+            TASSIGN(t15_b0, 288);  // reduce_axes.pto:5:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t15Tile, t14Tile);  // reduce_axes.pto:5:14
+            TCOLSUM(t15_b0, t14_b0);  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t12, t12, t15Tile);  // reduce_axes.pto:5:14
+            TADD(t12, t12, t15_b0);  // reduce_axes.pto:5:14
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            for (int64_t _k13_dr = 0; _k13_dr < min_i64((A + 7) / 8 - (_k13_db * 2 + 1), 1); ++_k13_dr) {  // reduce_axes.pto:5:14
+                TileT14B1 t14_b1(min_i64(A - (_k13_db * 2 + 1 + _k13_dr) * 8, 8));  // reduce_axes.pto:5:14
+                TASSIGN(t14_b1, 320);  // reduce_axes.pto:5:14
+                using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
+                GmView1 t2Gm1(t2 + (_k13_db * 2 + 1 + _k13_dr) * 8 * B + _g11, GmView1::Shape(min_i64(A - (_k13_db * 2 + 1 + _k13_dr) * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:5:14
+                TLOAD(t14_b1, t2Gm1);  // reduce_axes.pto:5:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT15B1 t15_b1;  // reduce_axes.pto:5:14
+                TASSIGN(t15_b1, 576);  // reduce_axes.pto:5:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t15_b1, t14_b1);  // reduce_axes.pto:5:14
+                pipe_barrier(PIPE_V);
+                TADD(t12, t12, t15_b1);  // reduce_axes.pto:5:14
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-        GmView1 t3Gm1(t3 + _g11, GmView1::Shape(), GmView1::Stride(B));  // reduce_axes.pto:5:14
-        TSTORE(t3Gm1, t12);  // reduce_axes.pto:5:14
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
+        GmView2 t3Gm2(t3 + _g11, GmView2::Shape(), GmView2::Stride(B));  // reduce_axes.pto:5:14
+        TSTORE(t3Gm2, t12);  // reduce_axes.pto:5:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

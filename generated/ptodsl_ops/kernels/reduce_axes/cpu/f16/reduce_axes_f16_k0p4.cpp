@@ -36,9 +36,12 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT21Tile = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT24 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23B0 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT24B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23B1 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT24B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _g19 = block_index / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)); _g19 < block_index / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)), B - block_index / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1))); ++_g19) {  // reduce_axes.pto:6:13
@@ -52,28 +55,51 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ fl
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k22 = 0; _k22 < (A + 7) / 8; ++_k22) {  // reduce_axes.pto:6:13
+            for (int64_t _k22_db = 0; _k22_db < ((A + 7) / 8 + 1) / 2; ++_k22_db) {  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
-                TileT23 t23(min_i64(A - _k22 * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t23, 128);  // reduce_axes.pto:6:13
+                TileT23B0 t23_b0(min_i64(A - _k22_db * 2 * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+                TASSIGN(t23_b0, 128);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-                GmView0 xGm0(x + _k22 * 8 * (C * B) + _g19 * C + _g20 * 32, GmView0::Shape(min_i64(A - _k22 * 8, 8), min_i64(C - _g20 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:6:13
-                TLOAD(t23, xGm0);  // reduce_axes.pto:6:13
+                GmView0 xGm0(x + _k22_db * 2 * 8 * (C * B) + _g19 * C + _g20 * 32, GmView0::Shape(min_i64(A - _k22_db * 2 * 8, 8), min_i64(C - _g20 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:6:13
+                TLOAD(t23_b0, xGm0);  // reduce_axes.pto:6:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT24 t24(min_i64(A - _k22 * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t24, 640);  // reduce_axes.pto:6:13
+                TileT24B0 t24_b0(min_i64(A - _k22_db * 2 * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+                TASSIGN(t24_b0, 640);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t24, t23, RoundMode::CAST_RINT);  // reduce_axes.pto:6:13
-                TileT25 t25(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t25, 128);  // reduce_axes.pto:6:13
+                TCVT(t24_b0, t23_b0, RoundMode::CAST_RINT);  // reduce_axes.pto:6:13
+                TileT25B0 t25_b0(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+                TASSIGN(t25_b0, 128);  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
-                TCOLMAX(t25, t24);  // reduce_axes.pto:6:13
+                TCOLMAX(t25_b0, t24_b0);  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
-                TMAX(t21Tile, t21Tile, t25);  // reduce_axes.pto:6:13
+                TMAX(t21Tile, t21Tile, t25_b0);  // reduce_axes.pto:6:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _k22_dr = 0; _k22_dr < min_i64((A + 7) / 8 - (_k22_db * 2 + 1), 1); ++_k22_dr) {  // reduce_axes.pto:6:13
+                    TileT23B1 t23_b1(min_i64(A - (_k22_db * 2 + 1 + _k22_dr) * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+                    TASSIGN(t23_b1, 1664);  // reduce_axes.pto:6:13
+                    using GmView1 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
+                    GmView1 xGm1(x + (_k22_db * 2 + 1 + _k22_dr) * 8 * (C * B) + _g19 * C + _g20 * 32, GmView1::Shape(min_i64(A - (_k22_db * 2 + 1 + _k22_dr) * 8, 8), min_i64(C - _g20 * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:6:13
+                    TLOAD(t23_b1, xGm1);  // reduce_axes.pto:6:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT24B1 t24_b1(min_i64(A - (_k22_db * 2 + 1 + _k22_dr) * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+                    TASSIGN(t24_b1, 2176);  // reduce_axes.pto:6:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t24_b1, t23_b1, RoundMode::CAST_RINT);  // reduce_axes.pto:6:13
+                    TileT25B1 t25_b1(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+                    TASSIGN(t25_b1, 1664);  // reduce_axes.pto:6:13
+                    pipe_barrier(PIPE_V);
+                    TCOLMAX(t25_b1, t24_b1);  // reduce_axes.pto:6:13
+                    pipe_barrier(PIPE_V);
+                    TMAX(t21Tile, t21Tile, t25_b1);  // reduce_axes.pto:6:13
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -86,9 +112,9 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ fl
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-            GmView1 t5Gm1(t5 + _g19 * C + _g20 * 32, GmView1::Shape(min_i64(C - _g20 * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:6:13
-            TSTORE(t5Gm1, t26);  // reduce_axes.pto:6:13
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
+            GmView2 t5Gm2(t5 + _g19 * C + _g20 * 32, GmView2::Shape(min_i64(C - _g20 * 32, 32)), GmView2::Stride(C * B, C));  // reduce_axes.pto:6:13
+            TSTORE(t5Gm2, t26);  // reduce_axes.pto:6:13
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -36,8 +36,10 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p7(__gm__ half* x, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT37 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT39 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT40 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT39B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT40B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT39B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT40B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor>;
 
     for (int64_t _g35 = block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)); _g35 < block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)) + min_i64(ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)), A - block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1))); ++_g35) {  // reduce_axes.pto:7:14
@@ -49,34 +51,55 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p7(__gm__ half* x, __gm__ fl
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t37, 0.0f);  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k38 = 0; _k38 < (C + 31) / 32; ++_k38) {  // reduce_axes.pto:7:14
+            for (int64_t _k38_db = 0; _k38_db < ((C + 31) / 32 + 1) / 2; ++_k38_db) {  // reduce_axes.pto:7:14
                 pipe_barrier(PIPE_V);
-                TileT39 t39(min_i64(B - _g36 * 8, 8), min_i64(C - _k38 * 32, 32));  // reduce_axes.pto:7:14
-                TASSIGN(t39, 256);  // reduce_axes.pto:7:14
+                TileT39B0 t39_b0(min_i64(B - _g36 * 8, 8), min_i64(C - _k38_db * 2 * 32, 32));  // reduce_axes.pto:7:14
+                TASSIGN(t39_b0, 256);  // reduce_axes.pto:7:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:7:14
-                GmView0 t7Gm0(t7 + _g35 * (C * B) + _g36 * 8 * C + _k38 * 32, GmView0::Shape(min_i64(B - _g36 * 8, 8), min_i64(C - _k38 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:7:14
-                TLOAD(t39, t7Gm0);  // reduce_axes.pto:7:14
+                GmView0 t7Gm0(t7 + _g35 * (C * B) + _g36 * 8 * C + _k38_db * 2 * 32, GmView0::Shape(min_i64(B - _g36 * 8, 8), min_i64(C - _k38_db * 2 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:7:14
+                TLOAD(t39_b0, t7Gm0);  // reduce_axes.pto:7:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT40 t40(min_i64(B - _g36 * 8, 8));  // reduce_axes.pto:7:14
-                TASSIGN(t40, 1280);  // reduce_axes.pto:7:14
+                TileT40B0 t40_b0(min_i64(B - _g36 * 8, 8));  // reduce_axes.pto:7:14
+                TASSIGN(t40_b0, 1280);  // reduce_axes.pto:7:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileTmp0 tmp0;  // reduce_axes.pto:7:14
-                TASSIGN(tmp0, 1536);  // reduce_axes.pto:7:14
-                TROWSUM(t40, t39, tmp0);  // reduce_axes.pto:7:14
+                TASSIGN(tmp0, 2816);  // reduce_axes.pto:7:14
+                TROWSUM(t40_b0, t39_b0, tmp0);  // reduce_axes.pto:7:14
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TADD(t37, t37, t40);  // reduce_axes.pto:7:14
+                TADD(t37, t37, t40_b0);  // reduce_axes.pto:7:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k38_dr = 0; _k38_dr < min_i64((C + 31) / 32 - (_k38_db * 2 + 1), 1); ++_k38_dr) {  // reduce_axes.pto:7:14
+                    TileT39B1 t39_b1(min_i64(B - _g36 * 8, 8), min_i64(C - (_k38_db * 2 + 1 + _k38_dr) * 32, 32));  // reduce_axes.pto:7:14
+                    TASSIGN(t39_b1, 1536);  // reduce_axes.pto:7:14
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:7:14
+                    GmView1 t7Gm1(t7 + _g35 * (C * B) + _g36 * 8 * C + (_k38_db * 2 + 1 + _k38_dr) * 32, GmView1::Shape(min_i64(B - _g36 * 8, 8), min_i64(C - (_k38_db * 2 + 1 + _k38_dr) * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:7:14
+                    TLOAD(t39_b1, t7Gm1);  // reduce_axes.pto:7:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT40B1 t40_b1(min_i64(B - _g36 * 8, 8));  // reduce_axes.pto:7:14
+                    TASSIGN(t40_b1, 2560);  // reduce_axes.pto:7:14
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileTmp0 tmp1;  // reduce_axes.pto:7:14
+                    TASSIGN(tmp1, 2816);  // reduce_axes.pto:7:14
+                    TROWSUM(t40_b1, t39_b1, tmp1);  // reduce_axes.pto:7:14
+                    pipe_barrier(PIPE_V);
+                    TADD(t37, t37, t40_b1);  // reduce_axes.pto:7:14
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             TMULS(t37, t37, static_cast<float>(1.0 / C));  // reduce_axes.pto:7:14
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView1 t8Gm1(t8 + _g35 * B + _g36 * 8, GmView1::Shape(min_i64(B - _g36 * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:7:14
-            TSTORE(t8Gm1, t37);  // reduce_axes.pto:7:14
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
+            GmView2 t8Gm2(t8 + _g35 * B + _g36 * 8, GmView2::Shape(min_i64(B - _g36 * 8, 8)), GmView2::Stride(B));  // reduce_axes.pto:7:14
+            TSTORE(t8Gm2, t37);  // reduce_axes.pto:7:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

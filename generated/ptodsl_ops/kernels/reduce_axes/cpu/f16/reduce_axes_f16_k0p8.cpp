@@ -31,8 +31,10 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT42 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT44 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT45 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT44B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT45B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT44B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT45B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g41 = block_index * ceil_div(A, block_count); _g41 < block_index * ceil_div(A, block_count) + min_i64(ceil_div(A, block_count), A - block_index * ceil_div(A, block_count)); ++_g41) {  // reduce_axes.pto:7:14
@@ -42,31 +44,50 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t42, 0.0f);  // reduce_axes.pto:7:14
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k43 = 0; _k43 < (B + 7) / 8; ++_k43) {  // reduce_axes.pto:7:14
+        for (int64_t _k43_db = 0; _k43_db < ((B + 7) / 8 + 1) / 2; ++_k43_db) {  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
-            TileT44 t44(min_i64(B - _k43 * 8, 8));  // reduce_axes.pto:7:14
-            TASSIGN(t44, 32);  // reduce_axes.pto:7:14
+            TileT44B0 t44_b0(min_i64(B - _k43_db * 2 * 8, 8));  // reduce_axes.pto:7:14
+            TASSIGN(t44_b0, 32);  // reduce_axes.pto:7:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView0 t8Gm0(t8 + _g41 * B + _k43 * 8, GmView0::Shape(min_i64(B - _k43 * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:7:14
-            TLOAD(t44, t8Gm0);  // reduce_axes.pto:7:14
+            GmView0 t8Gm0(t8 + _g41 * B + _k43_db * 2 * 8, GmView0::Shape(min_i64(B - _k43_db * 2 * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:7:14
+            TLOAD(t44_b0, t8Gm0);  // reduce_axes.pto:7:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT45 t45;  // reduce_axes.pto:7:14
-            TASSIGN(t45, 288);  // reduce_axes.pto:7:14
+            TileT45B0 t45_b0;  // reduce_axes.pto:7:14
+            TASSIGN(t45_b0, 288);  // reduce_axes.pto:7:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t45, t44);  // reduce_axes.pto:7:14
+            TCOLSUM(t45_b0, t44_b0);  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t42, t42, t45);  // reduce_axes.pto:7:14
+            TADD(t42, t42, t45_b0);  // reduce_axes.pto:7:14
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            for (int64_t _k43_dr = 0; _k43_dr < min_i64((B + 7) / 8 - (_k43_db * 2 + 1), 1); ++_k43_dr) {  // reduce_axes.pto:7:14
+                TileT44B1 t44_b1(min_i64(B - (_k43_db * 2 + 1 + _k43_dr) * 8, 8));  // reduce_axes.pto:7:14
+                TASSIGN(t44_b1, 320);  // reduce_axes.pto:7:14
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
+                GmView1 t8Gm1(t8 + _g41 * B + (_k43_db * 2 + 1 + _k43_dr) * 8, GmView1::Shape(min_i64(B - (_k43_db * 2 + 1 + _k43_dr) * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:7:14
+                TLOAD(t44_b1, t8Gm1);  // reduce_axes.pto:7:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT45B1 t45_b1;  // reduce_axes.pto:7:14
+                TASSIGN(t45_b1, 576);  // reduce_axes.pto:7:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t45_b1, t44_b1);  // reduce_axes.pto:7:14
+                pipe_barrier(PIPE_V);
+                TADD(t42, t42, t45_b1);  // reduce_axes.pto:7:14
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         TMULS(t42, t42, static_cast<float>(1.0 / B));  // reduce_axes.pto:7:14
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> t9Gm1(t9 + _g41);  // reduce_axes.pto:7:14
-        TSTORE(t9Gm1, t42);  // reduce_axes.pto:7:14
+        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> t9Gm2(t9 + _g41);  // reduce_axes.pto:7:14
+        TSTORE(t9Gm2, t42);  // reduce_axes.pto:7:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -31,8 +31,10 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p1(__gm__ float* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT7 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT9Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT10Tile = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT9B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT10B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT9B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT10B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g6 = block_index * ceil_div(B, block_count); _g6 < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++_g6) {  // reduce_axes.pto:5:14
@@ -42,30 +44,49 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p1(__gm__ float* x, __gm__ f
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t7, 0.0f);  // reduce_axes.pto:5:14
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k8 = 0; _k8 < (A + 7) / 8; ++_k8) {  // reduce_axes.pto:5:14
+        for (int64_t _k8_db = 0; _k8_db < ((A + 7) / 8 + 1) / 2; ++_k8_db) {  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
-            TileT9Tile t9Tile(min_i64(A - _k8 * 8, 8));  // reduce_axes.pto:5:14
-            TASSIGN(t9Tile, 32);  // reduce_axes.pto:5:14
+            TileT9B0 t9_b0(min_i64(A - _k8_db * 2 * 8, 8));  // reduce_axes.pto:5:14
+            TASSIGN(t9_b0, 32);  // reduce_axes.pto:5:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView0 t1Gm0(t1 + _k8 * 8 * B + _g6, GmView0::Shape(min_i64(A - _k8 * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:5:14
-            TLOAD(t9Tile, t1Gm0);  // reduce_axes.pto:5:14
+            GmView0 t1Gm0(t1 + _k8_db * 2 * 8 * B + _g6, GmView0::Shape(min_i64(A - _k8_db * 2 * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:5:14
+            TLOAD(t9_b0, t1Gm0);  // reduce_axes.pto:5:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT10Tile t10Tile;  // reduce_axes.pto:5:14
-            TASSIGN(t10Tile, 288);  // reduce_axes.pto:5:14
+            TileT10B0 t10_b0;  // reduce_axes.pto:5:14
+            TASSIGN(t10_b0, 288);  // reduce_axes.pto:5:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t10Tile, t9Tile);  // reduce_axes.pto:5:14
+            TCOLSUM(t10_b0, t9_b0);  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t7, t7, t10Tile);  // reduce_axes.pto:5:14
+            TADD(t7, t7, t10_b0);  // reduce_axes.pto:5:14
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            for (int64_t _k8_dr = 0; _k8_dr < min_i64((A + 7) / 8 - (_k8_db * 2 + 1), 1); ++_k8_dr) {  // reduce_axes.pto:5:14
+                TileT9B1 t9_b1(min_i64(A - (_k8_db * 2 + 1 + _k8_dr) * 8, 8));  // reduce_axes.pto:5:14
+                TASSIGN(t9_b1, 320);  // reduce_axes.pto:5:14
+                using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
+                GmView1 t1Gm1(t1 + (_k8_db * 2 + 1 + _k8_dr) * 8 * B + _g6, GmView1::Shape(min_i64(A - (_k8_db * 2 + 1 + _k8_dr) * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:5:14
+                TLOAD(t9_b1, t1Gm1);  // reduce_axes.pto:5:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT10B1 t10_b1;  // reduce_axes.pto:5:14
+                TASSIGN(t10_b1, 576);  // reduce_axes.pto:5:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t10_b1, t9_b1);  // reduce_axes.pto:5:14
+                pipe_barrier(PIPE_V);
+                TADD(t7, t7, t10_b1);  // reduce_axes.pto:5:14
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-        GmView1 s02Gm1(s02 + _g6, GmView1::Shape(), GmView1::Stride(B));  // reduce_axes.pto:5:14
-        TSTORE(s02Gm1, t7);  // reduce_axes.pto:5:14
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
+        GmView2 s02Gm2(s02 + _g6, GmView2::Shape(), GmView2::Stride(B));  // reduce_axes.pto:5:14
+        TSTORE(s02Gm2, t7);  // reduce_axes.pto:5:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

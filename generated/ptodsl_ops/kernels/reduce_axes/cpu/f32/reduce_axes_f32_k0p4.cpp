@@ -31,8 +31,10 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p4(__gm__ float* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT27 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT29 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT30 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT29B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT30B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT29B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT30B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g26 = block_index * ceil_div(A, block_count); _g26 < block_index * ceil_div(A, block_count) + min_i64(ceil_div(A, block_count), A - block_index * ceil_div(A, block_count)); ++_g26) {  // reduce_axes.pto:7:14
@@ -42,31 +44,50 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p4(__gm__ float* x, __gm__ f
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t27, 0.0f);  // reduce_axes.pto:7:14
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k28 = 0; _k28 < (B + 7) / 8; ++_k28) {  // reduce_axes.pto:7:14
+        for (int64_t _k28_db = 0; _k28_db < ((B + 7) / 8 + 1) / 2; ++_k28_db) {  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
-            TileT29 t29(min_i64(B - _k28 * 8, 8));  // reduce_axes.pto:7:14
-            TASSIGN(t29, 32);  // reduce_axes.pto:7:14
+            TileT29B0 t29_b0(min_i64(B - _k28_db * 2 * 8, 8));  // reduce_axes.pto:7:14
+            TASSIGN(t29_b0, 32);  // reduce_axes.pto:7:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView0 t5Gm0(t5 + _g26 * B + _k28 * 8, GmView0::Shape(min_i64(B - _k28 * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:7:14
-            TLOAD(t29, t5Gm0);  // reduce_axes.pto:7:14
+            GmView0 t5Gm0(t5 + _g26 * B + _k28_db * 2 * 8, GmView0::Shape(min_i64(B - _k28_db * 2 * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:7:14
+            TLOAD(t29_b0, t5Gm0);  // reduce_axes.pto:7:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT30 t30;  // reduce_axes.pto:7:14
-            TASSIGN(t30, 288);  // reduce_axes.pto:7:14
+            TileT30B0 t30_b0;  // reduce_axes.pto:7:14
+            TASSIGN(t30_b0, 288);  // reduce_axes.pto:7:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t30, t29);  // reduce_axes.pto:7:14
+            TCOLSUM(t30_b0, t29_b0);  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t27, t27, t30);  // reduce_axes.pto:7:14
+            TADD(t27, t27, t30_b0);  // reduce_axes.pto:7:14
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            for (int64_t _k28_dr = 0; _k28_dr < min_i64((B + 7) / 8 - (_k28_db * 2 + 1), 1); ++_k28_dr) {  // reduce_axes.pto:7:14
+                TileT29B1 t29_b1(min_i64(B - (_k28_db * 2 + 1 + _k28_dr) * 8, 8));  // reduce_axes.pto:7:14
+                TASSIGN(t29_b1, 320);  // reduce_axes.pto:7:14
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
+                GmView1 t5Gm1(t5 + _g26 * B + (_k28_db * 2 + 1 + _k28_dr) * 8, GmView1::Shape(min_i64(B - (_k28_db * 2 + 1 + _k28_dr) * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:7:14
+                TLOAD(t29_b1, t5Gm1);  // reduce_axes.pto:7:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT30B1 t30_b1;  // reduce_axes.pto:7:14
+                TASSIGN(t30_b1, 576);  // reduce_axes.pto:7:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t30_b1, t29_b1);  // reduce_axes.pto:7:14
+                pipe_barrier(PIPE_V);
+                TADD(t27, t27, t30_b1);  // reduce_axes.pto:7:14
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         TMULS(t27, t27, static_cast<float>(1.0 / B));  // reduce_axes.pto:7:14
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> t6Gm1(t6 + _g26);  // reduce_axes.pto:7:14
-        TSTORE(t6Gm1, t27);  // reduce_axes.pto:7:14
+        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> t6Gm2(t6 + _g26);  // reduce_axes.pto:7:14
+        TSTORE(t6Gm2, t27);  // reduce_axes.pto:7:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

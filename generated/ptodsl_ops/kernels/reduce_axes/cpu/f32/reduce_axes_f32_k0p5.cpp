@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void reduce_axes_f32_k0p5(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
@@ -30,22 +35,39 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p5(__gm__ float* x, __gm__ f
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT32 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
 
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g31 = block_index * ceil_div((A + 31) / 32, block_count); _g31 < block_index * ceil_div((A + 31) / 32, block_count) + min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)); ++_g31) {  // reduce_axes.pto:7:5
-        TileT32 t32(min_i64(A - _g31 * 32, 32));  // reduce_axes.pto:7:5
-        TASSIGN(t32, 0);  // reduce_axes.pto:7:5
+    for (int64_t _g31_db = 0; _g31_db < (max_i64(min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)), 0) + 1) / 2; ++_g31_db) {  // reduce_axes.pto:7:5
+        TileT32B0 t32_b0(min_i64(A - (block_index * ceil_div((A + 31) / 32, block_count) + _g31_db * 2) * 32, 32));  // reduce_axes.pto:7:5
+        TASSIGN(t32_b0, 0);  // reduce_axes.pto:7:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView0 t4Gm0(t4 + _g31 * 32, GmView0::Shape(t32.GetValidCol()));  // reduce_axes.pto:7:5
-        TLOAD(t32, t4Gm0);  // reduce_axes.pto:7:5
+        GmView0 t4Gm0(t4 + (block_index * ceil_div((A + 31) / 32, block_count) + _g31_db * 2) * 32, GmView0::Shape(t32_b0.GetValidCol()));  // reduce_axes.pto:7:5
+        TLOAD(t32_b0, t4Gm0);  // reduce_axes.pto:7:5
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView1 a12Gm1(a12 + _g31 * 32, GmView1::Shape(t32.GetValidCol()));  // reduce_axes.pto:7:5
-        TSTORE(a12Gm1, t32);  // reduce_axes.pto:7:5
+        GmView1 a12Gm1(a12 + (block_index * ceil_div((A + 31) / 32, block_count) + _g31_db * 2) * 32, GmView1::Shape(t32_b0.GetValidCol()));  // reduce_axes.pto:7:5
+        TSTORE(a12Gm1, t32_b0);  // reduce_axes.pto:7:5
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g31_dr = 0; _g31_dr < min_i64(max_i64(min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)), 0) - (_g31_db * 2 + 1), 1); ++_g31_dr) {  // reduce_axes.pto:7:5
+            TileT32B1 t32_b1(min_i64(A - (block_index * ceil_div((A + 31) / 32, block_count) + (_g31_db * 2 + 1 + _g31_dr)) * 32, 32));  // reduce_axes.pto:7:5
+            TASSIGN(t32_b1, 128);  // reduce_axes.pto:7:5
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
+            GmView2 t4Gm2(t4 + (block_index * ceil_div((A + 31) / 32, block_count) + (_g31_db * 2 + 1 + _g31_dr)) * 32, GmView2::Shape(t32_b1.GetValidCol()));  // reduce_axes.pto:7:5
+            TLOAD(t32_b1, t4Gm2);  // reduce_axes.pto:7:5
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
+            GmView3 a12Gm3(a12 + (block_index * ceil_div((A + 31) / 32, block_count) + (_g31_db * 2 + 1 + _g31_dr)) * 32, GmView3::Shape(t32_b1.GetValidCol()));  // reduce_axes.pto:7:5
+            TSTORE(a12Gm3, t32_b1);  // reduce_axes.pto:7:5
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

@@ -36,8 +36,10 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p8(__gm__ float* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT49 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT51 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT52 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT51B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT52B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT51B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT52B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
 
     for (int64_t _g47 = block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g47 < block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g47) {  // reduce_axes.pto:9:15
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -48,32 +50,51 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p8(__gm__ float* x, __gm__ f
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t49, 0.0f);  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k50 = 0; _k50 < (R + 7) / 8; ++_k50) {  // reduce_axes.pto:9:15
+            for (int64_t _k50_db = 0; _k50_db < ((R + 7) / 8 + 1) / 2; ++_k50_db) {  // reduce_axes.pto:9:15
                 pipe_barrier(PIPE_V);
-                TileT51 t51(min_i64(R - _k50 * 8, 8));  // reduce_axes.pto:9:15
-                TASSIGN(t51, 32);  // reduce_axes.pto:9:15
+                TileT51B0 t51_b0(min_i64(R - _k50_db * 2 * 8, 8));  // reduce_axes.pto:9:15
+                TASSIGN(t51_b0, 32);  // reduce_axes.pto:9:15
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView0 t9Gm0(t9 + _g47 * (R * Q) + _g48 * R + _k50 * 8, GmView0::Shape(min_i64(R - _k50 * 8, 8)), GmView0::Stride(R * Q, R));  // reduce_axes.pto:9:15
-                TLOAD(t51, t9Gm0);  // reduce_axes.pto:9:15
+                GmView0 t9Gm0(t9 + _g47 * (R * Q) + _g48 * R + _k50_db * 2 * 8, GmView0::Shape(min_i64(R - _k50_db * 2 * 8, 8)), GmView0::Stride(R * Q, R));  // reduce_axes.pto:9:15
+                TLOAD(t51_b0, t9Gm0);  // reduce_axes.pto:9:15
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT52 t52;  // reduce_axes.pto:9:15
-                TASSIGN(t52, 288);  // reduce_axes.pto:9:15
+                TileT52B0 t52_b0;  // reduce_axes.pto:9:15
+                TASSIGN(t52_b0, 288);  // reduce_axes.pto:9:15
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t52, t51);  // reduce_axes.pto:9:15
+                TCOLSUM(t52_b0, t51_b0);  // reduce_axes.pto:9:15
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TADD(t49, t49, t52);  // reduce_axes.pto:9:15
+                TADD(t49, t49, t52_b0);  // reduce_axes.pto:9:15
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k50_dr = 0; _k50_dr < min_i64((R + 7) / 8 - (_k50_db * 2 + 1), 1); ++_k50_dr) {  // reduce_axes.pto:9:15
+                    TileT51B1 t51_b1(min_i64(R - (_k50_db * 2 + 1 + _k50_dr) * 8, 8));  // reduce_axes.pto:9:15
+                    TASSIGN(t51_b1, 320);  // reduce_axes.pto:9:15
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
+                    GmView1 t9Gm1(t9 + _g47 * (R * Q) + _g48 * R + (_k50_db * 2 + 1 + _k50_dr) * 8, GmView1::Shape(min_i64(R - (_k50_db * 2 + 1 + _k50_dr) * 8, 8)), GmView1::Stride(R * Q, R));  // reduce_axes.pto:9:15
+                    TLOAD(t51_b1, t9Gm1);  // reduce_axes.pto:9:15
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT52B1 t52_b1;  // reduce_axes.pto:9:15
+                    TASSIGN(t52_b1, 576);  // reduce_axes.pto:9:15
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t52_b1, t51_b1);  // reduce_axes.pto:9:15
+                    pipe_barrier(PIPE_V);
+                    TADD(t49, t49, t52_b1);  // reduce_axes.pto:9:15
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             TMULS(t49, t49, static_cast<float>(1.0 / R));  // reduce_axes.pto:9:15
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView1 t10Gm1(t10 + _g47 * Q + _g48, GmView1::Shape(), GmView1::Stride(Q));  // reduce_axes.pto:9:15
-            TSTORE(t10Gm1, t49);  // reduce_axes.pto:9:15
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
+            GmView2 t10Gm2(t10 + _g47 * Q + _g48, GmView2::Shape(), GmView2::Stride(Q));  // reduce_axes.pto:9:15
+            TSTORE(t10Gm2, t49);  // reduce_axes.pto:9:15
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

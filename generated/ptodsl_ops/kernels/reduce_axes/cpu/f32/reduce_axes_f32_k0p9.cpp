@@ -31,8 +31,10 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p9(__gm__ float* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT54 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT56 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT57 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT56B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT57B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT56B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT57B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g53 = block_index * ceil_div(P, block_count); _g53 < block_index * ceil_div(P, block_count) + min_i64(ceil_div(P, block_count), P - block_index * ceil_div(P, block_count)); ++_g53) {  // reduce_axes.pto:9:15
@@ -42,31 +44,50 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p9(__gm__ float* x, __gm__ f
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t54, 0.0f);  // reduce_axes.pto:9:15
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k55 = 0; _k55 < (Q + 7) / 8; ++_k55) {  // reduce_axes.pto:9:15
+        for (int64_t _k55_db = 0; _k55_db < ((Q + 7) / 8 + 1) / 2; ++_k55_db) {  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
-            TileT56 t56(min_i64(Q - _k55 * 8, 8));  // reduce_axes.pto:9:15
-            TASSIGN(t56, 32);  // reduce_axes.pto:9:15
+            TileT56B0 t56_b0(min_i64(Q - _k55_db * 2 * 8, 8));  // reduce_axes.pto:9:15
+            TASSIGN(t56_b0, 32);  // reduce_axes.pto:9:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView0 t10Gm0(t10 + _g53 * Q + _k55 * 8, GmView0::Shape(min_i64(Q - _k55 * 8, 8)), GmView0::Stride(Q));  // reduce_axes.pto:9:15
-            TLOAD(t56, t10Gm0);  // reduce_axes.pto:9:15
+            GmView0 t10Gm0(t10 + _g53 * Q + _k55_db * 2 * 8, GmView0::Shape(min_i64(Q - _k55_db * 2 * 8, 8)), GmView0::Stride(Q));  // reduce_axes.pto:9:15
+            TLOAD(t56_b0, t10Gm0);  // reduce_axes.pto:9:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT57 t57;  // reduce_axes.pto:9:15
-            TASSIGN(t57, 288);  // reduce_axes.pto:9:15
+            TileT57B0 t57_b0;  // reduce_axes.pto:9:15
+            TASSIGN(t57_b0, 288);  // reduce_axes.pto:9:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t57, t56);  // reduce_axes.pto:9:15
+            TCOLSUM(t57_b0, t56_b0);  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t54, t54, t57);  // reduce_axes.pto:9:15
+            TADD(t54, t54, t57_b0);  // reduce_axes.pto:9:15
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            for (int64_t _k55_dr = 0; _k55_dr < min_i64((Q + 7) / 8 - (_k55_db * 2 + 1), 1); ++_k55_dr) {  // reduce_axes.pto:9:15
+                TileT56B1 t56_b1(min_i64(Q - (_k55_db * 2 + 1 + _k55_dr) * 8, 8));  // reduce_axes.pto:9:15
+                TASSIGN(t56_b1, 320);  // reduce_axes.pto:9:15
+                using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
+                GmView1 t10Gm1(t10 + _g53 * Q + (_k55_db * 2 + 1 + _k55_dr) * 8, GmView1::Shape(min_i64(Q - (_k55_db * 2 + 1 + _k55_dr) * 8, 8)), GmView1::Stride(Q));  // reduce_axes.pto:9:15
+                TLOAD(t56_b1, t10Gm1);  // reduce_axes.pto:9:15
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT57B1 t57_b1;  // reduce_axes.pto:9:15
+                TASSIGN(t57_b1, 576);  // reduce_axes.pto:9:15
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t57_b1, t56_b1);  // reduce_axes.pto:9:15
+                pipe_barrier(PIPE_V);
+                TADD(t54, t54, t57_b1);  // reduce_axes.pto:9:15
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         TMULS(t54, t54, static_cast<float>(1.0 / Q));  // reduce_axes.pto:9:15
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> v123Gm1(v123 + _g53);  // reduce_axes.pto:9:15
-        TSTORE(v123Gm1, t54);  // reduce_axes.pto:9:15
+        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> v123Gm2(v123 + _g53);  // reduce_axes.pto:9:15
+        TSTORE(v123Gm2, t54);  // reduce_axes.pto:9:15
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

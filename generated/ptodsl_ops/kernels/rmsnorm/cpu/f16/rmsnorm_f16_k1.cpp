@@ -31,19 +31,30 @@ extern "C" __global__ AICORE void rmsnorm_f16_k1(__gm__ half* x, __gm__ half* ga
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT31 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT25 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT25B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT25B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT36 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT54 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT46B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT51B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT54B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT46B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT51B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT54B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
@@ -59,38 +70,67 @@ extern "C" __global__ AICORE void rmsnorm_f16_k1(__gm__ half* x, __gm__ half* ga
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g24 = 0; _g24 < (H + 1023) / 1024; ++_g24) {  // rmsnorm.pto:4:14
+        for (int64_t _g24_db = 0; _g24_db < ((H + 1023) / 1024 + 1) / 2; ++_g24_db) {  // rmsnorm.pto:4:14
             pipe_barrier(PIPE_V);
-            TileT25 t25(min_i64(H - _g24 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t25, 32);  // rmsnorm.pto:4:14
+            TileT25B0 t25_b0(min_i64(H - _g24_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
+            TASSIGN(t25_b0, 32);  // rmsnorm.pto:4:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-            GmView0 v0Gm0(v0 + _g24 * 1024, GmView0::Shape(t25.GetValidCol()), GmView0::Stride(H));  // rmsnorm.pto:4:14
-            TLOAD(t25, v0Gm0);  // rmsnorm.pto:4:14
+            GmView0 v0Gm0(v0 + _g24_db * 2 * 1024, GmView0::Shape(t25_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm.pto:4:14
+            TLOAD(t25_b0, v0Gm0);  // rmsnorm.pto:4:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT26 t26(min_i64(H - _g24 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t26, 2080);  // rmsnorm.pto:4:14
+            TileT26B0 t26_b0(min_i64(H - _g24_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
+            TASSIGN(t26_b0, 2080);  // rmsnorm.pto:4:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t26, t25, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-            TileT30 t30(min_i64(H - _g24 * 1024, 1024));  // rmsnorm.pto:5:26
-            TASSIGN(t30, 6176);  // rmsnorm.pto:5:26
+            TCVT(t26_b0, t25_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
+            TileT30B0 t30_b0(min_i64(H - _g24_db * 2 * 1024, 1024));  // rmsnorm.pto:5:26
+            TASSIGN(t30_b0, 6176);  // rmsnorm.pto:5:26
             pipe_barrier(PIPE_V);
-            TMUL(t30, t26, t26);  // rmsnorm.pto:5:26
-            TileT34 t34;  // rmsnorm.pto:5:21
-            TASSIGN(t34, 32);  // rmsnorm.pto:5:21
+            TMUL(t30_b0, t26_b0, t26_b0);  // rmsnorm.pto:5:26
+            TileT34B0 t34_b0;  // rmsnorm.pto:5:21
+            TASSIGN(t34_b0, 32);  // rmsnorm.pto:5:21
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // rmsnorm.pto:5:21
-            TASSIGN(tmp0, 12320);  // rmsnorm.pto:5:21
-            TROWSUM(t34, t30, tmp0);  // rmsnorm.pto:5:21
+            TASSIGN(tmp0, 24608);  // rmsnorm.pto:5:21
+            TROWSUM(t34_b0, t30_b0, tmp0);  // rmsnorm.pto:5:21
             pipe_barrier(PIPE_V);
-            TADD(t31, t31, t34);  // rmsnorm.pto:5:21
+            TADD(t31, t31, t34_b0);  // rmsnorm.pto:5:21
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g24_dr = 0; _g24_dr < min_i64((H + 1023) / 1024 - (_g24_db * 2 + 1), 1); ++_g24_dr) {  // rmsnorm.pto:4:14
+                TileT25B1 t25_b1(min_i64(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // rmsnorm.pto:4:14
+                TASSIGN(t25_b1, 10272);  // rmsnorm.pto:4:14
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
+                GmView1 v0Gm1(v0 + (_g24_db * 2 + 1 + _g24_dr) * 1024, GmView1::Shape(t25_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
+                TLOAD(t25_b1, v0Gm1);  // rmsnorm.pto:4:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT26B1 t26_b1(min_i64(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // rmsnorm.pto:4:14
+                TASSIGN(t26_b1, 12320);  // rmsnorm.pto:4:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t26_b1, t25_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
+                TileT30B1 t30_b1(min_i64(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // rmsnorm.pto:5:26
+                TASSIGN(t30_b1, 16416);  // rmsnorm.pto:5:26
+                pipe_barrier(PIPE_V);
+                TMUL(t30_b1, t26_b1, t26_b1);  // rmsnorm.pto:5:26
+                TileT34B1 t34_b1;  // rmsnorm.pto:5:21
+                TASSIGN(t34_b1, 10272);  // rmsnorm.pto:5:21
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp1;  // rmsnorm.pto:5:21
+                TASSIGN(tmp1, 24608);  // rmsnorm.pto:5:21
+                TROWSUM(t34_b1, t30_b1, tmp1);  // rmsnorm.pto:5:21
+                pipe_barrier(PIPE_V);
+                TADD(t31, t31, t34_b1);  // rmsnorm.pto:5:21
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMULS(t31, t31, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
         TileT36 t36;  // rmsnorm.pto:5:21
@@ -104,60 +144,114 @@ extern "C" __global__ AICORE void rmsnorm_f16_k1(__gm__ half* x, __gm__ half* ga
         TRSQRT(t38, t36);  // rmsnorm.pto:5:15
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g39 = 0; _g39 < (H + 1023) / 1024; ++_g39) {  // rmsnorm.pto:6:24
+        for (int64_t _g39_db = 0; _g39_db < ((H + 1023) / 1024 + 1) / 2; ++_g39_db) {  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
-            TileT40 t40(min_i64(H - _g39 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t40, 32);  // rmsnorm.pto:6:24
-            TileT25Re1 t25_re1(min_i64(H - _g39 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t25_re1, 4128);  // rmsnorm.pto:4:14
+            TileT40B0 t40_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
+            TASSIGN(t40_b0, 32);  // rmsnorm.pto:6:24
+            TileT25Re1B0 t25_re1_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
+            TASSIGN(t25_re1_b0, 4128);  // rmsnorm.pto:4:14
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-            GmView1 v0Gm1(v0 + _g39 * 1024, GmView1::Shape(t25_re1.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
-            TLOAD(t25_re1, v0Gm1);  // rmsnorm.pto:4:14
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
+            GmView2 v0Gm2(v0 + _g39_db * 2 * 1024, GmView2::Shape(t25_re1_b0.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:4:14
+            TLOAD(t25_re1_b0, v0Gm2);  // rmsnorm.pto:4:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t40, t25_re1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-            TileT43 t43(min_i64(H - _g39 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t43, 4128);  // rmsnorm.pto:6:24
+            TCVT(t40_b0, t25_re1_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
+            TileT43B0 t43_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
+            TASSIGN(t43_b0, 4128);  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
-            TileView1 view1;  // rmsnorm.pto:6:24
-            TASSIGN(view1, 0);  // rmsnorm.pto:6:24
-            TileTmp2 tmp2;  // rmsnorm.pto:6:24
-            TASSIGN(tmp2, 12320);  // rmsnorm.pto:6:24
-            TROWEXPANDMUL(t43, t40, view1, tmp2);  // rmsnorm.pto:6:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT45 t45(min_i64(H - _g39 * 1024, 1024));  // rmsnorm.pto:6:35
-            TASSIGN(t45, 32);  // rmsnorm.pto:6:35
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
-            GmView2 gammaGm2(gamma + _g39 * 1024, GmView2::Shape(t45.GetValidCol()));  // rmsnorm.pto:6:35
-            TLOAD(t45, gammaGm2);  // rmsnorm.pto:6:35
+            TileView1 view2;  // rmsnorm.pto:6:24
+            TASSIGN(view2, 0);  // rmsnorm.pto:6:24
+            TileTmp2 tmp3;  // rmsnorm.pto:6:24
+            TASSIGN(tmp3, 24608);  // rmsnorm.pto:6:24
+            TROWEXPANDMUL(t43_b0, t40_b0, view2, tmp3);  // rmsnorm.pto:6:24
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT45B0 t45_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:35
+            TASSIGN(t45_b0, 32);  // rmsnorm.pto:6:35
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
+            GmView3 gammaGm3(gamma + _g39_db * 2 * 1024, GmView3::Shape(t45_b0.GetValidCol()));  // rmsnorm.pto:6:35
+            TLOAD(t45_b0, gammaGm3);  // rmsnorm.pto:6:35
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT46 t46(min_i64(H - _g39 * 1024, 1024));  // rmsnorm.pto:6:35
-            TASSIGN(t46, 8224);  // rmsnorm.pto:6:35
+            TileT46B0 t46_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:35
+            TASSIGN(t46_b0, 8224);  // rmsnorm.pto:6:35
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t46, t45, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
-            TileT51 t51(min_i64(H - _g39 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t51, 32);  // rmsnorm.pto:6:24
+            TCVT(t46_b0, t45_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
+            TileT51B0 t51_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
+            TASSIGN(t51_b0, 32);  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t51, t43, t46);  // rmsnorm.pto:6:24
-            TileT54 t54(min_i64(H - _g39 * 1024, 1024));  // rmsnorm.pto:6:19
-            TASSIGN(t54, 4128);  // rmsnorm.pto:6:19
+            TCOLEXPANDMUL(t51_b0, t43_b0, t46_b0);  // rmsnorm.pto:6:24
+            TileT54B0 t54_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:19
+            TASSIGN(t54_b0, 4128);  // rmsnorm.pto:6:19
             pipe_barrier(PIPE_V);
-            TCVT(t54, t51, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
+            TCVT(t54_b0, t51_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
-            GmView3 yGm3(y + r * H + _g39 * 1024, GmView3::Shape(t54.GetValidCol()), GmView3::Stride(H));  // rmsnorm.pto:6:19
-            TSTORE(yGm3, t54);  // rmsnorm.pto:6:19
+            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
+            GmView4 yGm4(y + r * H + _g39_db * 2 * 1024, GmView4::Shape(t54_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm.pto:6:19
+            TSTORE(yGm4, t54_b0);  // rmsnorm.pto:6:19
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g39_dr = 0; _g39_dr < min_i64((H + 1023) / 1024 - (_g39_db * 2 + 1), 1); ++_g39_dr) {  // rmsnorm.pto:6:24
+                TileT40B1 t40_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:24
+                TASSIGN(t40_b1, 12320);  // rmsnorm.pto:6:24
+                TileT25Re1B1 t25_re1_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:4:14
+                TASSIGN(t25_re1_b1, 16416);  // rmsnorm.pto:4:14
+                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
+                GmView5 v0Gm5(v0 + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView5::Shape(t25_re1_b1.GetValidCol()), GmView5::Stride(H));  // rmsnorm.pto:4:14
+                TLOAD(t25_re1_b1, v0Gm5);  // rmsnorm.pto:4:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t40_b1, t25_re1_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
+                TileT43B1 t43_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:24
+                TASSIGN(t43_b1, 16416);  // rmsnorm.pto:6:24
+                pipe_barrier(PIPE_V);
+                TileView1 view4;  // rmsnorm.pto:6:24
+                TASSIGN(view4, 0);  // rmsnorm.pto:6:24
+                TileTmp2 tmp5;  // rmsnorm.pto:6:24
+                TASSIGN(tmp5, 24608);  // rmsnorm.pto:6:24
+                TROWEXPANDMUL(t43_b1, t40_b1, view4, tmp5);  // rmsnorm.pto:6:24
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT45B1 t45_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:35
+                TASSIGN(t45_b1, 12320);  // rmsnorm.pto:6:35
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
+                GmView6 gammaGm6(gamma + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView6::Shape(t45_b1.GetValidCol()));  // rmsnorm.pto:6:35
+                TLOAD(t45_b1, gammaGm6);  // rmsnorm.pto:6:35
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT46B1 t46_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:35
+                TASSIGN(t46_b1, 20512);  // rmsnorm.pto:6:35
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t46_b1, t45_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
+                TileT51B1 t51_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:24
+                TASSIGN(t51_b1, 12320);  // rmsnorm.pto:6:24
+                pipe_barrier(PIPE_V);
+                TCOLEXPANDMUL(t51_b1, t43_b1, t46_b1);  // rmsnorm.pto:6:24
+                TileT54B1 t54_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:19
+                TASSIGN(t54_b1, 16416);  // rmsnorm.pto:6:19
+                pipe_barrier(PIPE_V);
+                TCVT(t54_b1, t51_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView7 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
+                GmView7 yGm7(y + r * H + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView7::Shape(t54_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm.pto:6:19
+                TSTORE(yGm7, t54_b1);  // rmsnorm.pto:6:19
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

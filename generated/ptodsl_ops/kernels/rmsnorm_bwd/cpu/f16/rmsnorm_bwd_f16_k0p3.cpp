@@ -36,8 +36,10 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p3(__gm__ float* acc, __gm__
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT84 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT84B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT84B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT86 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT88 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
@@ -53,33 +55,52 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p3(__gm__ float* acc, __gm__
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k82 = 0; _k82 < ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48); ++_k82) {  // rmsnorm_bwd.pto:6:5
+            for (int64_t _k82_db = 0; _k82_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k82_db) {  // rmsnorm_bwd.pto:6:5
                 pipe_barrier(PIPE_V);
-                TileT83 t83(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
-                TASSIGN(t83, 4096);  // rmsnorm_bwd.pto:6:5
+                TileT83B0 t83_b0(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                TASSIGN(t83_b0, 4096);  // rmsnorm_bwd.pto:6:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
-                GmView0 acc_partsGm0(acc_parts + _k82 * H + _g80 * 1024, GmView0::Shape(t83.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
-                TLOAD(t83, acc_partsGm0);  // rmsnorm_bwd.pto:6:5
+                GmView0 acc_partsGm0(acc_parts + _k82_db * 2 * H + _g80 * 1024, GmView0::Shape(t83_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
+                TLOAD(t83_b0, acc_partsGm0);  // rmsnorm_bwd.pto:6:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT84 t84(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
-                TASSIGN(t84, 8192);  // rmsnorm_bwd.pto:6:5
+                TileT84B0 t84_b0(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                TASSIGN(t84_b0, 8192);  // rmsnorm_bwd.pto:6:5
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t84, t83);  // rmsnorm_bwd.pto:6:5
+                TCOLSUM(t84_b0, t83_b0);  // rmsnorm_bwd.pto:6:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t81, t81, t84);  // rmsnorm_bwd.pto:6:5
+                TADD(t81, t81, t84_b0);  // rmsnorm_bwd.pto:6:5
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k82_dr = 0; _k82_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k82_db * 2 + 1), 1); ++_k82_dr) {  // rmsnorm_bwd.pto:6:5
+                    TileT83B1 t83_b1(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                    TASSIGN(t83_b1, 12288);  // rmsnorm_bwd.pto:6:5
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+                    GmView1 acc_partsGm1(acc_parts + (_k82_db * 2 + 1 + _k82_dr) * H + _g80 * 1024, GmView1::Shape(t83_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:6:5
+                    TLOAD(t83_b1, acc_partsGm1);  // rmsnorm_bwd.pto:6:5
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT84B1 t84_b1(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                    TASSIGN(t84_b1, 16384);  // rmsnorm_bwd.pto:6:5
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t84_b1, t83_b1);  // rmsnorm_bwd.pto:6:5
+                    pipe_barrier(PIPE_V);
+                    TADD(t81, t81, t84_b1);  // rmsnorm_bwd.pto:6:5
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT86 t86(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
             TASSIGN(t86, 4096);  // rmsnorm_bwd.pto:6:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
-            GmView1 accGm1(acc + _g80 * 1024, GmView1::Shape(t86.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:6:5
-            TLOAD(t86, accGm1);  // rmsnorm_bwd.pto:6:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+            GmView2 accGm2(acc + _g80 * 1024, GmView2::Shape(t86.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TLOAD(t86, accGm2);  // rmsnorm_bwd.pto:6:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT88 t88(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
@@ -91,9 +112,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p3(__gm__ float* acc, __gm__
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
-            GmView2 accGm2(acc + _g80 * 1024, GmView2::Shape(t88.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:6:5
-            TSTORE(accGm2, t88);  // rmsnorm_bwd.pto:6:5
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+            GmView3 accGm3(acc + _g80 * 1024, GmView3::Shape(t88.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TSTORE(accGm3, t88);  // rmsnorm_bwd.pto:6:5
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }

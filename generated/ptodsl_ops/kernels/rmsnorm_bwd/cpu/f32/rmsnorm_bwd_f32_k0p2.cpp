@@ -36,38 +36,60 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p2(__gm__ float* acc, __gm__
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT12B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT18B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT12B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT18B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT20 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT22 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT41 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT48 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT50 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT54 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT59 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT61 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT70 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT75 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT48B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT54B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT48B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT54B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT59B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT61B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT63B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT70B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT75B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT77B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT79B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT59B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT61B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT63B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT70B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT75B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT77B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT79B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
     using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
     for (int64_t r_part = block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count); r_part < block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count) + min_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count), ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count)); ++r_part) {  // rmsnorm_bwd.pto:6:5
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -79,36 +101,65 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p2(__gm__ float* acc, __gm__
             TileT15 t15;  // rmsnorm_bwd.pto:9:21
             TASSIGN(t15, 0);  // rmsnorm_bwd.pto:9:21
             TEXPANDS(t15, 0.0f);  // rmsnorm_bwd.pto:9:21
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g8 = 0; _g8 < (H + 1023) / 1024; ++_g8) {  // rmsnorm_bwd.pto:8:13
+            for (int64_t _g8_db = 0; _g8_db < ((H + 1023) / 1024 + 1) / 2; ++_g8_db) {  // rmsnorm_bwd.pto:8:13
                 pipe_barrier(PIPE_V);
-                TileT12 t12(min_i64(H - _g8 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t12, 32);  // rmsnorm_bwd.pto:9:26
+                TileT12B0 t12_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                TASSIGN(t12_b0, 32);  // rmsnorm_bwd.pto:9:26
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView0 v0Gm0(v0 + _g8 * 1024, GmView0::Shape(t12.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t12, v0Gm0);  // rmsnorm_bwd.pto:7:14
+                GmView0 v0Gm0(v0 + _g8_db * 2 * 1024, GmView0::Shape(t12_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t12_b0, v0Gm0);  // rmsnorm_bwd.pto:7:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT14 t14(min_i64(H - _g8 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t14, 4128);  // rmsnorm_bwd.pto:9:26
+                TileT14B0 t14_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                TASSIGN(t14_b0, 4128);  // rmsnorm_bwd.pto:9:26
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMUL(t14, t12, t12);  // rmsnorm_bwd.pto:9:26
-                TileT18 t18;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(t18, 32);  // rmsnorm_bwd.pto:9:21
+                TMUL(t14_b0, t12_b0, t12_b0);  // rmsnorm_bwd.pto:9:26
+                TileT18B0 t18_b0;  // rmsnorm_bwd.pto:9:21
+                TASSIGN(t18_b0, 32);  // rmsnorm_bwd.pto:9:21
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(tmp0, 24672);  // rmsnorm_bwd.pto:9:21
-                TROWSUM(t18, t14, tmp0);  // rmsnorm_bwd.pto:9:21
+                TASSIGN(tmp0, 49248);  // rmsnorm_bwd.pto:9:21
+                TROWSUM(t18_b0, t14_b0, tmp0);  // rmsnorm_bwd.pto:9:21
                 pipe_barrier(PIPE_V);
-                TADD(t15, t15, t18);  // rmsnorm_bwd.pto:9:21
+                TADD(t15, t15, t18_b0);  // rmsnorm_bwd.pto:9:21
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g8_dr = 0; _g8_dr < min_i64((H + 1023) / 1024 - (_g8_db * 2 + 1), 1); ++_g8_dr) {  // rmsnorm_bwd.pto:8:13
+                    TileT12B1 t12_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                    TASSIGN(t12_b1, 8224);  // rmsnorm_bwd.pto:9:26
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                    GmView1 v0Gm1(v0 + (_g8_db * 2 + 1 + _g8_dr) * 1024, GmView1::Shape(t12_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t12_b1, v0Gm1);  // rmsnorm_bwd.pto:7:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT14B1 t14_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                    TASSIGN(t14_b1, 12320);  // rmsnorm_bwd.pto:9:26
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMUL(t14_b1, t12_b1, t12_b1);  // rmsnorm_bwd.pto:9:26
+                    TileT18B1 t18_b1;  // rmsnorm_bwd.pto:9:21
+                    TASSIGN(t18_b1, 8224);  // rmsnorm_bwd.pto:9:21
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
+                    TASSIGN(tmp1, 49248);  // rmsnorm_bwd.pto:9:21
+                    TROWSUM(t18_b1, t14_b1, tmp1);  // rmsnorm_bwd.pto:9:21
+                    pipe_barrier(PIPE_V);
+                    TADD(t15, t15, t18_b1);  // rmsnorm_bwd.pto:9:21
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t15, t15, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
             TileT20 t20;  // rmsnorm_bwd.pto:9:21
@@ -132,162 +183,306 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p2(__gm__ float* acc, __gm__
             TASSIGN(t51, 32);  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
             TEXPANDS(t51, 0.0f);  // rmsnorm_bwd.pto:11:61
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g42 = 0; _g42 < (H + 1023) / 1024; ++_g42) {  // rmsnorm_bwd.pto:11:36
+            for (int64_t _g42_db = 0; _g42_db < ((H + 1023) / 1024 + 1) / 2; ++_g42_db) {  // rmsnorm_bwd.pto:11:36
                 pipe_barrier(PIPE_V);
-                TileT43 t43(min_i64(H - _g42 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t43, 96);  // rmsnorm_bwd.pto:11:36
+                TileT43B0 t43_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t43_b0, 96);  // rmsnorm_bwd.pto:11:36
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView1 v0Gm1(v0 + _g42 * 1024, GmView1::Shape(t43.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t43, v0Gm1);  // rmsnorm_bwd.pto:7:14
-                TileT48 t48(min_i64(H - _g42 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t48, 4192);  // rmsnorm_bwd.pto:11:66
-                TileT24Re4 t24_re4(min_i64(H - _g42 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t24_re4, 8288);  // rmsnorm_bwd.pto:10:18
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView2 gammaGm2(gamma + _g42 * 1024, GmView2::Shape(t24_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t24_re4, gammaGm2);  // rmsnorm_bwd.pto:10:18
-                TileT27Re4 t27_re4(min_i64(H - _g42 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t27_re4, 12384);  // rmsnorm_bwd.pto:10:14
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView3 v1Gm3(v1 + _g42 * 1024, GmView3::Shape(t27_re4.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t27_re4, v1Gm3);  // rmsnorm_bwd.pto:8:13
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                GmView2 v0Gm2(v0 + _g42_db * 2 * 1024, GmView2::Shape(t43_b0.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t43_b0, v0Gm2);  // rmsnorm_bwd.pto:7:14
+                TileT48B0 t48_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                TASSIGN(t48_b0, 4192);  // rmsnorm_bwd.pto:11:66
+                TileT24Re4B0 t24_re4_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t24_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                GmView3 gammaGm3(gamma + _g42_db * 2 * 1024, GmView3::Shape(t24_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                TLOAD(t24_re4_b0, gammaGm3);  // rmsnorm_bwd.pto:10:18
+                TileT27Re4B0 t27_re4_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t27_re4_b0, 12384);  // rmsnorm_bwd.pto:10:14
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                GmView4 v1Gm4(v1 + _g42_db * 2 * 1024, GmView4::Shape(t27_re4_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t27_re4_b0, v1Gm4);  // rmsnorm_bwd.pto:8:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCOLEXPANDMUL(t48, t27_re4, t24_re4);  // rmsnorm_bwd.pto:10:14
-                TileT50 t50(min_i64(H - _g42 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t50, 8288);  // rmsnorm_bwd.pto:11:66
+                TCOLEXPANDMUL(t48_b0, t27_re4_b0, t24_re4_b0);  // rmsnorm_bwd.pto:10:14
+                TileT50B0 t50_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                TASSIGN(t50_b0, 8288);  // rmsnorm_bwd.pto:11:66
                 pipe_barrier(PIPE_V);
-                TMUL(t50, t48, t43);  // rmsnorm_bwd.pto:11:66
-                TileT54 t54;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(t54, 96);  // rmsnorm_bwd.pto:11:61
+                TMUL(t50_b0, t48_b0, t43_b0);  // rmsnorm_bwd.pto:11:66
+                TileT54B0 t54_b0;  // rmsnorm_bwd.pto:11:61
+                TASSIGN(t54_b0, 96);  // rmsnorm_bwd.pto:11:61
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp1;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(tmp1, 24672);  // rmsnorm_bwd.pto:11:61
-                TROWSUM(t54, t50, tmp1);  // rmsnorm_bwd.pto:11:61
+                TileTmp0 tmp2;  // rmsnorm_bwd.pto:11:61
+                TASSIGN(tmp2, 49248);  // rmsnorm_bwd.pto:11:61
+                TROWSUM(t54_b0, t50_b0, tmp2);  // rmsnorm_bwd.pto:11:61
                 pipe_barrier(PIPE_V);
-                TADD(t51, t51, t54);  // rmsnorm_bwd.pto:11:61
+                TADD(t51, t51, t54_b0);  // rmsnorm_bwd.pto:11:61
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g42_dr = 0; _g42_dr < min_i64((H + 1023) / 1024 - (_g42_db * 2 + 1), 1); ++_g42_dr) {  // rmsnorm_bwd.pto:11:36
+                    TileT43B1 t43_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t43_b1, 16480);  // rmsnorm_bwd.pto:11:36
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                    GmView5 v0Gm5(v0 + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView5::Shape(t43_b1.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t43_b1, v0Gm5);  // rmsnorm_bwd.pto:7:14
+                    TileT48B1 t48_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                    TASSIGN(t48_b1, 20576);  // rmsnorm_bwd.pto:11:66
+                    TileT24Re4B1 t24_re4_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t24_re4_b1, 24672);  // rmsnorm_bwd.pto:10:18
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                    GmView6 gammaGm6(gamma + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView6::Shape(t24_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                    TLOAD(t24_re4_b1, gammaGm6);  // rmsnorm_bwd.pto:10:18
+                    TileT27Re4B1 t27_re4_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t27_re4_b1, 28768);  // rmsnorm_bwd.pto:10:14
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                    GmView7 v1Gm7(v1 + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView7::Shape(t27_re4_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t27_re4_b1, v1Gm7);  // rmsnorm_bwd.pto:8:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TCOLEXPANDMUL(t48_b1, t27_re4_b1, t24_re4_b1);  // rmsnorm_bwd.pto:10:14
+                    TileT50B1 t50_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                    TASSIGN(t50_b1, 24672);  // rmsnorm_bwd.pto:11:66
+                    pipe_barrier(PIPE_V);
+                    TMUL(t50_b1, t48_b1, t43_b1);  // rmsnorm_bwd.pto:11:66
+                    TileT54B1 t54_b1;  // rmsnorm_bwd.pto:11:61
+                    TASSIGN(t54_b1, 16480);  // rmsnorm_bwd.pto:11:61
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp3;  // rmsnorm_bwd.pto:11:61
+                    TASSIGN(tmp3, 49248);  // rmsnorm_bwd.pto:11:61
+                    TROWSUM(t54_b1, t50_b1, tmp3);  // rmsnorm_bwd.pto:11:61
+                    pipe_barrier(PIPE_V);
+                    TADD(t51, t51, t54_b1);  // rmsnorm_bwd.pto:11:61
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             TMULS(t51, t51, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g55 = 0; _g55 < (H + 1023) / 1024; ++_g55) {  // rmsnorm_bwd.pto:11:36
+            for (int64_t _g55_db = 0; _g55_db < ((H + 1023) / 1024 + 1) / 2; ++_g55_db) {  // rmsnorm_bwd.pto:11:36
                 pipe_barrier(PIPE_V);
-                TileT56 t56(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t56, 96);  // rmsnorm_bwd.pto:11:36
-                TileT43Re8 t43_re8(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t43_re8, 4192);  // rmsnorm_bwd.pto:11:36
+                TileT56B0 t56_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t56_b0, 96);  // rmsnorm_bwd.pto:11:36
+                TileT43Re8B0 t43_re8_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t43_re8_b0, 4192);  // rmsnorm_bwd.pto:11:36
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView4 v0Gm4(v0 + _g55 * 1024, GmView4::Shape(t43_re8.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t43_re8, v0Gm4);  // rmsnorm_bwd.pto:7:14
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                GmView8 v0Gm8(v0 + _g55_db * 2 * 1024, GmView8::Shape(t43_re8_b0.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t43_re8_b0, v0Gm8);  // rmsnorm_bwd.pto:7:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileView1 view2;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view2, 64);  // rmsnorm_bwd.pto:11:36
-                TileTmp2 tmp3;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp3, 24672);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t56, t43_re8, view2, tmp3);  // rmsnorm_bwd.pto:11:36
-                TileT59 t59(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t59, 8288);  // rmsnorm_bwd.pto:11:36
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                pipe_barrier(PIPE_V);
                 TileView1 view4;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view4, 32);  // rmsnorm_bwd.pto:11:36
+                TASSIGN(view4, 64);  // rmsnorm_bwd.pto:11:36
                 TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp5, 24672);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t59, t56, view4, tmp5);  // rmsnorm_bwd.pto:11:36
-                TileT61 t61(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t61, 96);  // rmsnorm_bwd.pto:11:25
-                TileT24Re7 t24_re7(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t24_re7, 12384);  // rmsnorm_bwd.pto:10:18
+                TASSIGN(tmp5, 49248);  // rmsnorm_bwd.pto:11:36
+                TROWEXPANDMUL(t56_b0, t43_re8_b0, view4, tmp5);  // rmsnorm_bwd.pto:11:36
+                TileT59B0 t59_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t59_b0, 8288);  // rmsnorm_bwd.pto:11:36
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                TileView1 view6;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(view6, 32);  // rmsnorm_bwd.pto:11:36
+                TileTmp2 tmp7;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(tmp7, 49248);  // rmsnorm_bwd.pto:11:36
+                TROWEXPANDMUL(t59_b0, t56_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
+                TileT61B0 t61_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                TASSIGN(t61_b0, 96);  // rmsnorm_bwd.pto:11:25
+                TileT24Re7B0 t24_re7_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t24_re7_b0, 12384);  // rmsnorm_bwd.pto:10:18
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView5 gammaGm5(gamma + _g55 * 1024, GmView5::Shape(t24_re7.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t24_re7, gammaGm5);  // rmsnorm_bwd.pto:10:18
-                TileT27Re7 t27_re7(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t27_re7, 16480);  // rmsnorm_bwd.pto:10:14
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView6 v1Gm6(v1 + _g55 * 1024, GmView6::Shape(t27_re7.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t27_re7, v1Gm6);  // rmsnorm_bwd.pto:8:13
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                GmView9 gammaGm9(gamma + _g55_db * 2 * 1024, GmView9::Shape(t24_re7_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                TLOAD(t24_re7_b0, gammaGm9);  // rmsnorm_bwd.pto:10:18
+                TileT27Re7B0 t27_re7_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t27_re7_b0, 16480);  // rmsnorm_bwd.pto:10:14
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                GmView10 v1Gm10(v1 + _g55_db * 2 * 1024, GmView10::Shape(t27_re7_b0.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t27_re7_b0, v1Gm10);  // rmsnorm_bwd.pto:8:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT30Re7 t30_re7(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t30_re7, 20576);  // rmsnorm_bwd.pto:10:14
+                TileT30Re7B0 t30_re7_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t30_re7_b0, 20576);  // rmsnorm_bwd.pto:10:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCOLEXPANDMUL(t30_re7, t27_re7, t24_re7);  // rmsnorm_bwd.pto:10:14
+                TCOLEXPANDMUL(t30_re7_b0, t27_re7_b0, t24_re7_b0);  // rmsnorm_bwd.pto:10:14
                 pipe_barrier(PIPE_V);
-                TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:25
-                TASSIGN(tmp6, 24672);  // rmsnorm_bwd.pto:11:25
-                TROWEXPAND(tmp6, t22);  // rmsnorm_bwd.pto:11:25
+                TileTmp3 tmp8;  // rmsnorm_bwd.pto:11:25
+                TASSIGN(tmp8, 49248);  // rmsnorm_bwd.pto:11:25
+                TROWEXPAND(tmp8, t22);  // rmsnorm_bwd.pto:11:25
                 pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-                TROWEXPANDMUL(t61, tmp6, t30_re7);  // rmsnorm_bwd.pto:11:25
-                TileT63 t63(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t63, 12384);  // rmsnorm_bwd.pto:11:25
+                TROWEXPANDMUL(t61_b0, tmp8, t30_re7_b0);  // rmsnorm_bwd.pto:11:25
+                TileT63B0 t63_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                TASSIGN(t63_b0, 12384);  // rmsnorm_bwd.pto:11:25
                 pipe_barrier(PIPE_V);
-                TSUB(t63, t61, t59);  // rmsnorm_bwd.pto:11:25
+                TSUB(t63_b0, t61_b0, t59_b0);  // rmsnorm_bwd.pto:11:25
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-                GmView7 dxGm7(dx + r * H + _g55 * 1024, GmView7::Shape(t63.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:11:20
-                TSTORE(dxGm7, t63);  // rmsnorm_bwd.pto:11:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+                GmView11 dxGm11(dx + r * H + _g55_db * 2 * 1024, GmView11::Shape(t63_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:11:20
+                TSTORE(dxGm11, t63_b0);  // rmsnorm_bwd.pto:11:20
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                TileT70 t70(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t70, 96);  // rmsnorm_bwd.pto:12:24
+                TileT70B0 t70_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                TASSIGN(t70_b0, 96);  // rmsnorm_bwd.pto:12:24
                 pipe_barrier(PIPE_V);
-                TMUL(t70, t27_re7, t43_re8);  // rmsnorm_bwd.pto:12:24
-                TileT75 t75(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t75, 4192);  // rmsnorm_bwd.pto:12:24
+                TMUL(t70_b0, t27_re7_b0, t43_re8_b0);  // rmsnorm_bwd.pto:12:24
+                TileT75B0 t75_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                TASSIGN(t75_b0, 4192);  // rmsnorm_bwd.pto:12:24
                 pipe_barrier(PIPE_V);
-                TileView1 view7;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
-                TileTmp2 tmp8;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(tmp8, 24672);  // rmsnorm_bwd.pto:12:24
-                TROWEXPANDMUL(t75, t70, view7, tmp8);  // rmsnorm_bwd.pto:12:24
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT77 t77(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t77, 96);  // rmsnorm_bwd.pto:12:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView8 acc_partGm8(acc_part + _g55 * 1024, GmView8::Shape(t77.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TLOAD(t77, acc_partGm8);  // rmsnorm_bwd.pto:12:18
+                TileView1 view9;  // rmsnorm_bwd.pto:12:24
+                TASSIGN(view9, 0);  // rmsnorm_bwd.pto:12:24
+                TileTmp2 tmp10;  // rmsnorm_bwd.pto:12:24
+                TASSIGN(tmp10, 49248);  // rmsnorm_bwd.pto:12:24
+                TROWEXPANDMUL(t75_b0, t70_b0, view9, tmp10);  // rmsnorm_bwd.pto:12:24
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT77B0 t77_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                TASSIGN(t77_b0, 96);  // rmsnorm_bwd.pto:12:18
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                GmView12 acc_partGm12(acc_part + _g55_db * 2 * 1024, GmView12::Shape(t77_b0.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:12:18
+                TLOAD(t77_b0, acc_partGm12);  // rmsnorm_bwd.pto:12:18
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT79 t79(min_i64(H - _g55 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t79, 8288);  // rmsnorm_bwd.pto:12:18
+                TileT79B0 t79_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                TASSIGN(t79_b0, 8288);  // rmsnorm_bwd.pto:12:18
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t79, t77, t75);  // rmsnorm_bwd.pto:12:18
+                TADD(t79_b0, t77_b0, t75_b0);  // rmsnorm_bwd.pto:12:18
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView9 acc_partsGm9(acc_parts + r_part * H + _g55 * 1024, GmView9::Shape(t79.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TSTORE(acc_partsGm9, t79);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                GmView13 acc_partsGm13(acc_parts + r_part * H + _g55_db * 2 * 1024, GmView13::Shape(t79_b0.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:12:18
+                TSTORE(acc_partsGm13, t79_b0);  // rmsnorm_bwd.pto:12:18
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _g55_dr = 0; _g55_dr < min_i64((H + 1023) / 1024 - (_g55_db * 2 + 1), 1); ++_g55_dr) {  // rmsnorm_bwd.pto:11:36
+                    TileT56B1 t56_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t56_b1, 24672);  // rmsnorm_bwd.pto:11:36
+                    TileT43Re8B1 t43_re8_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t43_re8_b1, 28768);  // rmsnorm_bwd.pto:11:36
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                    GmView14 v0Gm14(v0 + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView14::Shape(t43_re8_b1.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t43_re8_b1, v0Gm14);  // rmsnorm_bwd.pto:7:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileView1 view11;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(view11, 64);  // rmsnorm_bwd.pto:11:36
+                    TileTmp2 tmp12;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(tmp12, 49248);  // rmsnorm_bwd.pto:11:36
+                    TROWEXPANDMUL(t56_b1, t43_re8_b1, view11, tmp12);  // rmsnorm_bwd.pto:11:36
+                    TileT59B1 t59_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t59_b1, 32864);  // rmsnorm_bwd.pto:11:36
+                    pipe_barrier(PIPE_V);
+                    TileView1 view13;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(view13, 32);  // rmsnorm_bwd.pto:11:36
+                    TileTmp2 tmp14;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(tmp14, 49248);  // rmsnorm_bwd.pto:11:36
+                    TROWEXPANDMUL(t59_b1, t56_b1, view13, tmp14);  // rmsnorm_bwd.pto:11:36
+                    TileT61B1 t61_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(t61_b1, 24672);  // rmsnorm_bwd.pto:11:25
+                    TileT24Re7B1 t24_re7_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t24_re7_b1, 36960);  // rmsnorm_bwd.pto:10:18
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                    GmView15 gammaGm15(gamma + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView15::Shape(t24_re7_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                    TLOAD(t24_re7_b1, gammaGm15);  // rmsnorm_bwd.pto:10:18
+                    TileT27Re7B1 t27_re7_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t27_re7_b1, 41056);  // rmsnorm_bwd.pto:10:14
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                    GmView16 v1Gm16(v1 + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView16::Shape(t27_re7_b1.GetValidCol()), GmView16::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t27_re7_b1, v1Gm16);  // rmsnorm_bwd.pto:8:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT30Re7B1 t30_re7_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t30_re7_b1, 45152);  // rmsnorm_bwd.pto:10:14
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCOLEXPANDMUL(t30_re7_b1, t27_re7_b1, t24_re7_b1);  // rmsnorm_bwd.pto:10:14
+                    pipe_barrier(PIPE_V);
+                    TileTmp3 tmp15;  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(tmp15, 49248);  // rmsnorm_bwd.pto:11:25
+                    TROWEXPAND(tmp15, t22);  // rmsnorm_bwd.pto:11:25
+                    pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
+                    TROWEXPANDMUL(t61_b1, tmp15, t30_re7_b1);  // rmsnorm_bwd.pto:11:25
+                    TileT63B1 t63_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(t63_b1, 36960);  // rmsnorm_bwd.pto:11:25
+                    pipe_barrier(PIPE_V);
+                    TSUB(t63_b1, t61_b1, t59_b1);  // rmsnorm_bwd.pto:11:25
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+                    GmView17 dxGm17(dx + r * H + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView17::Shape(t63_b1.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:11:20
+                    TSTORE(dxGm17, t63_b1);  // rmsnorm_bwd.pto:11:20
+                    TileT70B1 t70_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(t70_b1, 24672);  // rmsnorm_bwd.pto:12:24
+                    pipe_barrier(PIPE_V);
+                    TMUL(t70_b1, t27_re7_b1, t43_re8_b1);  // rmsnorm_bwd.pto:12:24
+                    TileT75B1 t75_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(t75_b1, 28768);  // rmsnorm_bwd.pto:12:24
+                    pipe_barrier(PIPE_V);
+                    TileView1 view16;  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(view16, 0);  // rmsnorm_bwd.pto:12:24
+                    TileTmp2 tmp17;  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(tmp17, 49248);  // rmsnorm_bwd.pto:12:24
+                    TROWEXPANDMUL(t75_b1, t70_b1, view16, tmp17);  // rmsnorm_bwd.pto:12:24
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    TileT77B1 t77_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                    TASSIGN(t77_b1, 24672);  // rmsnorm_bwd.pto:12:18
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                    GmView18 acc_partGm18(acc_part + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView18::Shape(t77_b1.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:12:18
+                    TLOAD(t77_b1, acc_partGm18);  // rmsnorm_bwd.pto:12:18
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT79B1 t79_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                    TASSIGN(t79_b1, 32864);  // rmsnorm_bwd.pto:12:18
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TADD(t79_b1, t77_b1, t75_b1);  // rmsnorm_bwd.pto:12:18
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                    GmView19 acc_partsGm19(acc_parts + r_part * H + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView19::Shape(t79_b1.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
+                    TSTORE(acc_partsGm19, t79_b1);  // rmsnorm_bwd.pto:12:18
+                }
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

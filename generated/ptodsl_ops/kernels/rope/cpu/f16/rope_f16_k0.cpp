@@ -36,65 +36,124 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT4 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT5 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT21 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT24 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT28 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT29 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT31 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT33 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT34 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT35 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT36 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT37 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT38 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT42 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT44 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT45 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT46 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT48 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT49 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT50 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT51 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT52 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT53 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT54 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT56 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT57 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT58 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT59 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT60 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT61 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT62 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT63 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT65 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT66 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT67 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT68 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT69 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT5B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT13B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT19B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT20B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT21B0 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT24B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT26B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT27B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT28B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT29B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT31B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT32B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT33B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT34B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT35B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT36B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT37B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT38B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT42B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT44B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT45B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT46B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT47B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT48B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT49B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT50B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT51B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT52B0 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT53B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT54B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT55B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT56B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT58B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT59B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT60B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT61B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT62B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT63B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT65B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT66B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT67B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT68B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT69B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT5B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT13B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT19B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT20B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT21B1 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT24B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT26B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT27B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT28B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT29B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT31B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT32B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT33B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT34B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT35B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT36B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT37B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT38B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT42B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT44B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT45B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT46B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT47B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT48B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT49B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT50B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT51B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT52B1 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT53B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT54B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT55B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT56B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT58B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT59B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT60B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT61B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT62B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT63B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT65B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT66B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT67B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT68B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT69B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
     using TileView1 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, 16>;
     using TileTmp2 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor>;
@@ -111,304 +170,604 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
             TLOAD(t4, inv_freqGm0);  // rope.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g0 = block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)); _g0 < block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + min_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)), (R + 7) / 8 - block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1))); ++_g0) {  // rope.pto:10:13
+            for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)), (R + 7) / 8 - block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1))), 0) + 1) / 2; ++_g0_db) {  // rope.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileT2 t2(min_i64(R - _g0 * 8, 8));  // rope.pto:10:13
-                TASSIGN(t2, 512);  // rope.pto:10:13
+                TileT2B0 t2_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:10:13
+                TASSIGN(t2_b0, 512);  // rope.pto:10:13
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // rope.pto:10:13
-                GmView1 posGm1(pos + _g0 * 8, GmView1::Shape(t2.GetValidRow()));  // rope.pto:10:13
-                TLOAD(t2, posGm1);  // rope.pto:10:13
+                GmView1 posGm1(pos + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, GmView1::Shape(t2_b0.GetValidRow()));  // rope.pto:10:13
+                TLOAD(t2_b0, posGm1);  // rope.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT5 t5(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
-                TASSIGN(t5, 768);  // rope.pto:10:13
+                TileT5B0 t5_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
+                TASSIGN(t5_b0, 768);  // rope.pto:10:13
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TCOLEXPAND(t5, t4);  // rope.pto:10:13
-                TileT6 t6(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
-                TASSIGN(t6, 4864);  // rope.pto:10:13
+                TCOLEXPAND(t5_b0, t4);  // rope.pto:10:13
+                TileT6B0 t6_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
+                TASSIGN(t6_b0, 4864);  // rope.pto:10:13
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileTmp0 tmp0(min_i64(R - _g0 * 8, 8));  // rope.pto:10:13
-                TASSIGN(tmp0, 37632);  // rope.pto:10:13
-                TROWEXPAND(tmp0, t2);  // rope.pto:10:13
+                TileTmp0 tmp0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:10:13
+                TASSIGN(tmp0, 74752);  // rope.pto:10:13
+                TROWEXPAND(tmp0, t2_b0);  // rope.pto:10:13
                 pipe_barrier(PIPE_V);  // rope.pto:10:13
-                TROWEXPANDMUL(t6, tmp0, t5);  // rope.pto:10:13
-                TileT10 t10(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t10, 512);  // rope.pto:11:9
-                TileT11 t11(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t11, 8960);  // rope.pto:11:9
+                TROWEXPANDMUL(t6_b0, tmp0, t5_b0);  // rope.pto:10:13
+                TileT10B0 t10_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t10_b0, 512);  // rope.pto:11:9
+                TileT11B0 t11_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t11_b0, 8960);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMULS(t11, t6, 0.3183098861837907f);  // rope.pto:11:9
-                TileT12 t12(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t12, 13056);  // rope.pto:11:9
+                TMULS(t11_b0, t6_b0, 0.3183098861837907f);  // rope.pto:11:9
+                TileT12B0 t12_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t12_b0, 13056);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TCVT(t12, t11, RoundMode::CAST_FLOOR);  // rope.pto:11:9
-                TileT13 t13(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t13, 17152);  // rope.pto:11:9
+                TCVT(t12_b0, t11_b0, RoundMode::CAST_FLOOR);  // rope.pto:11:9
+                TileT13B0 t13_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t13_b0, 17152);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TADDS(t13, t12, 0.5f);  // rope.pto:11:9
-                TileT14 t14(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t14, 21248);  // rope.pto:11:9
+                TADDS(t13_b0, t12_b0, 0.5f);  // rope.pto:11:9
+                TileT14B0 t14_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t14_b0, 21248);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMULS(t14, t13, 3.140625f);  // rope.pto:11:9
-                TileT15 t15(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t15, 25344);  // rope.pto:11:9
+                TMULS(t14_b0, t13_b0, 3.140625f);  // rope.pto:11:9
+                TileT15B0 t15_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t15_b0, 25344);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TSUB(t15, t6, t14);  // rope.pto:11:9
-                TileT16 t16(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t16, 21248);  // rope.pto:11:9
+                TSUB(t15_b0, t6_b0, t14_b0);  // rope.pto:11:9
+                TileT16B0 t16_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t16_b0, 21248);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMULS(t16, t13, 0.0009675025939941406f);  // rope.pto:11:9
-                TileT17 t17(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t17, 29440);  // rope.pto:11:9
+                TMULS(t16_b0, t13_b0, 0.0009675025939941406f);  // rope.pto:11:9
+                TileT17B0 t17_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t17_b0, 29440);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TSUB(t17, t15, t16);  // rope.pto:11:9
-                TileT18 t18(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t18, 21248);  // rope.pto:11:9
+                TSUB(t17_b0, t15_b0, t16_b0);  // rope.pto:11:9
+                TileT18B0 t18_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t18_b0, 21248);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMULS(t18, t13, 1.5099580252808664e-07f);  // rope.pto:11:9
-                TileT19 t19(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t19, 17152);  // rope.pto:11:9
+                TMULS(t18_b0, t13_b0, 1.5099580252808664e-07f);  // rope.pto:11:9
+                TileT19B0 t19_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t19_b0, 17152);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TSUB(t19, t17, t18);  // rope.pto:11:9
-                TileT20 t20(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t20, 21248);  // rope.pto:11:9
+                TSUB(t19_b0, t17_b0, t18_b0);  // rope.pto:11:9
+                TileT20B0 t20_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t20_b0, 21248);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TABS(t20, t19);  // rope.pto:11:9
-                TileT21 t21(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t21, 25344);  // rope.pto:11:9
+                TABS(t20_b0, t19_b0);  // rope.pto:11:9
+                TileT21B0 t21_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t21_b0, 25344);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TileView1 view1(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
+                TileView1 view1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:11:9
                 TASSIGN(view1, 25344);  // rope.pto:11:9
-                TCMPS(view1, t20, 2.0f, CmpMode::GT);  // rope.pto:11:9
-                TileT22 t22(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t22, 21248);  // rope.pto:11:9
+                TCMPS(view1, t20_b0, 2.0f, CmpMode::GT);  // rope.pto:11:9
+                TileT22B0 t22_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t22_b0, 21248);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
                 TileTmp2 tmp2;  // rope.pto:11:9
-                TASSIGN(tmp2, 37632);  // rope.pto:11:9
+                TASSIGN(tmp2, 74752);  // rope.pto:11:9
                 TEXPANDS(tmp2, 0.0f);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);  // rope.pto:11:9
-                TileView3 view3(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
+                TileView3 view3(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:11:9
                 TASSIGN(view3, 21248);  // rope.pto:11:9
-                TileView3 view4(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
-                TASSIGN(view4, 37632);  // rope.pto:11:9
-                TileView3 view5(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
+                TileView3 view4(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:11:9
+                TASSIGN(view4, 74752);  // rope.pto:11:9
+                TileView3 view5(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:11:9
                 TASSIGN(view5, 17152);  // rope.pto:11:9
-                TileView1 view6(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
+                TileView1 view6(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:11:9
                 TASSIGN(view6, 25344);  // rope.pto:11:9
                 TileTmp2 tmp7;  // rope.pto:11:9
-                TASSIGN(tmp7, 41728);  // rope.pto:11:9
+                TASSIGN(tmp7, 78848);  // rope.pto:11:9
                 TSEL(view3, view6, view4, view5, tmp7);  // rope.pto:11:9
-                TileT23 t23(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t23, 17152);  // rope.pto:11:9
+                TileT23B0 t23_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t23_b0, 17152);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMULS(t23, t12, 0.5f);  // rope.pto:11:9
-                TileT24 t24(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t24, 25344);  // rope.pto:11:9
+                TMULS(t23_b0, t12_b0, 0.5f);  // rope.pto:11:9
+                TileT24B0 t24_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t24_b0, 25344);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TCVT(t24, t23, RoundMode::CAST_FLOOR);  // rope.pto:11:9
-                TileT25 t25(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t25, 17152);  // rope.pto:11:9
+                TCVT(t24_b0, t23_b0, RoundMode::CAST_FLOOR);  // rope.pto:11:9
+                TileT25B0 t25_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t25_b0, 17152);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMULS(t25, t24, 2.0f);  // rope.pto:11:9
-                TileT26 t26(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t26, 25344);  // rope.pto:11:9
+                TMULS(t25_b0, t24_b0, 2.0f);  // rope.pto:11:9
+                TileT26B0 t26_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t26_b0, 25344);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TSUB(t26, t12, t25);  // rope.pto:11:9
-                TileT27 t27(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t27, 13056);  // rope.pto:11:9
+                TSUB(t26_b0, t12_b0, t25_b0);  // rope.pto:11:9
+                TileT27B0 t27_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t27_b0, 13056);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMULS(t27, t26, 2.0f);  // rope.pto:11:9
-                TileT28 t28(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t28, 17152);  // rope.pto:11:9
+                TMULS(t27_b0, t26_b0, 2.0f);  // rope.pto:11:9
+                TileT28B0 t28_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t28_b0, 17152);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TSUBS(t28, t27, 1.0f);  // rope.pto:11:9
-                TileT29 t29(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t29, 13056);  // rope.pto:11:9
+                TSUBS(t28_b0, t27_b0, 1.0f);  // rope.pto:11:9
+                TileT29B0 t29_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t29_b0, 13056);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMUL(t29, t22, t22);  // rope.pto:11:9
-                TileT30 t30(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t30, 25344);  // rope.pto:11:9
+                TMUL(t29_b0, t22_b0, t22_b0);  // rope.pto:11:9
+                TileT30B0 t30_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t30_b0, 25344);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMUL(t30, t22, t29);  // rope.pto:11:9
-                TileT31 t31(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t31, 29440);  // rope.pto:11:9
+                TMUL(t30_b0, t22_b0, t29_b0);  // rope.pto:11:9
+                TileT31B0 t31_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t31_b0, 29440);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMULS(t31, t29, 2.5903266305249417e-06f);  // rope.pto:11:9
-                TileT32 t32(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t32, 33536);  // rope.pto:11:9
+                TMULS(t31_b0, t29_b0, 2.5903266305249417e-06f);  // rope.pto:11:9
+                TileT32B0 t32_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t32_b0, 33536);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TADDS(t32, t31, -0.0001980264496523887f);  // rope.pto:11:9
-                TileT33 t33(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t33, 29440);  // rope.pto:11:9
+                TADDS(t32_b0, t31_b0, -0.0001980264496523887f);  // rope.pto:11:9
+                TileT33B0 t33_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t33_b0, 29440);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMUL(t33, t29, t32);  // rope.pto:11:9
-                TileT34 t34(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t34, 33536);  // rope.pto:11:9
+                TMUL(t33_b0, t29_b0, t32_b0);  // rope.pto:11:9
+                TileT34B0 t34_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t34_b0, 33536);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TADDS(t34, t33, 0.008332972414791584f);  // rope.pto:11:9
-                TileT35 t35(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t35, 29440);  // rope.pto:11:9
+                TADDS(t34_b0, t33_b0, 0.008332972414791584f);  // rope.pto:11:9
+                TileT35B0 t35_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t35_b0, 29440);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMUL(t35, t29, t34);  // rope.pto:11:9
-                TileT36 t36(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t36, 13056);  // rope.pto:11:9
+                TMUL(t35_b0, t29_b0, t34_b0);  // rope.pto:11:9
+                TileT36B0 t36_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t36_b0, 13056);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TADDS(t36, t35, -0.16666656732559204f);  // rope.pto:11:9
-                TileT37 t37(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t37, 29440);  // rope.pto:11:9
+                TADDS(t36_b0, t35_b0, -0.16666656732559204f);  // rope.pto:11:9
+                TileT37B0 t37_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t37_b0, 29440);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMUL(t37, t30, t36);  // rope.pto:11:9
-                TileT38 t38(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t38, 13056);  // rope.pto:11:9
+                TMUL(t37_b0, t30_b0, t36_b0);  // rope.pto:11:9
+                TileT38B0 t38_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                TASSIGN(t38_b0, 13056);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TADD(t38, t22, t37);  // rope.pto:11:9
+                TADD(t38_b0, t22_b0, t37_b0);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TMUL(t10, t28, t38);  // rope.pto:11:9
+                TMUL(t10_b0, t28_b0, t38_b0);  // rope.pto:11:9
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:11:9
-                GmView2 cGm2(c + _g0 * 8 * F + _g1 * 128, GmView2::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView2::Stride(F));  // rope.pto:11:9
-                TSTORE(cGm2, t10);  // rope.pto:11:9
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                TileT42 t42(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t42, 512);  // rope.pto:12:9
-                TileT44 t44(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t44, 13056);  // rope.pto:12:9
+                GmView2 cGm2(c + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * F + _g1 * 128, GmView2::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView2::Stride(F));  // rope.pto:11:9
+                TSTORE(cGm2, t10_b0);  // rope.pto:11:9
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TileT42B0 t42_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t42_b0, 512);  // rope.pto:12:9
+                TileT44B0 t44_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t44_b0, 13056);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TCVT(t44, t11, RoundMode::CAST_RINT);  // rope.pto:12:9
-                TileT45 t45(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t45, 8960);  // rope.pto:12:9
+                TCVT(t44_b0, t11_b0, RoundMode::CAST_RINT);  // rope.pto:12:9
+                TileT45B0 t45_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t45_b0, 8960);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMULS(t45, t44, 3.140625f);  // rope.pto:12:9
-                TileT46 t46(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t46, 17152);  // rope.pto:12:9
+                TMULS(t45_b0, t44_b0, 3.140625f);  // rope.pto:12:9
+                TileT46B0 t46_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t46_b0, 17152);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TSUB(t46, t6, t45);  // rope.pto:12:9
-                TileT47 t47(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t47, 4608);  // rope.pto:12:9
+                TSUB(t46_b0, t6_b0, t45_b0);  // rope.pto:12:9
+                TileT47B0 t47_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t47_b0, 4608);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMULS(t47, t44, 0.0009675025939941406f);  // rope.pto:12:9
-                TileT48 t48(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t48, 8704);  // rope.pto:12:9
+                TMULS(t47_b0, t44_b0, 0.0009675025939941406f);  // rope.pto:12:9
+                TileT48B0 t48_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t48_b0, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TSUB(t48, t46, t47);  // rope.pto:12:9
-                TileT49 t49(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t49, 4608);  // rope.pto:12:9
+                TSUB(t48_b0, t46_b0, t47_b0);  // rope.pto:12:9
+                TileT49B0 t49_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t49_b0, 4608);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMULS(t49, t44, 1.5099580252808664e-07f);  // rope.pto:12:9
-                TileT50 t50(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t50, 17152);  // rope.pto:12:9
+                TMULS(t49_b0, t44_b0, 1.5099580252808664e-07f);  // rope.pto:12:9
+                TileT50B0 t50_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t50_b0, 17152);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TSUB(t50, t48, t49);  // rope.pto:12:9
-                TileT51 t51(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t51, 4608);  // rope.pto:12:9
+                TSUB(t50_b0, t48_b0, t49_b0);  // rope.pto:12:9
+                TileT51B0 t51_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t51_b0, 4608);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TABS(t51, t50);  // rope.pto:12:9
-                TileT52 t52(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t52, 8704);  // rope.pto:12:9
+                TABS(t51_b0, t50_b0);  // rope.pto:12:9
+                TileT52B0 t52_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t52_b0, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TileView1 view8(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
+                TileView1 view8(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:12:9
                 TASSIGN(view8, 8704);  // rope.pto:12:9
-                TCMPS(view8, t51, 2.0f, CmpMode::GT);  // rope.pto:12:9
-                TileT53 t53(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t53, 4608);  // rope.pto:12:9
+                TCMPS(view8, t51_b0, 2.0f, CmpMode::GT);  // rope.pto:12:9
+                TileT53B0 t53_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t53_b0, 4608);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TileTmp2 tmp9;  // rope.pto:12:9
-                TASSIGN(tmp9, 37632);  // rope.pto:12:9
+                TASSIGN(tmp9, 74752);  // rope.pto:12:9
                 TEXPANDS(tmp9, 0.0f);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);  // rope.pto:12:9
-                TileView3 view10(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
+                TileView3 view10(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:12:9
                 TASSIGN(view10, 4608);  // rope.pto:12:9
-                TileView3 view11(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
-                TASSIGN(view11, 37632);  // rope.pto:12:9
-                TileView3 view12(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
+                TileView3 view11(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:12:9
+                TASSIGN(view11, 74752);  // rope.pto:12:9
+                TileView3 view12(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:12:9
                 TASSIGN(view12, 17152);  // rope.pto:12:9
-                TileView1 view13(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
+                TileView1 view13(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:12:9
                 TASSIGN(view13, 8704);  // rope.pto:12:9
                 TileTmp2 tmp14;  // rope.pto:12:9
-                TASSIGN(tmp14, 41728);  // rope.pto:12:9
+                TASSIGN(tmp14, 78848);  // rope.pto:12:9
                 TSEL(view10, view13, view11, view12, tmp14);  // rope.pto:12:9
-                TileT54 t54(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t54, 8704);  // rope.pto:12:9
+                TileT54B0 t54_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t54_b0, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMULS(t54, t44, 0.5f);  // rope.pto:12:9
-                TileT55 t55(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t55, 17152);  // rope.pto:12:9
+                TMULS(t54_b0, t44_b0, 0.5f);  // rope.pto:12:9
+                TileT55B0 t55_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t55_b0, 17152);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TCVT(t55, t54, RoundMode::CAST_FLOOR);  // rope.pto:12:9
-                TileT56 t56(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t56, 8704);  // rope.pto:12:9
+                TCVT(t55_b0, t54_b0, RoundMode::CAST_FLOOR);  // rope.pto:12:9
+                TileT56B0 t56_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t56_b0, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMULS(t56, t55, 2.0f);  // rope.pto:12:9
-                TileT57 t57(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t57, 17152);  // rope.pto:12:9
+                TMULS(t56_b0, t55_b0, 2.0f);  // rope.pto:12:9
+                TileT57B0 t57_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t57_b0, 17152);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TSUB(t57, t44, t56);  // rope.pto:12:9
-                TileT58 t58(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t58, 8704);  // rope.pto:12:9
+                TSUB(t57_b0, t44_b0, t56_b0);  // rope.pto:12:9
+                TileT58B0 t58_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t58_b0, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMULS(t58, t57, -2.0f);  // rope.pto:12:9
-                TileT59 t59(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t59, 12800);  // rope.pto:12:9
+                TMULS(t58_b0, t57_b0, -2.0f);  // rope.pto:12:9
+                TileT59B0 t59_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t59_b0, 12800);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TADDS(t59, t58, 1.0f);  // rope.pto:12:9
-                TileT60 t60(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t60, 8704);  // rope.pto:12:9
+                TADDS(t59_b0, t58_b0, 1.0f);  // rope.pto:12:9
+                TileT60B0 t60_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t60_b0, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMUL(t60, t53, t53);  // rope.pto:12:9
-                TileT61 t61(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t61, 16896);  // rope.pto:12:9
+                TMUL(t60_b0, t53_b0, t53_b0);  // rope.pto:12:9
+                TileT61B0 t61_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t61_b0, 16896);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMUL(t61, t53, t60);  // rope.pto:12:9
-                TileT62 t62(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t62, 20992);  // rope.pto:12:9
+                TMUL(t61_b0, t53_b0, t60_b0);  // rope.pto:12:9
+                TileT62B0 t62_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t62_b0, 20992);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMULS(t62, t60, 2.5903266305249417e-06f);  // rope.pto:12:9
-                TileT63 t63(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t63, 25088);  // rope.pto:12:9
+                TMULS(t62_b0, t60_b0, 2.5903266305249417e-06f);  // rope.pto:12:9
+                TileT63B0 t63_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t63_b0, 25088);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TADDS(t63, t62, -0.0001980264496523887f);  // rope.pto:12:9
-                TileT64 t64(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t64, 20992);  // rope.pto:12:9
+                TADDS(t63_b0, t62_b0, -0.0001980264496523887f);  // rope.pto:12:9
+                TileT64B0 t64_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t64_b0, 20992);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMUL(t64, t60, t63);  // rope.pto:12:9
-                TileT65 t65(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t65, 25088);  // rope.pto:12:9
+                TMUL(t64_b0, t60_b0, t63_b0);  // rope.pto:12:9
+                TileT65B0 t65_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t65_b0, 25088);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TADDS(t65, t64, 0.008332972414791584f);  // rope.pto:12:9
-                TileT66 t66(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t66, 20992);  // rope.pto:12:9
+                TADDS(t65_b0, t64_b0, 0.008332972414791584f);  // rope.pto:12:9
+                TileT66B0 t66_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t66_b0, 20992);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMUL(t66, t60, t65);  // rope.pto:12:9
-                TileT67 t67(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t67, 8704);  // rope.pto:12:9
+                TMUL(t66_b0, t60_b0, t65_b0);  // rope.pto:12:9
+                TileT67B0 t67_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t67_b0, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TADDS(t67, t66, -0.16666656732559204f);  // rope.pto:12:9
-                TileT68 t68(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t68, 20992);  // rope.pto:12:9
+                TADDS(t67_b0, t66_b0, -0.16666656732559204f);  // rope.pto:12:9
+                TileT68B0 t68_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t68_b0, 20992);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TMUL(t68, t61, t67);  // rope.pto:12:9
-                TileT69 t69(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t69, 8704);  // rope.pto:12:9
+                TMUL(t68_b0, t61_b0, t67_b0);  // rope.pto:12:9
+                TileT69B0 t69_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                TASSIGN(t69_b0, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TADD(t69, t53, t68);  // rope.pto:12:9
+                TADD(t69_b0, t53_b0, t68_b0);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                TMUL(t42, t59, t69);  // rope.pto:12:9
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TMUL(t42_b0, t59_b0, t69_b0);  // rope.pto:12:9
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:12:9
-                GmView3 sGm3(s + _g0 * 8 * F + _g1 * 128, GmView3::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView3::Stride(F));  // rope.pto:12:9
-                TSTORE(sGm3, t42);  // rope.pto:12:9
+                GmView3 sGm3(s + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * F + _g1 * 128, GmView3::Shape(t42_b0.GetValidRow(), t42_b0.GetValidCol()), GmView3::Stride(F));  // rope.pto:12:9
+                TSTORE(sGm3, t42_b0);  // rope.pto:12:9
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)), (R + 7) / 8 - block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1))), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // rope.pto:10:13
+                    TileT2B1 t2_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:10:13
+                    TASSIGN(t2_b1, 37632);  // rope.pto:10:13
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // rope.pto:10:13
+                    GmView4 posGm4(pos + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, GmView4::Shape(t2_b1.GetValidRow()));  // rope.pto:10:13
+                    TLOAD(t2_b1, posGm4);  // rope.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT5B1 t5_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
+                    TASSIGN(t5_b1, 37888);  // rope.pto:10:13
+                    TCOLEXPAND(t5_b1, t4);  // rope.pto:10:13
+                    TileT6B1 t6_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
+                    TASSIGN(t6_b1, 41984);  // rope.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileTmp0 tmp15(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:10:13
+                    TASSIGN(tmp15, 74752);  // rope.pto:10:13
+                    TROWEXPAND(tmp15, t2_b1);  // rope.pto:10:13
+                    pipe_barrier(PIPE_V);  // rope.pto:10:13
+                    TROWEXPANDMUL(t6_b1, tmp15, t5_b1);  // rope.pto:10:13
+                    TileT10B1 t10_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t10_b1, 37632);  // rope.pto:11:9
+                    TileT11B1 t11_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t11_b1, 46080);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t11_b1, t6_b1, 0.3183098861837907f);  // rope.pto:11:9
+                    TileT12B1 t12_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t12_b1, 50176);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TCVT(t12_b1, t11_b1, RoundMode::CAST_FLOOR);  // rope.pto:11:9
+                    TileT13B1 t13_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t13_b1, 54272);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TADDS(t13_b1, t12_b1, 0.5f);  // rope.pto:11:9
+                    TileT14B1 t14_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t14_b1, 58368);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t14_b1, t13_b1, 3.140625f);  // rope.pto:11:9
+                    TileT15B1 t15_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t15_b1, 62464);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TSUB(t15_b1, t6_b1, t14_b1);  // rope.pto:11:9
+                    TileT16B1 t16_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t16_b1, 58368);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t16_b1, t13_b1, 0.0009675025939941406f);  // rope.pto:11:9
+                    TileT17B1 t17_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t17_b1, 66560);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TSUB(t17_b1, t15_b1, t16_b1);  // rope.pto:11:9
+                    TileT18B1 t18_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t18_b1, 58368);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t18_b1, t13_b1, 1.5099580252808664e-07f);  // rope.pto:11:9
+                    TileT19B1 t19_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t19_b1, 54272);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TSUB(t19_b1, t17_b1, t18_b1);  // rope.pto:11:9
+                    TileT20B1 t20_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t20_b1, 58368);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TABS(t20_b1, t19_b1);  // rope.pto:11:9
+                    TileT21B1 t21_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t21_b1, 62464);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TileView1 view16(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:11:9
+                    TASSIGN(view16, 62464);  // rope.pto:11:9
+                    TCMPS(view16, t20_b1, 2.0f, CmpMode::GT);  // rope.pto:11:9
+                    TileT22B1 t22_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t22_b1, 58368);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TileTmp2 tmp17;  // rope.pto:11:9
+                    TASSIGN(tmp17, 74752);  // rope.pto:11:9
+                    TEXPANDS(tmp17, 0.0f);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);  // rope.pto:11:9
+                    TileView3 view18(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:11:9
+                    TASSIGN(view18, 58368);  // rope.pto:11:9
+                    TileView3 view19(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:11:9
+                    TASSIGN(view19, 74752);  // rope.pto:11:9
+                    TileView3 view20(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:11:9
+                    TASSIGN(view20, 54272);  // rope.pto:11:9
+                    TileView1 view21(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:11:9
+                    TASSIGN(view21, 62464);  // rope.pto:11:9
+                    TileTmp2 tmp22;  // rope.pto:11:9
+                    TASSIGN(tmp22, 78848);  // rope.pto:11:9
+                    TSEL(view18, view21, view19, view20, tmp22);  // rope.pto:11:9
+                    TileT23B1 t23_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t23_b1, 54272);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t23_b1, t12_b1, 0.5f);  // rope.pto:11:9
+                    TileT24B1 t24_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t24_b1, 62464);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TCVT(t24_b1, t23_b1, RoundMode::CAST_FLOOR);  // rope.pto:11:9
+                    TileT25B1 t25_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t25_b1, 54272);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t25_b1, t24_b1, 2.0f);  // rope.pto:11:9
+                    TileT26B1 t26_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t26_b1, 62464);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TSUB(t26_b1, t12_b1, t25_b1);  // rope.pto:11:9
+                    TileT27B1 t27_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t27_b1, 50176);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t27_b1, t26_b1, 2.0f);  // rope.pto:11:9
+                    TileT28B1 t28_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t28_b1, 54272);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TSUBS(t28_b1, t27_b1, 1.0f);  // rope.pto:11:9
+                    TileT29B1 t29_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t29_b1, 50176);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t29_b1, t22_b1, t22_b1);  // rope.pto:11:9
+                    TileT30B1 t30_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t30_b1, 62464);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t30_b1, t22_b1, t29_b1);  // rope.pto:11:9
+                    TileT31B1 t31_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t31_b1, 66560);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t31_b1, t29_b1, 2.5903266305249417e-06f);  // rope.pto:11:9
+                    TileT32B1 t32_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t32_b1, 70656);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TADDS(t32_b1, t31_b1, -0.0001980264496523887f);  // rope.pto:11:9
+                    TileT33B1 t33_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t33_b1, 66560);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t33_b1, t29_b1, t32_b1);  // rope.pto:11:9
+                    TileT34B1 t34_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t34_b1, 70656);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TADDS(t34_b1, t33_b1, 0.008332972414791584f);  // rope.pto:11:9
+                    TileT35B1 t35_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t35_b1, 66560);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t35_b1, t29_b1, t34_b1);  // rope.pto:11:9
+                    TileT36B1 t36_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t36_b1, 50176);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TADDS(t36_b1, t35_b1, -0.16666656732559204f);  // rope.pto:11:9
+                    TileT37B1 t37_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t37_b1, 66560);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t37_b1, t30_b1, t36_b1);  // rope.pto:11:9
+                    TileT38B1 t38_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
+                    TASSIGN(t38_b1, 50176);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TADD(t38_b1, t22_b1, t37_b1);  // rope.pto:11:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t10_b1, t28_b1, t38_b1);  // rope.pto:11:9
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:11:9
+                    GmView5 cGm5(c + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * F + _g1 * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(F));  // rope.pto:11:9
+                    TSTORE(cGm5, t10_b1);  // rope.pto:11:9
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    TileT42B1 t42_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t42_b1, 37632);  // rope.pto:12:9
+                    TileT44B1 t44_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t44_b1, 50176);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TCVT(t44_b1, t11_b1, RoundMode::CAST_RINT);  // rope.pto:12:9
+                    TileT45B1 t45_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t45_b1, 46080);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t45_b1, t44_b1, 3.140625f);  // rope.pto:12:9
+                    TileT46B1 t46_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t46_b1, 54272);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TSUB(t46_b1, t6_b1, t45_b1);  // rope.pto:12:9
+                    TileT47B1 t47_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t47_b1, 41728);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t47_b1, t44_b1, 0.0009675025939941406f);  // rope.pto:12:9
+                    TileT48B1 t48_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t48_b1, 45824);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TSUB(t48_b1, t46_b1, t47_b1);  // rope.pto:12:9
+                    TileT49B1 t49_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t49_b1, 41728);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t49_b1, t44_b1, 1.5099580252808664e-07f);  // rope.pto:12:9
+                    TileT50B1 t50_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t50_b1, 54272);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TSUB(t50_b1, t48_b1, t49_b1);  // rope.pto:12:9
+                    TileT51B1 t51_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t51_b1, 41728);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TABS(t51_b1, t50_b1);  // rope.pto:12:9
+                    TileT52B1 t52_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t52_b1, 45824);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TileView1 view23(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:12:9
+                    TASSIGN(view23, 45824);  // rope.pto:12:9
+                    TCMPS(view23, t51_b1, 2.0f, CmpMode::GT);  // rope.pto:12:9
+                    TileT53B1 t53_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t53_b1, 41728);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TileTmp2 tmp24;  // rope.pto:12:9
+                    TASSIGN(tmp24, 74752);  // rope.pto:12:9
+                    TEXPANDS(tmp24, 0.0f);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);  // rope.pto:12:9
+                    TileView3 view25(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:12:9
+                    TASSIGN(view25, 41728);  // rope.pto:12:9
+                    TileView3 view26(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:12:9
+                    TASSIGN(view26, 74752);  // rope.pto:12:9
+                    TileView3 view27(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:12:9
+                    TASSIGN(view27, 54272);  // rope.pto:12:9
+                    TileView1 view28(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:12:9
+                    TASSIGN(view28, 45824);  // rope.pto:12:9
+                    TileTmp2 tmp29;  // rope.pto:12:9
+                    TASSIGN(tmp29, 78848);  // rope.pto:12:9
+                    TSEL(view25, view28, view26, view27, tmp29);  // rope.pto:12:9
+                    TileT54B1 t54_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t54_b1, 45824);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t54_b1, t44_b1, 0.5f);  // rope.pto:12:9
+                    TileT55B1 t55_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t55_b1, 54272);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TCVT(t55_b1, t54_b1, RoundMode::CAST_FLOOR);  // rope.pto:12:9
+                    TileT56B1 t56_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t56_b1, 45824);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t56_b1, t55_b1, 2.0f);  // rope.pto:12:9
+                    TileT57B1 t57_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t57_b1, 54272);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TSUB(t57_b1, t44_b1, t56_b1);  // rope.pto:12:9
+                    TileT58B1 t58_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t58_b1, 45824);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t58_b1, t57_b1, -2.0f);  // rope.pto:12:9
+                    TileT59B1 t59_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t59_b1, 49920);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TADDS(t59_b1, t58_b1, 1.0f);  // rope.pto:12:9
+                    TileT60B1 t60_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t60_b1, 45824);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t60_b1, t53_b1, t53_b1);  // rope.pto:12:9
+                    TileT61B1 t61_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t61_b1, 54016);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t61_b1, t53_b1, t60_b1);  // rope.pto:12:9
+                    TileT62B1 t62_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t62_b1, 58112);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMULS(t62_b1, t60_b1, 2.5903266305249417e-06f);  // rope.pto:12:9
+                    TileT63B1 t63_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t63_b1, 62208);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TADDS(t63_b1, t62_b1, -0.0001980264496523887f);  // rope.pto:12:9
+                    TileT64B1 t64_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t64_b1, 58112);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t64_b1, t60_b1, t63_b1);  // rope.pto:12:9
+                    TileT65B1 t65_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t65_b1, 62208);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TADDS(t65_b1, t64_b1, 0.008332972414791584f);  // rope.pto:12:9
+                    TileT66B1 t66_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t66_b1, 58112);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t66_b1, t60_b1, t65_b1);  // rope.pto:12:9
+                    TileT67B1 t67_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t67_b1, 45824);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TADDS(t67_b1, t66_b1, -0.16666656732559204f);  // rope.pto:12:9
+                    TileT68B1 t68_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t68_b1, 58112);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TMUL(t68_b1, t61_b1, t67_b1);  // rope.pto:12:9
+                    TileT69B1 t69_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
+                    TASSIGN(t69_b1, 45824);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    TADD(t69_b1, t53_b1, t68_b1);  // rope.pto:12:9
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    TMUL(t42_b1, t59_b1, t69_b1);  // rope.pto:12:9
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:12:9
+                    GmView6 sGm6(s + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * F + _g1 * 128, GmView6::Shape(t42_b1.GetValidRow(), t42_b1.GetValidCol()), GmView6::Stride(F));  // rope.pto:12:9
+                    TSTORE(sGm6, t42_b1);  // rope.pto:12:9
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

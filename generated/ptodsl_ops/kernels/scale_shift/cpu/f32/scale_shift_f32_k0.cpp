@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void scale_shift_f32_k0(__gm__ float* x, __gm__ float* y, int64_t N, float alpha, float beta, int64_t block_index, int64_t block_count)
 #else
@@ -30,39 +35,71 @@ extern "C" __global__ AICORE void scale_shift_f32_k0(__gm__ float* x, __gm__ flo
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // scale_shift.pto:3:12
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g0 = block_index * ceil_div((N + 1023) / 1024, block_count); _g0 < block_index * ceil_div((N + 1023) / 1024, block_count) + min_i64(ceil_div((N + 1023) / 1024, block_count), (N + 1023) / 1024 - block_index * ceil_div((N + 1023) / 1024, block_count)); ++_g0) {  // scale_shift.pto:3:12
+        for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(ceil_div((N + 1023) / 1024, block_count), (N + 1023) / 1024 - block_index * ceil_div((N + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g0_db) {  // scale_shift.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT1 t1(min_i64(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
-            TASSIGN(t1, 0);  // scale_shift.pto:3:12
+            TileT1B0 t1_b0(min_i64(N - (block_index * ceil_div((N + 1023) / 1024, block_count) + _g0_db * 2) * 1024, 1024));  // scale_shift.pto:3:12
+            TASSIGN(t1_b0, 0);  // scale_shift.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // scale_shift.pto:3:12
-            GmView0 xGm0(x + _g0 * 1024, GmView0::Shape(t1.GetValidCol()));  // scale_shift.pto:3:12
-            TLOAD(t1, xGm0);  // scale_shift.pto:3:12
+            GmView0 xGm0(x + (block_index * ceil_div((N + 1023) / 1024, block_count) + _g0_db * 2) * 1024, GmView0::Shape(t1_b0.GetValidCol()));  // scale_shift.pto:3:12
+            TLOAD(t1_b0, xGm0);  // scale_shift.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT2 t2(min_i64(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
-            TASSIGN(t2, 4096);  // scale_shift.pto:3:12
+            TileT2B0 t2_b0(min_i64(N - (block_index * ceil_div((N + 1023) / 1024, block_count) + _g0_db * 2) * 1024, 1024));  // scale_shift.pto:3:12
+            TASSIGN(t2_b0, 4096);  // scale_shift.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMULS(t2, t1, alpha);  // scale_shift.pto:3:12
-            TileT5 t5(min_i64(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
-            TASSIGN(t5, 0);  // scale_shift.pto:3:12
+            TMULS(t2_b0, t1_b0, alpha);  // scale_shift.pto:3:12
+            TileT5B0 t5_b0(min_i64(N - (block_index * ceil_div((N + 1023) / 1024, block_count) + _g0_db * 2) * 1024, 1024));  // scale_shift.pto:3:12
+            TASSIGN(t5_b0, 0);  // scale_shift.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t5, t2, beta);  // scale_shift.pto:3:12
+            TADDS(t5_b0, t2_b0, beta);  // scale_shift.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // scale_shift.pto:3:12
-            GmView1 yGm1(y + _g0 * 1024, GmView1::Shape(t5.GetValidCol()));  // scale_shift.pto:3:12
-            TSTORE(yGm1, t5);  // scale_shift.pto:3:12
+            GmView1 yGm1(y + (block_index * ceil_div((N + 1023) / 1024, block_count) + _g0_db * 2) * 1024, GmView1::Shape(t5_b0.GetValidCol()));  // scale_shift.pto:3:12
+            TSTORE(yGm1, t5_b0);  // scale_shift.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(ceil_div((N + 1023) / 1024, block_count), (N + 1023) / 1024 - block_index * ceil_div((N + 1023) / 1024, block_count)), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // scale_shift.pto:3:12
+                TileT1B1 t1_b1(min_i64(N - (block_index * ceil_div((N + 1023) / 1024, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 1024, 1024));  // scale_shift.pto:3:12
+                TASSIGN(t1_b1, 8192);  // scale_shift.pto:3:12
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // scale_shift.pto:3:12
+                GmView2 xGm2(x + (block_index * ceil_div((N + 1023) / 1024, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 1024, GmView2::Shape(t1_b1.GetValidCol()));  // scale_shift.pto:3:12
+                TLOAD(t1_b1, xGm2);  // scale_shift.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT2B1 t2_b1(min_i64(N - (block_index * ceil_div((N + 1023) / 1024, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 1024, 1024));  // scale_shift.pto:3:12
+                TASSIGN(t2_b1, 12288);  // scale_shift.pto:3:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TMULS(t2_b1, t1_b1, alpha);  // scale_shift.pto:3:12
+                TileT5B1 t5_b1(min_i64(N - (block_index * ceil_div((N + 1023) / 1024, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 1024, 1024));  // scale_shift.pto:3:12
+                TASSIGN(t5_b1, 8192);  // scale_shift.pto:3:12
+                pipe_barrier(PIPE_V);
+                TADDS(t5_b1, t2_b1, beta);  // scale_shift.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // scale_shift.pto:3:12
+                GmView3 yGm3(y + (block_index * ceil_div((N + 1023) / 1024, block_count) + (_g0_db * 2 + 1 + _g0_dr)) * 1024, GmView3::Shape(t5_b1.GetValidCol()));  // scale_shift.pto:3:12
+                TSTORE(yGm3, t5_b1);  // scale_shift.pto:3:12
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }

@@ -35,12 +35,18 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ fl
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT2 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -50,69 +56,115 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ fl
         __gm__ float* a0_u2c0 = inp + b_u2 * 2 * (H * S);  // seq_add.pto:6:14
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (min_i64(max_i64(cur_seq_u2c0, 0), S) + 3) / 4; ++_g0) {  // seq_add.pto:7:24
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _g1 = 0; _g1 < (H + 63) / 64; ++_g1) {  // seq_add.pto:7:24
-                pipe_barrier(PIPE_V);
-                TileT2 t2(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64));  // seq_add.pto:7:24
-                TASSIGN(t2, 0);  // seq_add.pto:7:24
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView0 a0_u2c0Gm0(a0_u2c0 + _g0 * 4 * H + _g1 * 64, GmView0::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
-                TLOAD(t2, a0_u2c0Gm0);  // seq_add.pto:7:24
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT3 t3(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64));  // seq_add.pto:7:24
-                TASSIGN(t3, 1024);  // seq_add.pto:7:24
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TADDS(t3, t2, 1.0f);  // seq_add.pto:7:24
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView1 outGm1(out + b_u2 * 2 * (H * S) + _g0 * 4 * H + _g1 * 64, GmView1::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
-                TSTORE(outGm1, t3);  // seq_add.pto:7:24
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g1_f_db = 0; _g1_f_db < ((min_i64(max_i64(cur_seq_u2c0, 0), S) + 3) / 4 * ((H + 63) / 64) + 1) / 2; ++_g1_f_db) {  // seq_add.pto:7:24
+            pipe_barrier(PIPE_V);
+            TileT2B0 t2_b0(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g1_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g1_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+            TASSIGN(t2_b0, 0);  // seq_add.pto:7:24
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+            GmView0 a0_u2c0Gm0(a0_u2c0 + _g1_f_db * 2 / max_i64((H + 63) / 64, 1) * 4 * H + _g1_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, GmView0::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g1_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g1_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
+            TLOAD(t2_b0, a0_u2c0Gm0);  // seq_add.pto:7:24
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT3B0 t3_b0(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g1_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g1_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+            TASSIGN(t3_b0, 1024);  // seq_add.pto:7:24
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADDS(t3_b0, t2_b0, 1.0f);  // seq_add.pto:7:24
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+            GmView1 outGm1(out + b_u2 * 2 * (H * S) + _g1_f_db * 2 / max_i64((H + 63) / 64, 1) * 4 * H + _g1_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, GmView1::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g1_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g1_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
+            TSTORE(outGm1, t3_b0);  // seq_add.pto:7:24
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64((min_i64(max_i64(cur_seq_u2c0, 0), S) + 3) / 4 * ((H + 63) / 64) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // seq_add.pto:7:24
+                TileT2B1 t2_b1(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+                TASSIGN(t2_b1, 2048);  // seq_add.pto:7:24
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+                GmView2 a0_u2c0Gm2(a0_u2c0 + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64((H + 63) / 64, 1) * 4 * H + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64((H + 63) / 64, 1) * 64, GmView2::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64)), GmView2::Stride(H * S, H));  // seq_add.pto:7:24
+                TLOAD(t2_b1, a0_u2c0Gm2);  // seq_add.pto:7:24
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3B1 t3_b1(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+                TASSIGN(t3_b1, 3072);  // seq_add.pto:7:24
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADDS(t3_b1, t2_b1, 1.0f);  // seq_add.pto:7:24
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+                GmView3 outGm3(out + b_u2 * 2 * (H * S) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64((H + 63) / 64, 1) * 4 * H + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64((H + 63) / 64, 1) * 64, GmView3::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64)), GmView3::Stride(H * S, H));  // seq_add.pto:7:24
+                TSTORE(outGm3, t3_b1);  // seq_add.pto:7:24
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         const int64_t cur_seq_u2c1 = static_cast<int64_t>(act_seqs[b_u2 * 2 + 1]);  // seq_add.pto:5:19
         __gm__ float* a0_u2c1 = inp + (b_u2 * 2 + 1) * (H * S);  // seq_add.pto:6:14
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g5_f_db = 0; _g5_f_db < ((min_i64(max_i64(cur_seq_u2c1, 0), S) + 3) / 4 * ((H + 63) / 64) + 1) / 2; ++_g5_f_db) {  // seq_add.pto:7:24
+            pipe_barrier(PIPE_V);
+            TileT6B0 t6_b0(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g5_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g5_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+            TASSIGN(t6_b0, 0);  // seq_add.pto:7:24
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+            GmView4 a0_u2c1Gm4(a0_u2c1 + _g5_f_db * 2 / max_i64((H + 63) / 64, 1) * 4 * H + _g5_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, GmView4::Shape(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g5_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g5_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64)), GmView4::Stride(H * S, H));  // seq_add.pto:7:24
+            TLOAD(t6_b0, a0_u2c1Gm4);  // seq_add.pto:7:24
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT7B0 t7_b0(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g5_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g5_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+            TASSIGN(t7_b0, 1024);  // seq_add.pto:7:24
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADDS(t7_b0, t6_b0, 1.0f);  // seq_add.pto:7:24
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+            GmView5 outGm5(out + (b_u2 * 2 + 1) * (H * S) + _g5_f_db * 2 / max_i64((H + 63) / 64, 1) * 4 * H + _g5_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, GmView5::Shape(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g5_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g5_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64)), GmView5::Stride(H * S, H));  // seq_add.pto:7:24
+            TSTORE(outGm5, t7_b0);  // seq_add.pto:7:24
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            for (int64_t _g5_f_dr = 0; _g5_f_dr < min_i64((min_i64(max_i64(cur_seq_u2c1, 0), S) + 3) / 4 * ((H + 63) / 64) - (_g5_f_db * 2 + 1), 1); ++_g5_f_dr) {  // seq_add.pto:7:24
+                TileT6B1 t6_b1(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - (_g5_f_db * 2 + 1 + _g5_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g5_f_db * 2 + 1 + _g5_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+                TASSIGN(t6_b1, 2048);  // seq_add.pto:7:24
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+                GmView6 a0_u2c1Gm6(a0_u2c1 + (_g5_f_db * 2 + 1 + _g5_f_dr) / max_i64((H + 63) / 64, 1) * 4 * H + (_g5_f_db * 2 + 1 + _g5_f_dr) % max_i64((H + 63) / 64, 1) * 64, GmView6::Shape(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - (_g5_f_db * 2 + 1 + _g5_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g5_f_db * 2 + 1 + _g5_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64)), GmView6::Stride(H * S, H));  // seq_add.pto:7:24
+                TLOAD(t6_b1, a0_u2c1Gm6);  // seq_add.pto:7:24
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT7B1 t7_b1(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - (_g5_f_db * 2 + 1 + _g5_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g5_f_db * 2 + 1 + _g5_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+                TASSIGN(t7_b1, 3072);  // seq_add.pto:7:24
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADDS(t7_b1, t6_b1, 1.0f);  // seq_add.pto:7:24
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+                GmView7 outGm7(out + (b_u2 * 2 + 1) * (H * S) + (_g5_f_db * 2 + 1 + _g5_f_dr) / max_i64((H + 63) / 64, 1) * 4 * H + (_g5_f_db * 2 + 1 + _g5_f_dr) % max_i64((H + 63) / 64, 1) * 64, GmView7::Shape(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - (_g5_f_db * 2 + 1 + _g5_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g5_f_db * 2 + 1 + _g5_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64)), GmView7::Stride(H * S, H));  // seq_add.pto:7:24
+                TSTORE(outGm7, t7_b1);  // seq_add.pto:7:24
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g4 = 0; _g4 < (min_i64(max_i64(cur_seq_u2c1, 0), S) + 3) / 4; ++_g4) {  // seq_add.pto:7:24
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g5 = 0; _g5 < (H + 63) / 64; ++_g5) {  // seq_add.pto:7:24
-                pipe_barrier(PIPE_V);
-                TileT6 t6(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g4 * 4, 4), min_i64(H - _g5 * 64, 64));  // seq_add.pto:7:24
-                TASSIGN(t6, 0);  // seq_add.pto:7:24
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView2 a0_u2c1Gm2(a0_u2c1 + _g4 * 4 * H + _g5 * 64, GmView2::Shape(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g4 * 4, 4), min_i64(H - _g5 * 64, 64)), GmView2::Stride(H * S, H));  // seq_add.pto:7:24
-                TLOAD(t6, a0_u2c1Gm2);  // seq_add.pto:7:24
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT7 t7(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g4 * 4, 4), min_i64(H - _g5 * 64, 64));  // seq_add.pto:7:24
-                TASSIGN(t7, 1024);  // seq_add.pto:7:24
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TADDS(t7, t6, 1.0f);  // seq_add.pto:7:24
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView3 outGm3(out + (b_u2 * 2 + 1) * (H * S) + _g4 * 4 * H + _g5 * 64, GmView3::Shape(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g4 * 4, 4), min_i64(H - _g5 * 64, 64)), GmView3::Stride(H * S, H));  // seq_add.pto:7:24
-                TSTORE(outGm3, t7);  // seq_add.pto:7:24
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
@@ -126,33 +178,56 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ fl
     for (int64_t b_u1 = block_index * ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, block_count); b_u1 < block_index * ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, block_count) + min_i64(ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, block_count), max_i64(B, 0) - max_i64(B, 0) / 2 * 2 - block_index * ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, block_count)); ++b_u1) {  // seq_add.pto:4:5
         const int64_t cur_seq_u1c0 = static_cast<int64_t>(act_seqs[max_i64(B, 0) / 2 * 2 + b_u1]);  // seq_add.pto:5:19
         __gm__ float* a0_u1c0 = inp + (max_i64(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
-        for (int64_t _g8 = 0; _g8 < (min_i64(max_i64(cur_seq_u1c0, 0), S) + 3) / 4; ++_g8) {  // seq_add.pto:7:24
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g9 = 0; _g9 < (H + 63) / 64; ++_g9) {  // seq_add.pto:7:24
-                pipe_barrier(PIPE_V);
-                TileT10 t10(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g8 * 4, 4), min_i64(H - _g9 * 64, 64));  // seq_add.pto:7:24
-                TASSIGN(t10, 0);  // seq_add.pto:7:24
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView4 a0_u1c0Gm4(a0_u1c0 + _g8 * 4 * H + _g9 * 64, GmView4::Shape(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g8 * 4, 4), min_i64(H - _g9 * 64, 64)), GmView4::Stride(H * S, H));  // seq_add.pto:7:24
-                TLOAD(t10, a0_u1c0Gm4);  // seq_add.pto:7:24
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT11 t11(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g8 * 4, 4), min_i64(H - _g9 * 64, 64));  // seq_add.pto:7:24
-                TASSIGN(t11, 1024);  // seq_add.pto:7:24
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TADDS(t11, t10, 1.0f);  // seq_add.pto:7:24
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView5 outGm5(out + (max_i64(B, 0) / 2 * 2 + b_u1) * (H * S) + _g8 * 4 * H + _g9 * 64, GmView5::Shape(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g8 * 4, 4), min_i64(H - _g9 * 64, 64)), GmView5::Stride(H * S, H));  // seq_add.pto:7:24
-                TSTORE(outGm5, t11);  // seq_add.pto:7:24
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g9_f_db = 0; _g9_f_db < ((min_i64(max_i64(cur_seq_u1c0, 0), S) + 3) / 4 * ((H + 63) / 64) + 1) / 2; ++_g9_f_db) {  // seq_add.pto:7:24
+            pipe_barrier(PIPE_V);
+            TileT10B0 t10_b0(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g9_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g9_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+            TASSIGN(t10_b0, 0);  // seq_add.pto:7:24
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+            GmView8 a0_u1c0Gm8(a0_u1c0 + _g9_f_db * 2 / max_i64((H + 63) / 64, 1) * 4 * H + _g9_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, GmView8::Shape(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g9_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g9_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64)), GmView8::Stride(H * S, H));  // seq_add.pto:7:24
+            TLOAD(t10_b0, a0_u1c0Gm8);  // seq_add.pto:7:24
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT11B0 t11_b0(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g9_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g9_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+            TASSIGN(t11_b0, 1024);  // seq_add.pto:7:24
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADDS(t11_b0, t10_b0, 1.0f);  // seq_add.pto:7:24
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+            GmView9 outGm9(out + (max_i64(B, 0) / 2 * 2 + b_u1) * (H * S) + _g9_f_db * 2 / max_i64((H + 63) / 64, 1) * 4 * H + _g9_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, GmView9::Shape(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g9_f_db * 2 / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - _g9_f_db * 2 % max_i64((H + 63) / 64, 1) * 64, 64)), GmView9::Stride(H * S, H));  // seq_add.pto:7:24
+            TSTORE(outGm9, t11_b0);  // seq_add.pto:7:24
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g9_f_dr = 0; _g9_f_dr < min_i64((min_i64(max_i64(cur_seq_u1c0, 0), S) + 3) / 4 * ((H + 63) / 64) - (_g9_f_db * 2 + 1), 1); ++_g9_f_dr) {  // seq_add.pto:7:24
+                TileT10B1 t10_b1(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - (_g9_f_db * 2 + 1 + _g9_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g9_f_db * 2 + 1 + _g9_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+                TASSIGN(t10_b1, 2048);  // seq_add.pto:7:24
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+                GmView10 a0_u1c0Gm10(a0_u1c0 + (_g9_f_db * 2 + 1 + _g9_f_dr) / max_i64((H + 63) / 64, 1) * 4 * H + (_g9_f_db * 2 + 1 + _g9_f_dr) % max_i64((H + 63) / 64, 1) * 64, GmView10::Shape(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - (_g9_f_db * 2 + 1 + _g9_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g9_f_db * 2 + 1 + _g9_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64)), GmView10::Stride(H * S, H));  // seq_add.pto:7:24
+                TLOAD(t10_b1, a0_u1c0Gm10);  // seq_add.pto:7:24
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT11B1 t11_b1(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - (_g9_f_db * 2 + 1 + _g9_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g9_f_db * 2 + 1 + _g9_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
+                TASSIGN(t11_b1, 3072);  // seq_add.pto:7:24
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADDS(t11_b1, t10_b1, 1.0f);  // seq_add.pto:7:24
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+                GmView11 outGm11(out + (max_i64(B, 0) / 2 * 2 + b_u1) * (H * S) + (_g9_f_db * 2 + 1 + _g9_f_dr) / max_i64((H + 63) / 64, 1) * 4 * H + (_g9_f_db * 2 + 1 + _g9_f_dr) % max_i64((H + 63) / 64, 1) * 64, GmView11::Shape(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - (_g9_f_db * 2 + 1 + _g9_f_dr) / max_i64((H + 63) / 64, 1) * 4, 4), min_i64(H - (_g9_f_db * 2 + 1 + _g9_f_dr) % max_i64((H + 63) / 64, 1) * 64, 64)), GmView11::Stride(H * S, H));  // seq_add.pto:7:24
+                TSTORE(outGm11, t11_b1);  // seq_add.pto:7:24
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -12,27 +12,45 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t B, int64_t N)
 {
     using TileT27 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT29 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT31 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT29B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT31B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT29B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT31B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT32 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileT46 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT34 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileC2 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT37 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT50 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT34B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileC2B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT37B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT34B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileC2B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT37B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT51 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT53 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileC3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT56 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT57 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT59 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileC3B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT56B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT57B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT59B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileC3B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT56B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT57B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT59B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
@@ -51,34 +69,59 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k28 = 0; _k28 < (N + 1023) / 1024; ++_k28) {  // softmax_long.pto:5:23
+        for (int64_t _k28_db = 0; _k28_db < ((N + 1023) / 1024 + 1) / 2; ++_k28_db) {  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TileT29 t29(min_i64(N - _k28 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t29, 32);  // softmax_long.pto:5:23
+            TileT29B0 t29_b0(min_i64(N - _k28_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
+            TASSIGN(t29_b0, 32);  // softmax_long.pto:5:23
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView0 rowGm0(row + _k28 * 1024, GmView0::Shape(t29.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t29, rowGm0);  // softmax_long.pto:5:23
+            GmView0 rowGm0(row + _k28_db * 2 * 1024, GmView0::Shape(t29_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+            TLOAD(t29_b0, rowGm0);  // softmax_long.pto:5:23
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT30 t30(min_i64(N - _k28 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t30, 2080);  // softmax_long.pto:5:23
+            TileT30B0 t30_b0(min_i64(N - _k28_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
+            TASSIGN(t30_b0, 2080);  // softmax_long.pto:5:23
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t30, t29, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            TileT31 t31;  // softmax_long.pto:5:23
-            TASSIGN(t31, 32);  // softmax_long.pto:5:23
+            TCVT(t30_b0, t29_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+            TileT31B0 t31_b0;  // softmax_long.pto:5:23
+            TASSIGN(t31_b0, 32);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // softmax_long.pto:5:23
-            TASSIGN(tmp0, 12384);  // softmax_long.pto:5:23
-            TROWMAX(t31, t30, tmp0);  // softmax_long.pto:5:23
+            TASSIGN(tmp0, 24704);  // softmax_long.pto:5:23
+            TROWMAX(t31_b0, t30_b0, tmp0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMAX(t27, t27, t31);  // softmax_long.pto:5:23
+            TMAX(t27, t27, t31_b0);  // softmax_long.pto:5:23
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k28_dr = 0; _k28_dr < min_i64((N + 1023) / 1024 - (_k28_db * 2 + 1), 1); ++_k28_dr) {  // softmax_long.pto:5:23
+                TileT29B1 t29_b1(min_i64(N - (_k28_db * 2 + 1 + _k28_dr) * 1024, 1024));  // softmax_long.pto:5:23
+                TASSIGN(t29_b1, 6176);  // softmax_long.pto:5:23
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
+                GmView1 rowGm1(row + (_k28_db * 2 + 1 + _k28_dr) * 1024, GmView1::Shape(t29_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
+                TLOAD(t29_b1, rowGm1);  // softmax_long.pto:5:23
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT30B1 t30_b1(min_i64(N - (_k28_db * 2 + 1 + _k28_dr) * 1024, 1024));  // softmax_long.pto:5:23
+                TASSIGN(t30_b1, 8224);  // softmax_long.pto:5:23
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TCVT(t30_b1, t29_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+                TileT31B1 t31_b1;  // softmax_long.pto:5:23
+                TASSIGN(t31_b1, 6176);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp1;  // softmax_long.pto:5:23
+                TASSIGN(tmp1, 24704);  // softmax_long.pto:5:23
+                TROWMAX(t31_b1, t30_b1, tmp1);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TMAX(t27, t27, t31_b1);  // softmax_long.pto:5:23
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT32 t32;  // softmax_long.pto:5:23
         TASSIGN(t32, 32);  // softmax_long.pto:5:23
@@ -93,125 +136,234 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g33 = 0; _g33 < (N + 1023) / 1024; ++_g33) {  // softmax_long.pto:5:17
+        for (int64_t _g33_db = 0; _g33_db < ((N + 1023) / 1024 + 1) / 2; ++_g33_db) {  // softmax_long.pto:5:17
             pipe_barrier(PIPE_V);
-            TileT34 t34(min_i64(N - _g33 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t34, 64);  // softmax_long.pto:5:17
+            TileT34B0 t34_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t34_b0, 64);  // softmax_long.pto:5:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView1 rowGm1(row + _g33 * 1024, GmView1::Shape(t34.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t34, rowGm1);  // softmax_long.pto:5:17
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
+            GmView2 rowGm2(row + _g33_db * 2 * 1024, GmView2::Shape(t34_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
+            TLOAD(t34_b0, rowGm2);  // softmax_long.pto:5:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileC2 c2;  // softmax_long.pto:5:17
-            TASSIGN(c2, 2112);  // softmax_long.pto:5:17
-            TileT37 t37(min_i64(N - _g33 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t37, 2144);  // softmax_long.pto:5:17
-            TileT38 t38(min_i64(N - _g33 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t38, 4192);  // softmax_long.pto:5:17
+            TileC2B0 c2_b0;  // softmax_long.pto:5:17
+            TASSIGN(c2_b0, 2112);  // softmax_long.pto:5:17
+            TileT37B0 t37_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t37_b0, 2144);  // softmax_long.pto:5:17
+            TileT38B0 t38_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t38_b0, 4192);  // softmax_long.pto:5:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t38, t34, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TCVT(c2, t32, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT40 t40(min_i64(N - _g33 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t40, 8288);  // softmax_long.pto:5:17
+            TCVT(t38_b0, t34_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+            TCVT(c2_b0, t32, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+            TileT40B0 t40_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t40_b0, 8288);  // softmax_long.pto:5:17
             pipe_barrier(PIPE_V);
-            TileView1 view1;  // softmax_long.pto:5:17
-            TASSIGN(view1, 2112);  // softmax_long.pto:5:17
-            TileTmp2 tmp2;  // softmax_long.pto:5:17
-            TASSIGN(tmp2, 12384);  // softmax_long.pto:5:17
-            TROWEXPANDSUB(t40, t38, view1, tmp2);  // softmax_long.pto:5:17
+            TileView1 view2;  // softmax_long.pto:5:17
+            TASSIGN(view2, 2112);  // softmax_long.pto:5:17
+            TileTmp2 tmp3;  // softmax_long.pto:5:17
+            TASSIGN(tmp3, 24704);  // softmax_long.pto:5:17
+            TROWEXPANDSUB(t40_b0, t38_b0, view2, tmp3);  // softmax_long.pto:5:17
             pipe_barrier(PIPE_V);
-            TCVT(t37, t40, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT43 t43(min_i64(N - _g33 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t43, 64);  // softmax_long.pto:5:13
-            TileT44 t44(min_i64(N - _g33 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t44, 4192);  // softmax_long.pto:5:13
+            TCVT(t37_b0, t40_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+            TileT43B0 t43_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
+            TASSIGN(t43_b0, 64);  // softmax_long.pto:5:13
+            TileT44B0 t44_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
+            TASSIGN(t44_b0, 4192);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
-            TCVT(t44, t37, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-            TileT45 t45(min_i64(N - _g33 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t45, 8288);  // softmax_long.pto:5:13
+            TCVT(t44_b0, t37_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+            TileT45B0 t45_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
+            TASSIGN(t45_b0, 8288);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
-            TEXP(t45, t44);  // softmax_long.pto:5:13
+            TEXP(t45_b0, t44_b0);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
-            TCVT(t43, t45, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+            TCVT(t43_b0, t45_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
-            GmView2 eGm2(e + _g33 * 1024, GmView2::Shape(t43.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:13
-            TSTORE(eGm2, t43);  // softmax_long.pto:5:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
+            GmView3 eGm3(e + _g33_db * 2 * 1024, GmView3::Shape(t43_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:5:13
+            TSTORE(eGm3, t43_b0);  // softmax_long.pto:5:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            TileT49 t49(min_i64(N - _g33 * 1024, 1024));  // softmax_long.pto:6:23
-            TASSIGN(t49, 2112);  // softmax_long.pto:6:23
+            TileT49B0 t49_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:6:23
+            TASSIGN(t49_b0, 2112);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TCVT(t49, t43, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-            TileT50 t50;  // softmax_long.pto:6:23
-            TASSIGN(t50, 64);  // softmax_long.pto:6:23
+            TCVT(t49_b0, t43_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+            TileT50B0 t50_b0;  // softmax_long.pto:6:23
+            TASSIGN(t50_b0, 64);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp3;  // softmax_long.pto:6:23
-            TASSIGN(tmp3, 12384);  // softmax_long.pto:6:23
-            TROWSUM(t50, t49, tmp3);  // softmax_long.pto:6:23
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            TileTmp0 tmp4;  // softmax_long.pto:6:23
+            TASSIGN(tmp4, 24704);  // softmax_long.pto:6:23
+            TROWSUM(t50_b0, t49_b0, tmp4);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TADD(t46, t46, t50);  // softmax_long.pto:6:23
+            TADD(t46, t46, t50_b0);  // softmax_long.pto:6:23
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g33_dr = 0; _g33_dr < min_i64((N + 1023) / 1024 - (_g33_db * 2 + 1), 1); ++_g33_dr) {  // softmax_long.pto:5:17
+                TileT34B1 t34_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t34_b1, 12384);  // softmax_long.pto:5:17
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
+                GmView4 rowGm4(row + (_g33_db * 2 + 1 + _g33_dr) * 1024, GmView4::Shape(t34_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
+                TLOAD(t34_b1, rowGm4);  // softmax_long.pto:5:17
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileC2B1 c2_b1;  // softmax_long.pto:5:17
+                TASSIGN(c2_b1, 14432);  // softmax_long.pto:5:17
+                TileT37B1 t37_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t37_b1, 14464);  // softmax_long.pto:5:17
+                TileT38B1 t38_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t38_b1, 16512);  // softmax_long.pto:5:17
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t38_b1, t34_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+                TCVT(c2_b1, t32, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+                TileT40B1 t40_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t40_b1, 20608);  // softmax_long.pto:5:17
+                pipe_barrier(PIPE_V);
+                TileView1 view5;  // softmax_long.pto:5:17
+                TASSIGN(view5, 14432);  // softmax_long.pto:5:17
+                TileTmp2 tmp6;  // softmax_long.pto:5:17
+                TASSIGN(tmp6, 24704);  // softmax_long.pto:5:17
+                TROWEXPANDSUB(t40_b1, t38_b1, view5, tmp6);  // softmax_long.pto:5:17
+                pipe_barrier(PIPE_V);
+                TCVT(t37_b1, t40_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+                TileT43B1 t43_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:13
+                TASSIGN(t43_b1, 12384);  // softmax_long.pto:5:13
+                TileT44B1 t44_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:13
+                TASSIGN(t44_b1, 16512);  // softmax_long.pto:5:13
+                pipe_barrier(PIPE_V);
+                TCVT(t44_b1, t37_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+                TileT45B1 t45_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:13
+                TASSIGN(t45_b1, 20608);  // softmax_long.pto:5:13
+                pipe_barrier(PIPE_V);
+                TEXP(t45_b1, t44_b1);  // softmax_long.pto:5:13
+                pipe_barrier(PIPE_V);
+                TCVT(t43_b1, t45_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
+                GmView5 eGm5(e + (_g33_db * 2 + 1 + _g33_dr) * 1024, GmView5::Shape(t43_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:5:13
+                TSTORE(eGm5, t43_b1);  // softmax_long.pto:5:13
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TileT49B1 t49_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:6:23
+                TASSIGN(t49_b1, 14432);  // softmax_long.pto:6:23
+                pipe_barrier(PIPE_V);
+                TCVT(t49_b1, t43_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+                TileT50B1 t50_b1;  // softmax_long.pto:6:23
+                TASSIGN(t50_b1, 12384);  // softmax_long.pto:6:23
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TileTmp0 tmp7;  // softmax_long.pto:6:23
+                TASSIGN(tmp7, 24704);  // softmax_long.pto:6:23
+                TROWSUM(t50_b1, t49_b1, tmp7);  // softmax_long.pto:6:23
+                pipe_barrier(PIPE_V);
+                TADD(t46, t46, t50_b1);  // softmax_long.pto:6:23
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         TileT51 t51;  // softmax_long.pto:6:23
         TASSIGN(t51, 32);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TCVT(t51, t46, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g52 = 0; _g52 < (N + 1023) / 1024; ++_g52) {  // softmax_long.pto:6:19
+        for (int64_t _g52_db = 0; _g52_db < ((N + 1023) / 1024 + 1) / 2; ++_g52_db) {  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TileT53 t53(min_i64(N - _g52 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t53, 64);  // softmax_long.pto:6:19
+            TileT53B0 t53_b0(min_i64(N - _g52_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t53_b0, 64);  // softmax_long.pto:6:19
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView3 eGm3(e + _g52 * 1024, GmView3::Shape(t53.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
-            TLOAD(t53, eGm3);  // softmax_long.pto:6:19
+            using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+            GmView6 eGm6(e + _g52_db * 2 * 1024, GmView6::Shape(t53_b0.GetValidCol()), GmView6::Stride(N));  // softmax_long.pto:6:19
+            TLOAD(t53_b0, eGm6);  // softmax_long.pto:6:19
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileC3 c3;  // softmax_long.pto:6:19
-            TASSIGN(c3, 0);  // softmax_long.pto:6:19
-            TileT56 t56(min_i64(N - _g52 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t56, 2112);  // softmax_long.pto:6:19
-            TileT57 t57(min_i64(N - _g52 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t57, 4160);  // softmax_long.pto:6:19
+            TileC3B0 c3_b0;  // softmax_long.pto:6:19
+            TASSIGN(c3_b0, 0);  // softmax_long.pto:6:19
+            TileT56B0 t56_b0(min_i64(N - _g52_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t56_b0, 2112);  // softmax_long.pto:6:19
+            TileT57B0 t57_b0(min_i64(N - _g52_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t57_b0, 4160);  // softmax_long.pto:6:19
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t57, t53, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+            TCVT(t57_b0, t53_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TCVT(c3, t51, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-            TileT59 t59(min_i64(N - _g52 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t59, 8256);  // softmax_long.pto:6:19
+            TCVT(c3_b0, t51, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+            TileT59B0 t59_b0(min_i64(N - _g52_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t59_b0, 8256);  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TileView1 view4;  // softmax_long.pto:6:19
-            TASSIGN(view4, 0);  // softmax_long.pto:6:19
-            TileTmp2 tmp5;  // softmax_long.pto:6:19
-            TASSIGN(tmp5, 12384);  // softmax_long.pto:6:19
-            TROWEXPANDDIV(t59, t57, view4, tmp5);  // softmax_long.pto:6:19
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TileView1 view8;  // softmax_long.pto:6:19
+            TASSIGN(view8, 0);  // softmax_long.pto:6:19
+            TileTmp2 tmp9;  // softmax_long.pto:6:19
+            TASSIGN(tmp9, 24704);  // softmax_long.pto:6:19
+            TROWEXPANDDIV(t59_b0, t57_b0, view8, tmp9);  // softmax_long.pto:6:19
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            TCVT(t56, t59, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+            TCVT(t56_b0, t59_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView4 yGm4(y + b * N + _g52 * 1024, GmView4::Shape(t56.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm4, t56);  // softmax_long.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+            GmView7 yGm7(y + b * N + _g52_db * 2 * 1024, GmView7::Shape(t56_b0.GetValidCol()), GmView7::Stride(N));  // softmax_long.pto:6:19
+            TSTORE(yGm7, t56_b0);  // softmax_long.pto:6:19
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            for (int64_t _g52_dr = 0; _g52_dr < min_i64((N + 1023) / 1024 - (_g52_db * 2 + 1), 1); ++_g52_dr) {  // softmax_long.pto:6:19
+                TileT53B1 t53_b1(min_i64(N - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t53_b1, 12352);  // softmax_long.pto:6:19
+                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+                GmView8 eGm8(e + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView8::Shape(t53_b1.GetValidCol()), GmView8::Stride(N));  // softmax_long.pto:6:19
+                TLOAD(t53_b1, eGm8);  // softmax_long.pto:6:19
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileC3B1 c3_b1;  // softmax_long.pto:6:19
+                TASSIGN(c3_b1, 14400);  // softmax_long.pto:6:19
+                TileT56B1 t56_b1(min_i64(N - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t56_b1, 14432);  // softmax_long.pto:6:19
+                TileT57B1 t57_b1(min_i64(N - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t57_b1, 16480);  // softmax_long.pto:6:19
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t57_b1, t53_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+                TCVT(c3_b1, t51, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+                TileT59B1 t59_b1(min_i64(N - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t59_b1, 20576);  // softmax_long.pto:6:19
+                pipe_barrier(PIPE_V);
+                TileView1 view10;  // softmax_long.pto:6:19
+                TASSIGN(view10, 14400);  // softmax_long.pto:6:19
+                TileTmp2 tmp11;  // softmax_long.pto:6:19
+                TASSIGN(tmp11, 24704);  // softmax_long.pto:6:19
+                TROWEXPANDDIV(t59_b1, t57_b1, view10, tmp11);  // softmax_long.pto:6:19
+                pipe_barrier(PIPE_V);
+                TCVT(t56_b1, t59_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+                GmView9 yGm9(y + b * N + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView9::Shape(t56_b1.GetValidCol()), GmView9::Stride(N));  // softmax_long.pto:6:19
+                TSTORE(yGm9, t56_b1);  // softmax_long.pto:6:19
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -33,21 +33,35 @@ extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ hal
     using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT24 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileT33 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT21 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Max = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeF16 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT32 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT21B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1MaxB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1SafeB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1DiffB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1AlphaB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1SafeF16B0 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT32B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT37B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT21B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1MaxB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1SafeB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1DiffB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1AlphaB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1SafeF16B1 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT32B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT37B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT38 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT40 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, half, 16, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor>;
@@ -70,78 +84,145 @@ extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ hal
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k20 = 0; _k20 < (N + 1023) / 1024; ++_k20) {  // softmax_long.pto:5:23
+        for (int64_t _k20_db = 0; _k20_db < ((N + 1023) / 1024 + 1) / 2; ++_k20_db) {  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TileT21 t21(min_i64(N - _k20 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t21, 96);  // softmax_long.pto:5:23
+            TileT21B0 t21_b0(min_i64(N - _k20_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
+            TASSIGN(t21_b0, 96);  // softmax_long.pto:5:23
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView0 rowGm0(row + _k20 * 1024, GmView0::Shape(t21.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t21, rowGm0);  // softmax_long.pto:5:23
+            GmView0 rowGm0(row + _k20_db * 2 * 1024, GmView0::Shape(t21_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+            TLOAD(t21_b0, rowGm0);  // softmax_long.pto:5:23
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT22 t22(min_i64(N - _k20 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t22, 2144);  // softmax_long.pto:5:23
+            TileT22B0 t22_b0(min_i64(N - _k20_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
+            TASSIGN(t22_b0, 2144);  // softmax_long.pto:5:23
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t22, t21, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            TileT23 t23;  // softmax_long.pto:5:23
-            TASSIGN(t23, 6240);  // softmax_long.pto:5:23
+            TCVT(t22_b0, t21_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+            TileT23B0 t23_b0;  // softmax_long.pto:5:23
+            TASSIGN(t23_b0, 6240);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // softmax_long.pto:5:23
-            TASSIGN(tmp0, 8320);  // softmax_long.pto:5:23
-            TROWMAX(t23, t22, tmp0);  // softmax_long.pto:5:23
-            TileOnline1Max online1_max;  // softmax_long.pto:5:23
-            TASSIGN(online1_max, 2144);  // softmax_long.pto:5:23
-            TileOnline1Safe online1_safe;  // softmax_long.pto:5:23
-            TASSIGN(online1_safe, 2176);  // softmax_long.pto:5:23
-            TileOnline1Diff online1_diff;  // softmax_long.pto:5:23
-            TASSIGN(online1_diff, 2208);  // softmax_long.pto:5:23
-            TileOnline1Alpha online1_alpha;  // softmax_long.pto:5:23
-            TASSIGN(online1_alpha, 2240);  // softmax_long.pto:5:23
+            TASSIGN(tmp0, 16544);  // softmax_long.pto:5:23
+            TROWMAX(t23_b0, t22_b0, tmp0);  // softmax_long.pto:5:23
+            TileOnline1MaxB0 online1_max_b0;  // softmax_long.pto:5:23
+            TASSIGN(online1_max_b0, 2144);  // softmax_long.pto:5:23
+            TileOnline1SafeB0 online1_safe_b0;  // softmax_long.pto:5:23
+            TASSIGN(online1_safe_b0, 2176);  // softmax_long.pto:5:23
+            TileOnline1DiffB0 online1_diff_b0;  // softmax_long.pto:5:23
+            TASSIGN(online1_diff_b0, 2208);  // softmax_long.pto:5:23
+            TileOnline1AlphaB0 online1_alpha_b0;  // softmax_long.pto:5:23
+            TASSIGN(online1_alpha_b0, 2240);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMAX(online1_max, t19, t23);  // softmax_long.pto:5:23
+            TMAX(online1_max_b0, t19, t23_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMAXS(online1_safe, online1_max, -65504.0f);  // softmax_long.pto:5:23
+            TMAXS(online1_safe_b0, online1_max_b0, -65504.0f);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TSUB(online1_diff, t19, online1_safe);  // softmax_long.pto:5:23
+            TSUB(online1_diff_b0, t19, online1_safe_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TEXP(online1_alpha, online1_diff);  // softmax_long.pto:5:23
+            TEXP(online1_alpha_b0, online1_diff_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMUL(t33, t33, online1_alpha);  // softmax_long.pto:5:23
-            TileOnline1SafeF16 online1_safe_f16;  // softmax_long.pto:5:23
-            TASSIGN(online1_safe_f16, 2144);  // softmax_long.pto:5:23
+            TMUL(t33, t33, online1_alpha_b0);  // softmax_long.pto:5:23
+            TileOnline1SafeF16B0 online1_safe_f16_b0;  // softmax_long.pto:5:23
+            TASSIGN(online1_safe_f16_b0, 2144);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TCVT(online1_safe_f16, online1_safe, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+            TCVT(online1_safe_f16_b0, online1_safe_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMAX(t19, t19, t23);  // softmax_long.pto:5:23
-            TileT32 t32(min_i64(N - _k20 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t32, 2176);  // softmax_long.pto:5:13
+            TMAX(t19, t19, t23_b0);  // softmax_long.pto:5:23
+            TileT32B0 t32_b0(min_i64(N - _k20_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
+            TASSIGN(t32_b0, 2176);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
             TileView1 view1;  // softmax_long.pto:5:13
             TASSIGN(view1, 2144);  // softmax_long.pto:5:13
             TileTmp2 tmp2;  // softmax_long.pto:5:13
-            TASSIGN(tmp2, 8320);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t32, t21, view1, tmp2);  // softmax_long.pto:5:13
-            TileT36 t36(min_i64(N - _k20 * 1024, 1024));  // softmax_long.pto:6:23
-            TASSIGN(t36, 4224);  // softmax_long.pto:6:23
+            TASSIGN(tmp2, 16544);  // softmax_long.pto:5:13
+            TROWEXPANDEXPDIF(t32_b0, t21_b0, view1, tmp2);  // softmax_long.pto:5:13
+            TileT36B0 t36_b0(min_i64(N - _k20_db * 2 * 1024, 1024));  // softmax_long.pto:6:23
+            TASSIGN(t36_b0, 4224);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TCVT(t36, t32, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-            TileT37 t37;  // softmax_long.pto:6:23
-            TASSIGN(t37, 96);  // softmax_long.pto:6:23
+            TCVT(t36_b0, t32_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+            TileT37B0 t37_b0;  // softmax_long.pto:6:23
+            TASSIGN(t37_b0, 96);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // softmax_long.pto:6:23
-            TASSIGN(tmp3, 8320);  // softmax_long.pto:6:23
-            TROWSUM(t37, t36, tmp3);  // softmax_long.pto:6:23
+            TASSIGN(tmp3, 16544);  // softmax_long.pto:6:23
+            TROWSUM(t37_b0, t36_b0, tmp3);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TADD(t33, t33, t37);  // softmax_long.pto:6:23
+            TADD(t33, t33, t37_b0);  // softmax_long.pto:6:23
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k20_dr = 0; _k20_dr < min_i64((N + 1023) / 1024 - (_k20_db * 2 + 1), 1); ++_k20_dr) {  // softmax_long.pto:5:23
+                TileT21B1 t21_b1(min_i64(N - (_k20_db * 2 + 1 + _k20_dr) * 1024, 1024));  // softmax_long.pto:5:23
+                TASSIGN(t21_b1, 8320);  // softmax_long.pto:5:23
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
+                GmView1 rowGm1(row + (_k20_db * 2 + 1 + _k20_dr) * 1024, GmView1::Shape(t21_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
+                TLOAD(t21_b1, rowGm1);  // softmax_long.pto:5:23
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT22B1 t22_b1(min_i64(N - (_k20_db * 2 + 1 + _k20_dr) * 1024, 1024));  // softmax_long.pto:5:23
+                TASSIGN(t22_b1, 10368);  // softmax_long.pto:5:23
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t22_b1, t21_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+                TileT23B1 t23_b1;  // softmax_long.pto:5:23
+                TASSIGN(t23_b1, 14464);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp4;  // softmax_long.pto:5:23
+                TASSIGN(tmp4, 16544);  // softmax_long.pto:5:23
+                TROWMAX(t23_b1, t22_b1, tmp4);  // softmax_long.pto:5:23
+                TileOnline1MaxB1 online1_max_b1;  // softmax_long.pto:5:23
+                TASSIGN(online1_max_b1, 10368);  // softmax_long.pto:5:23
+                TileOnline1SafeB1 online1_safe_b1;  // softmax_long.pto:5:23
+                TASSIGN(online1_safe_b1, 10400);  // softmax_long.pto:5:23
+                TileOnline1DiffB1 online1_diff_b1;  // softmax_long.pto:5:23
+                TASSIGN(online1_diff_b1, 10432);  // softmax_long.pto:5:23
+                TileOnline1AlphaB1 online1_alpha_b1;  // softmax_long.pto:5:23
+                TASSIGN(online1_alpha_b1, 10464);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TMAX(online1_max_b1, t19, t23_b1);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TMAXS(online1_safe_b1, online1_max_b1, -65504.0f);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TSUB(online1_diff_b1, t19, online1_safe_b1);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TEXP(online1_alpha_b1, online1_diff_b1);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TMUL(t33, t33, online1_alpha_b1);  // softmax_long.pto:5:23
+                TileOnline1SafeF16B1 online1_safe_f16_b1;  // softmax_long.pto:5:23
+                TASSIGN(online1_safe_f16_b1, 10368);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TCVT(online1_safe_f16_b1, online1_safe_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+                pipe_barrier(PIPE_V);
+                TMAX(t19, t19, t23_b1);  // softmax_long.pto:5:23
+                TileT32B1 t32_b1(min_i64(N - (_k20_db * 2 + 1 + _k20_dr) * 1024, 1024));  // softmax_long.pto:5:13
+                TASSIGN(t32_b1, 10400);  // softmax_long.pto:5:13
+                pipe_barrier(PIPE_V);
+                TileView1 view5;  // softmax_long.pto:5:13
+                TASSIGN(view5, 10368);  // softmax_long.pto:5:13
+                TileTmp2 tmp6;  // softmax_long.pto:5:13
+                TASSIGN(tmp6, 16544);  // softmax_long.pto:5:13
+                TROWEXPANDEXPDIF(t32_b1, t21_b1, view5, tmp6);  // softmax_long.pto:5:13
+                TileT36B1 t36_b1(min_i64(N - (_k20_db * 2 + 1 + _k20_dr) * 1024, 1024));  // softmax_long.pto:6:23
+                TASSIGN(t36_b1, 12448);  // softmax_long.pto:6:23
+                pipe_barrier(PIPE_V);
+                TCVT(t36_b1, t32_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+                TileT37B1 t37_b1;  // softmax_long.pto:6:23
+                TASSIGN(t37_b1, 8320);  // softmax_long.pto:6:23
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp7;  // softmax_long.pto:6:23
+                TASSIGN(tmp7, 16544);  // softmax_long.pto:6:23
+                TROWSUM(t37_b1, t36_b1, tmp7);  // softmax_long.pto:6:23
+                pipe_barrier(PIPE_V);
+                TADD(t33, t33, t37_b1);  // softmax_long.pto:6:23
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TCVT(t24, t19, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
         TileT38 t38;  // softmax_long.pto:6:23
         TASSIGN(t38, 0);  // softmax_long.pto:6:23
@@ -151,43 +232,80 @@ extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ hal
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g39 = 0; _g39 < (N + 1023) / 1024; ++_g39) {  // softmax_long.pto:6:19
+        for (int64_t _g39_db = 0; _g39_db < ((N + 1023) / 1024 + 1) / 2; ++_g39_db) {  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TileT40 t40(min_i64(N - _g39 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t40, 64);  // softmax_long.pto:6:19
-            TileT26Re1 t26_re1(min_i64(N - _g39 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t26_re1, 2112);  // softmax_long.pto:5:17
+            TileT40B0 t40_b0(min_i64(N - _g39_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t40_b0, 64);  // softmax_long.pto:6:19
+            TileT26Re1B0 t26_re1_b0(min_i64(N - _g39_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t26_re1_b0, 2112);  // softmax_long.pto:5:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView1 rowGm1(row + _g39 * 1024, GmView1::Shape(t26_re1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t26_re1, rowGm1);  // softmax_long.pto:5:17
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
+            GmView2 rowGm2(row + _g39_db * 2 * 1024, GmView2::Shape(t26_re1_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
+            TLOAD(t26_re1_b0, rowGm2);  // softmax_long.pto:5:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileView1 view4;  // softmax_long.pto:5:13
-            TASSIGN(view4, 32);  // softmax_long.pto:5:13
-            TileTmp2 tmp5;  // softmax_long.pto:5:13
-            TASSIGN(tmp5, 8320);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t40, t26_re1, view4, tmp5);  // softmax_long.pto:5:13
-            TileT43 t43(min_i64(N - _g39 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t43, 2112);  // softmax_long.pto:6:19
+            TileView1 view8;  // softmax_long.pto:5:13
+            TASSIGN(view8, 32);  // softmax_long.pto:5:13
+            TileTmp2 tmp9;  // softmax_long.pto:5:13
+            TASSIGN(tmp9, 16544);  // softmax_long.pto:5:13
+            TROWEXPANDEXPDIF(t40_b0, t26_re1_b0, view8, tmp9);  // softmax_long.pto:5:13
+            TileT43B0 t43_b0(min_i64(N - _g39_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t43_b0, 2112);  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TileView1 view6;  // softmax_long.pto:6:19
-            TASSIGN(view6, 0);  // softmax_long.pto:6:19
-            TileTmp2 tmp7;  // softmax_long.pto:6:19
-            TASSIGN(tmp7, 8320);  // softmax_long.pto:6:19
-            TROWEXPANDDIV(t43, t40, view6, tmp7);  // softmax_long.pto:6:19
+            TileView1 view10;  // softmax_long.pto:6:19
+            TASSIGN(view10, 0);  // softmax_long.pto:6:19
+            TileTmp2 tmp11;  // softmax_long.pto:6:19
+            TASSIGN(tmp11, 16544);  // softmax_long.pto:6:19
+            TROWEXPANDDIV(t43_b0, t40_b0, view10, tmp11);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView2 yGm2(y + b * N + _g39 * 1024, GmView2::Shape(t43.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm2, t43);  // softmax_long.pto:6:19
+            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+            GmView3 yGm3(y + b * N + _g39_db * 2 * 1024, GmView3::Shape(t43_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
+            TSTORE(yGm3, t43_b0);  // softmax_long.pto:6:19
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g39_dr = 0; _g39_dr < min_i64((N + 1023) / 1024 - (_g39_db * 2 + 1), 1); ++_g39_dr) {  // softmax_long.pto:6:19
+                TileT40B1 t40_b1(min_i64(N - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t40_b1, 4160);  // softmax_long.pto:6:19
+                TileT26Re1B1 t26_re1_b1(min_i64(N - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t26_re1_b1, 6208);  // softmax_long.pto:5:17
+                using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
+                GmView4 rowGm4(row + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView4::Shape(t26_re1_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
+                TLOAD(t26_re1_b1, rowGm4);  // softmax_long.pto:5:17
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileView1 view12;  // softmax_long.pto:5:13
+                TASSIGN(view12, 32);  // softmax_long.pto:5:13
+                TileTmp2 tmp13;  // softmax_long.pto:5:13
+                TASSIGN(tmp13, 16544);  // softmax_long.pto:5:13
+                TROWEXPANDEXPDIF(t40_b1, t26_re1_b1, view12, tmp13);  // softmax_long.pto:5:13
+                TileT43B1 t43_b1(min_i64(N - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t43_b1, 6208);  // softmax_long.pto:6:19
+                pipe_barrier(PIPE_V);
+                TileView1 view14;  // softmax_long.pto:6:19
+                TASSIGN(view14, 0);  // softmax_long.pto:6:19
+                TileTmp2 tmp15;  // softmax_long.pto:6:19
+                TASSIGN(tmp15, 16544);  // softmax_long.pto:6:19
+                TROWEXPANDDIV(t43_b1, t40_b1, view14, tmp15);  // softmax_long.pto:6:19
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+                GmView5 yGm5(y + b * N + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView5::Shape(t43_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:6:19
+                TSTORE(yGm5, t43_b1);  // softmax_long.pto:6:19
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

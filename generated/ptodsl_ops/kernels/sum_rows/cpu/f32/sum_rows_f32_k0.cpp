@@ -31,8 +31,10 @@ extern "C" __global__ AICORE void sum_rows_f32_k0(__gm__ float* x, __gm__ float*
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT3 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT3B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT3B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // sum_rows.pto:3:12
@@ -44,32 +46,53 @@ extern "C" __global__ AICORE void sum_rows_f32_k0(__gm__ float* x, __gm__ float*
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t1, 0.0f);  // sum_rows.pto:3:12
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k2 = 0; _k2 < (C + 255) / 256; ++_k2) {  // sum_rows.pto:3:12
+            for (int64_t _k2_db = 0; _k2_db < ((C + 255) / 256 + 1) / 2; ++_k2_db) {  // sum_rows.pto:3:12
                 pipe_barrier(PIPE_V);
-                TileT3 t3(min_i64(R - _g0 * 8, 8), min_i64(C - _k2 * 256, 256));  // sum_rows.pto:3:12
-                TASSIGN(t3, 256);  // sum_rows.pto:3:12
+                TileT3B0 t3_b0(min_i64(R - _g0 * 8, 8), min_i64(C - _k2_db * 2 * 256, 256));  // sum_rows.pto:3:12
+                TASSIGN(t3_b0, 256);  // sum_rows.pto:3:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_rows.pto:3:12
-                GmView0 xGm0(x + _g0 * 8 * C + _k2 * 256, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // sum_rows.pto:3:12
-                TLOAD(t3, xGm0);  // sum_rows.pto:3:12
+                GmView0 xGm0(x + _g0 * 8 * C + _k2_db * 2 * 256, GmView0::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView0::Stride(C));  // sum_rows.pto:3:12
+                TLOAD(t3_b0, xGm0);  // sum_rows.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT4 t4(min_i64(R - _g0 * 8, 8));  // sum_rows.pto:3:12
-                TASSIGN(t4, 8448);  // sum_rows.pto:3:12
+                TileT4B0 t4_b0(min_i64(R - _g0 * 8, 8));  // sum_rows.pto:3:12
+                TASSIGN(t4_b0, 8448);  // sum_rows.pto:3:12
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileTmp0 tmp0;  // sum_rows.pto:3:12
-                TASSIGN(tmp0, 8704);  // sum_rows.pto:3:12
-                TROWSUM(t4, t3, tmp0);  // sum_rows.pto:3:12
+                TASSIGN(tmp0, 17152);  // sum_rows.pto:3:12
+                TROWSUM(t4_b0, t3_b0, tmp0);  // sum_rows.pto:3:12
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TADD(t1, t1, t4);  // sum_rows.pto:3:12
+                TADD(t1, t1, t4_b0);  // sum_rows.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k2_dr = 0; _k2_dr < min_i64((C + 255) / 256 - (_k2_db * 2 + 1), 1); ++_k2_dr) {  // sum_rows.pto:3:12
+                    TileT3B1 t3_b1(min_i64(R - _g0 * 8, 8), min_i64(C - (_k2_db * 2 + 1 + _k2_dr) * 256, 256));  // sum_rows.pto:3:12
+                    TASSIGN(t3_b1, 8704);  // sum_rows.pto:3:12
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_rows.pto:3:12
+                    GmView1 xGm1(x + _g0 * 8 * C + (_k2_db * 2 + 1 + _k2_dr) * 256, GmView1::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView1::Stride(C));  // sum_rows.pto:3:12
+                    TLOAD(t3_b1, xGm1);  // sum_rows.pto:3:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT4B1 t4_b1(min_i64(R - _g0 * 8, 8));  // sum_rows.pto:3:12
+                    TASSIGN(t4_b1, 16896);  // sum_rows.pto:3:12
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileTmp0 tmp1;  // sum_rows.pto:3:12
+                    TASSIGN(tmp1, 17152);  // sum_rows.pto:3:12
+                    TROWSUM(t4_b1, t3_b1, tmp1);  // sum_rows.pto:3:12
+                    pipe_barrier(PIPE_V);
+                    TADD(t1, t1, t4_b1);  // sum_rows.pto:3:12
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // sum_rows.pto:3:12
-            GmView1 yGm1(y + _g0 * 8, GmView1::Shape(t1.GetValidRow()));  // sum_rows.pto:3:12
-            TSTORE(yGm1, t1);  // sum_rows.pto:3:12
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // sum_rows.pto:3:12
+            GmView2 yGm2(y + _g0 * 8, GmView2::Shape(t1.GetValidRow()));  // sum_rows.pto:3:12
+            TSTORE(yGm2, t1);  // sum_rows.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

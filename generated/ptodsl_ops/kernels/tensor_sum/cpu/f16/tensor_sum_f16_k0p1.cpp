@@ -35,53 +35,93 @@ extern "C" __global__ AICORE void tensor_sum_f16_k0p1(__gm__ float* acc_parts, _
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT4 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t b_part = block_index * ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count); b_part < block_index * ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count) + min_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count), ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) - block_index * ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count)); ++b_part) {  // tensor_sum.pto:5:5
         for (int64_t b = b_part * ((max_i64(B, 1) + 47) / 48); b < min_i64(B, b_part * ((max_i64(B, 1) + 47) / 48) + (max_i64(B, 1) + 47) / 48); ++b) {  // tensor_sum.pto:5:5
             __gm__ float* acc_part = acc_parts + b_part * N;  // tensor_sum.pto:10:22
             __gm__ half* v0 = x + b * N;  // tensor_sum.pto:6:20
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g3 = 0; _g3 < (N + 511) / 512; ++_g3) {  // tensor_sum.pto:6:15
+            for (int64_t _g3_db = 0; _g3_db < ((N + 511) / 512 + 1) / 2; ++_g3_db) {  // tensor_sum.pto:6:15
                 pipe_barrier(PIPE_V);
-                TileT4 t4(min_i64(N - _g3 * 512, 512));  // tensor_sum.pto:6:15
-                TASSIGN(t4, 0);  // tensor_sum.pto:6:15
+                TileT4B0 t4_b0(min_i64(N - _g3_db * 2 * 512, 512));  // tensor_sum.pto:6:15
+                TASSIGN(t4_b0, 0);  // tensor_sum.pto:6:15
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-                GmView0 v0Gm0(v0 + _g3 * 512, GmView0::Shape(t4.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
-                TLOAD(t4, v0Gm0);  // tensor_sum.pto:6:15
+                GmView0 v0Gm0(v0 + _g3_db * 2 * 512, GmView0::Shape(t4_b0.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
+                TLOAD(t4_b0, v0Gm0);  // tensor_sum.pto:6:15
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT5 t5(min_i64(N - _g3 * 512, 512));  // tensor_sum.pto:6:15
-                TASSIGN(t5, 1024);  // tensor_sum.pto:6:15
+                TileT5B0 t5_b0(min_i64(N - _g3_db * 2 * 512, 512));  // tensor_sum.pto:6:15
+                TASSIGN(t5_b0, 1024);  // tensor_sum.pto:6:15
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t5, t4, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
+                TCVT(t5_b0, t4_b0, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TileT7 t7(min_i64(N - _g3 * 512, 512));  // tensor_sum.pto:10:22
-                TASSIGN(t7, 3072);  // tensor_sum.pto:10:22
+                TileT7B0 t7_b0(min_i64(N - _g3_db * 2 * 512, 512));  // tensor_sum.pto:10:22
+                TASSIGN(t7_b0, 3072);  // tensor_sum.pto:10:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-                GmView1 acc_partGm1(acc_part + _g3 * 512, GmView1::Shape(t7.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
-                TLOAD(t7, acc_partGm1);  // tensor_sum.pto:10:22
+                GmView1 acc_partGm1(acc_part + _g3_db * 2 * 512, GmView1::Shape(t7_b0.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
+                TLOAD(t7_b0, acc_partGm1);  // tensor_sum.pto:10:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT9 t9(min_i64(N - _g3 * 512, 512));  // tensor_sum.pto:10:22
-                TASSIGN(t9, 5120);  // tensor_sum.pto:10:22
+                TileT9B0 t9_b0(min_i64(N - _g3_db * 2 * 512, 512));  // tensor_sum.pto:10:22
+                TASSIGN(t9_b0, 5120);  // tensor_sum.pto:10:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TADD(t9, t7, t5);  // tensor_sum.pto:10:22
+                TADD(t9_b0, t7_b0, t5_b0);  // tensor_sum.pto:10:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-                GmView2 acc_partsGm2(acc_parts + b_part * N + _g3 * 512, GmView2::Shape(t9.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
-                TSTORE(acc_partsGm2, t9);  // tensor_sum.pto:10:22
+                GmView2 acc_partsGm2(acc_parts + b_part * N + _g3_db * 2 * 512, GmView2::Shape(t9_b0.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
+                TSTORE(acc_partsGm2, t9_b0);  // tensor_sum.pto:10:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                for (int64_t _g3_dr = 0; _g3_dr < min_i64((N + 511) / 512 - (_g3_db * 2 + 1), 1); ++_g3_dr) {  // tensor_sum.pto:6:15
+                    TileT4B1 t4_b1(min_i64(N - (_g3_db * 2 + 1 + _g3_dr) * 512, 512));  // tensor_sum.pto:6:15
+                    TASSIGN(t4_b1, 7168);  // tensor_sum.pto:6:15
+                    using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
+                    GmView3 v0Gm3(v0 + (_g3_db * 2 + 1 + _g3_dr) * 512, GmView3::Shape(t4_b1.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:6:15
+                    TLOAD(t4_b1, v0Gm3);  // tensor_sum.pto:6:15
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT5B1 t5_b1(min_i64(N - (_g3_db * 2 + 1 + _g3_dr) * 512, 512));  // tensor_sum.pto:6:15
+                    TASSIGN(t5_b1, 8192);  // tensor_sum.pto:6:15
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCVT(t5_b1, t4_b1, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
+                    TileT7B1 t7_b1(min_i64(N - (_g3_db * 2 + 1 + _g3_dr) * 512, 512));  // tensor_sum.pto:10:22
+                    TASSIGN(t7_b1, 10240);  // tensor_sum.pto:10:22
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
+                    GmView4 acc_partGm4(acc_part + (_g3_db * 2 + 1 + _g3_dr) * 512, GmView4::Shape(t7_b1.GetValidCol()), GmView4::Stride(N));  // tensor_sum.pto:10:22
+                    TLOAD(t7_b1, acc_partGm4);  // tensor_sum.pto:10:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT9B1 t9_b1(min_i64(N - (_g3_db * 2 + 1 + _g3_dr) * 512, 512));  // tensor_sum.pto:10:22
+                    TASSIGN(t9_b1, 12288);  // tensor_sum.pto:10:22
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TADD(t9_b1, t7_b1, t5_b1);  // tensor_sum.pto:10:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
+                    GmView5 acc_partsGm5(acc_parts + b_part * N + (_g3_db * 2 + 1 + _g3_dr) * 512, GmView5::Shape(t9_b1.GetValidCol()), GmView5::Stride(N));  // tensor_sum.pto:10:22
+                    TSTORE(acc_partsGm5, t9_b1);  // tensor_sum.pto:10:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
