@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from library_families import EVERYDAY  # beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "specs").glob("*.yaml"))
@@ -52,6 +53,12 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("spec_path", SPECS)
 
 
+# Library-wide checks that compile each spec several times (printed IR parsed back after every pass,
+# the schedule search): the everyday suite runs them on one spec per kernel family (EVERYDAY),
+# `pytest -m slow` on the rest.
+SAMPLED = {"test_tune_runs_on_every_library_spec", "test_compiling_from_printed_ir_gives_the_same_block_ir",
+           "test_roundtrip_after_every_pass", "test_opcheck",
+           "test_every_torch_equivalent_computes_what_the_reference_does"}
 # The library-wide checks below take a spec each; on these twelve (the attention kernels, the
 # backward specs, RoPE, the batched and multi-axis ones) they take two thirds of the checks' time, so
 # the everyday suite leaves them to `pytest -m slow` (CI runs it). Their golden cases still run in
@@ -67,11 +74,12 @@ LIBRARY_WIDE = {"test_tune_runs_on_every_library_spec", "test_bench_runs_every_c
 
 def _heavy(item) -> bool:
     name = getattr(item, "originalname", None)
-    if name not in LIBRARY_WIDE:
+    if name not in LIBRARY_WIDE and name not in SAMPLED:
         return False
     heavy = HEAVY_FOR.get(name, HEAVY_SPECS)
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return any(Path(str(v)).stem in heavy for v in params.values() if isinstance(v, str))
+    stems = [Path(str(v)).stem for v in params.values() if isinstance(v, (str, Path))]
+    return any((name in LIBRARY_WIDE and s in heavy) or (name in SAMPLED and s not in EVERYDAY) for s in stems)
 
 
 def pytest_collection_modifyitems(config, items):
