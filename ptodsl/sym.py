@@ -479,6 +479,11 @@ def free_symbols(e: Expr) -> set[str]:
     return set(_free(e))
 
 
+def symbols_in(e: Expr) -> frozenset[str]:
+    """The symbols of ``e``, shared (kept on the node): not to be changed."""
+    return _free(e)
+
+
 _NO_SYMBOLS: frozenset[str] = frozenset()
 
 

@@ -111,9 +111,9 @@ class _Verifier:
             return
         if isinstance(value, str):
             return
-        missing = sym.free_symbols(value) - self.symbols
-        if missing:
-            self.fail(op, f"unbound symbol {', '.join(sorted(missing))}")
+        used = sym.symbols_in(value)
+        if not used <= self.symbols:
+            self.fail(op, f"unbound symbol {', '.join(sorted(used - self.symbols))}")
 
     def block(self, ops: list[Op]) -> None:
         for op in ops:
