@@ -383,3 +383,13 @@ def test_a_split_k_never_outnumbers_the_k_tiles_of_a_fixed_k(tmp_path):
     program = generate(425721, ALL_FEATURES, max_blocks=3)
     assert program.fixed and program.cube is not None
     assert isinstance(prepare(program, str(tmp_path)), Prepared)
+
+
+def test_two_top_k_blocks_draw_k_within_the_one_row_length(write_spec):
+    """Seed 5291583 (of `ptodsl fuzz --count 2000 --seed 5290000`) drew a second top-k block whose row
+    length replaced the first's, leaving the first block's k beyond it: a program the checker rightly
+    refused (E0853). Every k must fit the row length the program fixes."""
+    from ptodsl.driver import compile_spec
+
+    program = generate(5291583, ALL_FEATURES)
+    compile_spec(write_spec(program.op, program.pto(), program.yaml()))

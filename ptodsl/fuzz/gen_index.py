@@ -93,9 +93,10 @@ def index_block(g: Gen, kind: str, k: int) -> Block:
         tail = ", keepdim=True" if keep else ""
         return Block(kind, [(0, f"{y}[:] = {fn}({src}, dim=-1{tail})")], [y, src])
     if kind == "topk":
-        n = r.choice(TOPK_ROWS)
+        # every top-k block of a program ranks rows of the one E: a later block drew k within E as
+        # an earlier block fixed it (drawn all the same, so other programs of the seed stay as they were)
+        n = g.fixed_extra.setdefault("E", r.choice(TOPK_ROWS))
         g.topk_rows = max(getattr(g, "topk_rows", 0), n)
-        g.fixed_extra["E"] = n
         src = _small_ints(g, f"xt{k}", "M, E") if r.random() < 0.4 else \
             g.param("xe", "T[M, E]", "in", "T", ("M", "E"))
         if r.random() < 0.3:
