@@ -90,19 +90,20 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     (``ptodsl tune`` lowers each candidate schedule itself, so none is lowered with tiles nobody
     would compile with)."""
     diags = diags if diags is not None else Diagnostics()
+    sources = sources or {}
     # the path as given, and where it is relative to: diagnostics and the IR name the spec by it
-    key = (yaml_path, os.getcwd(), verify_ir, choose, lower, frozenset((sources or {}).items()),
+    key = (yaml_path, os.getcwd(), verify_ir, choose, lower, frozenset(sources.items()),
            os.environ.get(ROOT_ENV), tuple(map(id, PASSES)), tuple(sorted(PASS_OPTION_DEFAULTS.items())))
     found = _MEMO.get(key)
     if found is not None and all(_file_state(p) == state for p, state in found.files):
         _MEMO.move_to_end(key)
         for d in found.diagnostics:
             diags.add(d)
-        return found.copy(diags)
+        return found.compiled.copy(diags)
     start = len(diags.items)
     with recording_sources() as read:
-        compiled = _compile(yaml_path, diags, verify_ir, choose, sources or {}, lower)
-    files = tuple((p, _file_state(p)) for p in sorted(read) if p not in (sources or {}))
+        compiled = _compile(yaml_path, diags, verify_ir, choose, sources, lower)
+    files = tuple((p, _file_state(p)) for p in sorted(read) if p not in sources)
     if all(state is not None for _, state in files):
         _MEMO[key] = _Memo(files, tuple(diags.items[start:]), compiled.copy(Diagnostics()))
         if len(_MEMO) > _MEMO_LIMIT:
@@ -128,9 +129,6 @@ class _Memo:
     files: tuple[tuple[str, tuple | None], ...]
     diagnostics: tuple[Diagnostic, ...]
     compiled: Compiled
-
-    def copy(self, diags: Diagnostics) -> Compiled:
-        return self.compiled.copy(diags)
 
 
 def _file_state(path: str) -> tuple | None:

@@ -123,7 +123,7 @@ def test_a_compiled_expression_computes_what_the_tree_walk_does():
         e = _random_expr(r, 5)
         env = {"a": r.randint(-4, 6), "b": r.randint(1, 5), "c": r.random()}
         walked = outcome(sym._walk, e, env)
-        for _ in range(3):  # the first evaluation walks, the next ones compile and call
+        for _ in range(3):  # the first two evaluations walk (the second compiles), the third calls
             got = outcome(sym.evaluate, e, env)
             nan = got[0] == walked[0] == "ok" and isinstance(got[1], float) and math.isnan(got[1])
             assert (nan and math.isnan(walked[1])) or (got == walked and type(got[1]) is type(walked[1])), \

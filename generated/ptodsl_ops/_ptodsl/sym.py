@@ -12,18 +12,28 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 Number = int | float
 
 
+def _kept(node: object, name: str, make: Callable[..., Any], *args: Any) -> Any:
+    """A fact of a compound node computed once and kept on the (frozen) node: expressions are
+    trees that the provers, passes and printers ask the same things of again and again (its hash,
+    text, symbols), and a dataclass walks the whole tree for each answer."""
+    value = node.__dict__.get(name)
+    if value is None:
+        value = make(*args)  # a function and its arguments, not a closure: no allocation when kept
+        object.__setattr__(node, name, value)
+    return value
+
+
 def _cached_hash(node: object, key: tuple) -> int:
-    """A compound node's hash, computed once: expressions are trees that the provers and passes
-    hash again and again (dict keys, memos), and a dataclass hash walks the whole tree each time."""
-    h = node.__dict__.get("_hash")
-    if h is None:
-        h = hash((type(node).__name__, *key))
-        object.__setattr__(node, "_hash", h)
-    return h
+    return _kept(node, "_hash", _hash_of, type(node).__name__, key)
+
+
+def _hash_of(kind: str, key: tuple) -> int:
+    return hash((kind, *key))
 
 
 @dataclass(frozen=True)
@@ -351,17 +361,14 @@ def evaluate(e: Expr, env: Mapping[str, Number]) -> Number:
         # the cost model evaluates the same offsets and extents for every iteration it walks: an
         # expression evaluated a second time is compiled to one Python function, kept on the node
         fn = e.__dict__.get("_eval")
-        if fn is None:
-            object.__setattr__(e, "_eval", _ONCE)
-        elif fn is _ONCE:
-            fn = _python_function(e) or _WALK
-            object.__setattr__(e, "_eval", fn)
-        if fn is not None and fn is not _ONCE and fn is not _WALK:
+        if callable(fn):
             return fn(env)
+        if fn is None or fn is _ONCE:  # walked this time, compiled for the next
+            object.__setattr__(e, "_eval", _ONCE if fn is None else _python_function(e) or _WALK)
     return _walk(e, env)
 
 
-_ONCE = object()  # evaluated once so far
+_ONCE = object()  # evaluated once so far (not callable, like _WALK)
 _WALK = object()  # too deep to compile: walked every time
 
 
@@ -384,7 +391,7 @@ def _eager_or(a: Number, b: Number) -> bool:
 
 
 _PY_NAMES = {"_min": min, "_max": max, "_and": _eager_and, "_or": _eager_or, "_inf": math.inf,
-             "_nan": math.nan, "_bool": bool}
+             "_nan": math.nan}
 _PY_OPS = {"+", "-", "*", "/", "//", "%", "<", "<=", ">", ">=", "==", "!="}
 
 
@@ -493,16 +500,15 @@ def _free(e: Expr) -> frozenset[str]:
         return frozenset((e.name,))
     if not isinstance(e, (BinExpr, CallExpr, NegExpr)):
         return _NO_SYMBOLS
-    out = e.__dict__.get("_free")
-    if out is None:
-        if isinstance(e, NegExpr):
-            out = _free(e.operand)
-        elif isinstance(e, BinExpr):
-            out = _free(e.left) | _free(e.right)
-        else:
-            out = _NO_SYMBOLS.union(*(_free(x) for x in e.args))
-        object.__setattr__(e, "_free", out)
-    return out
+    return _kept(e, "_free", _free_of, e)
+
+
+def _free_of(e: BinExpr | CallExpr | NegExpr) -> frozenset[str]:
+    if isinstance(e, NegExpr):
+        return _free(e.operand)
+    if isinstance(e, BinExpr):
+        return _free(e.left) | _free(e.right)
+    return _NO_SYMBOLS.union(*(_free(x) for x in e.args))
 
 
 def bounds(e: Expr, ranges: Mapping[str, Bounds]) -> Bounds:
@@ -857,12 +863,8 @@ _PREC = {"or": -2, "and": -1, "<": 0, "<=": 0, ">": 0, ">=": 0, "==": 0, "!=": 0
 
 def to_text(e: Expr) -> str:
     if isinstance(e, (BinExpr, CallExpr, NegExpr)):
-        # kept on the node: printing IR and ordering a sum's factors print the same subtrees often
-        text = e.__dict__.get("_text")
-        if text is None:
-            text = _text(e)
-            object.__setattr__(e, "_text", text)
-        return text
+        # printing IR and ordering a sum's factors print the same subtrees often
+        return _kept(e, "_text", _text, e)
     return _text(e)
 
 
