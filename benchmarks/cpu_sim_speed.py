@@ -11,8 +11,10 @@ the simulator (``backend="sim"``, poison on, as the golden tests run it) against
 reference (the `reference:` function, which computes in float64). Every thread count runs in a
 fresh process with OMP_NUM_THREADS, the BLAS thread counts and torch's set to it: the cpu backend
 uses OpenMP for the parallel loops of a control program, torch its own pool, numpy's matmul its
-BLAS; the simulator is single-threaded Python over numpy. Times are the best of a few rounds
-(``ptodsl.bench.measure``; the first call builds the kernel and is not counted). Ratios above 1
+BLAS; the simulator is single-threaded Python over numpy. Times are the best of a few rounds, the
+rounds of the cpu backend, torch and numpy taken in turn so that a change in the machine's load
+falls on all three (``ptodsl.bench.measure_together``; the first call builds the kernel and is
+not counted). Ratios above 1
 mean ptodsl is slower. Nothing is asserted: the machine's load decides much of it, so the header
 prints the load average, the CPU and the instruction set the kernels were built for.
 """
@@ -70,7 +72,7 @@ def measure_case(spec: str, shapes: dict, scalars: dict, sim: bool, rounds: int,
 
     import ptodsl
     from ptodsl.api import run_kernel
-    from ptodsl.bench import measure
+    from ptodsl.bench import measure, measure_together
     from ptodsl.dtypes import numpy_dtype
     from ptodsl.golden import load_reference, load_torch
 
@@ -85,14 +87,13 @@ def measure_case(spec: str, shapes: dict, scalars: dict, sim: bool, rounds: int,
     for s, v in shapes.items():
         symbols.setdefault(s, v)
     full = {p.name: scalars.get(p.name, p.default) for p in op.scalars}
-    out = {}
     # the public call, which allocates its outputs as torch eager does
-    out["cpu_s"] = measure(lambda: op(*ordered, backend="cpu", **scalars), 0.0, rounds)
     fn = load_torch(op.spec)
     tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in ordered]
-    out["torch_s"] = measure(lambda: fn(*tensors, **scalars), 0.0, rounds)
     reference = load_reference(op.spec)
-    out["numpy_s"] = measure(lambda: reference(*ordered, **scalars), 0.0, rounds)
+    out = measure_together({"cpu_s": lambda: op(*ordered, backend="cpu", **scalars),
+                            "torch_s": lambda: fn(*tensors, **scalars),
+                            "numpy_s": lambda: reference(*ordered, **scalars)}, 0.0, rounds)
     if sim:
         def simulate() -> None:  # poison on, as the golden tests run it, into fresh outputs
             fresh = dict(arrays)

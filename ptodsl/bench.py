@@ -5,8 +5,9 @@ NPU core) and the chip model's time against the chip's roofline (all from :mod:`
 models, not measurements). ``--bench`` times each spec's chip-filling ``bench:`` cases instead of
 its ``tests:`` (modelled by the dry run: they are too large to simulate for the model columns).
 
-Times are the best of a few rounds, each long enough to be measured (see :func:`measure`); the
-first call is a warm-up, so a cpu build or cache lookup is not counted. Idle OpenMP threads sleep
+Times are the best of a few rounds, each long enough to be measured, the kernel's, numpy's and
+torch's rounds taken in turn (see :func:`measure_together`); the first call is a warm-up, so a cpu
+build or cache lookup is not counted. Idle OpenMP threads sleep
 (see :func:`passive_openmp`) so that no library's thread pool slows the others down. The numpy column runs the
 spec's own reference (``reference:`` in the YAML) on the case's inputs; the torch column runs the
 spec's ``torch:`` function (in the same file as the reference) when torch is installed and the
@@ -43,7 +44,31 @@ def passive_openmp() -> None:
 
 def measure(fn: Callable[[], Any], min_round_s: float = MIN_ROUND_S, rounds: int = ROUNDS) -> float:
     """Seconds per call: best of ``rounds`` rounds, each repeating ``fn`` for at least ``min_round_s``."""
-    fn()  # warm-up: builds, caches, first-touch of the buffers
+    return measure_together({"fn": fn}, min_round_s, rounds)["fn"]
+
+
+def measure_together(fns: dict[str, Callable[[], Any]], min_round_s: float = MIN_ROUND_S,
+                     rounds: int = ROUNDS) -> dict[str, float]:
+    """Seconds per call of each of ``fns``: the best of ``rounds`` rounds each, the rounds of
+    the functions taken in turn, so that a change in the machine's load (another process, a
+    frequency step) falls on all of them alike rather than on whichever ran during it: the
+    ratios between them are what a benchmark reports."""
+    numbers = {name: _calibrate(fn, min_round_s) for name, fn in fns.items()}
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            number = numbers[name]
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / number)
+    return best
+
+
+def _calibrate(fn: Callable[[], Any], min_round_s: float) -> int:
+    """How many calls make a round of at least ``min_round_s``; the first call is a warm-up
+    (builds, caches, first touch of the buffers)."""
+    fn()
     number = 1
     while True:
         start = time.perf_counter()
@@ -51,15 +76,8 @@ def measure(fn: Callable[[], Any], min_round_s: float = MIN_ROUND_S, rounds: int
             fn()
         elapsed = time.perf_counter() - start
         if elapsed >= min_round_s or number >= 1 << 20:
-            break
+            return number
         number *= 2 if elapsed > min_round_s / 4 else 8
-    best = elapsed / number
-    for _ in range(rounds - 1):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
 
 
 def torch_available() -> bool:
@@ -107,15 +125,18 @@ def bench_case(op: Operator, case, backend: str, with_torch: bool, model: dict[s
             arrays[p.name] = np.zeros(tuple(int(sym.evaluate(d, symbols)) for d in t.shape), numpy_dtype(t.dtype))
     # the operator's parameters hold scalar defaults as Python values already (``api.program_of``)
     full = {p.name: scalars.get(p.name, p.default) for p in op.scalars}
-    row.seconds = measure(lambda: run_kernel(op.compiled, index, arrays, full, symbols, backend), min_round_s, rounds)
+    fns: dict[str, Callable[[], Any]] = {
+        "seconds": lambda: run_kernel(op.compiled, index, arrays, full, symbols, backend)}
     reference = load_reference(op.spec)
     if reference is not None:
         ref_inputs = [as_ref_input(inputs[p.name]) for p in op.inputs]
-        row.numpy_s = measure(lambda: reference(*ref_inputs, **scalars), min_round_s, rounds)
+        fns["numpy_s"] = lambda: reference(*ref_inputs, **scalars)
     fn = load_torch(op.spec) if with_torch else None
     if fn is not None:
         tensors = [to_torch(np.ascontiguousarray(inputs[p.name])) for p in op.inputs]
-        row.torch_s = measure(lambda: fn(*tensors, **scalars), min_round_s, rounds)
+        fns["torch_s"] = lambda: fn(*tensors, **scalars)
+    for name, seconds in measure_together(fns, min_round_s, rounds).items():
+        setattr(row, name, seconds)
     return row
 
 

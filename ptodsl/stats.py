@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from .api import Operator
 from .check import paths
 from .cost.chip import Chip
-from .cost.dryrun import MAX_OPS, TooLong, estimate
+from .cost.dryrun import REPORT_MAX_OPS, TooLong, estimate
 from .cost.minimum import compulsory_bytes
 from .driver import case_symbols, explicit_inputs
 from .golden import case_id, run_case, test_error
@@ -199,7 +199,7 @@ def _model_case(op: Operator, block: Module, control: str, case, vs: VariantStat
              for p in func.params if p.is_tensor and (case.ranges.get(p.name) or case.data_range)}
     reads |= explicit_inputs(op.compiled.stages["tensor"].func(control), op.spec, case)
     e = estimate(block, control, symbols, op.compiled.target, {k: v for k, v in scalars.items() if v is not None},
-                 reads)
+                 reads, REPORT_MAX_OPS)
     minimum = compulsory_bytes(op.compiled.stages["tensor"].func(control), symbols)
     t = e.timeline
     vs.traffic.append((cid, e.gm_bytes, minimum))
@@ -239,7 +239,7 @@ def render(op: Operator, stats: list[VariantStats]) -> str:
             if cid in chip:
                 lines.append(f"      chip: {chip_line(chip[cid])}")
         for cid in s.unmodelled:
-            lines.append(f"    {cid}: not modelled (the dry run would walk over {MAX_OPS} ops)")
+            lines.append(f"    {cid}: not modelled (the dry run would walk over {REPORT_MAX_OPS} ops)")
         if s.bench and not s.traffic and not s.unmodelled:
             lines.append("    no bench cases")
     return "\n".join(lines) + "\n"
@@ -348,7 +348,7 @@ def render_bench_summary(rows: list[tuple[Operator, list[VariantStats]]], failed
     near = sum(r <= NEAR_ROOFLINE for _, r, _ in worst)
     lines.append(f"\n{near} of {len(worst)} ops within {NEAR_ROOFLINE:.1f}x of the chip roofline in every bench case")
     if unmodelled:
-        lines.append(f"bench cases not modelled (the dry run would walk over {MAX_OPS} ops): " + ", ".join(unmodelled))
+        lines.append(f"bench cases not modelled (the dry run would walk over {REPORT_MAX_OPS} ops): " + ", ".join(unmodelled))
     if without:
         lines.append("no bench cases: " + ", ".join(without))
     if failed:

@@ -29,12 +29,15 @@ from ..ir import Func, Module, Op, TileType
 from ..ir.opdefs import indexed_gm, launched_params
 from ..targets import Target
 from . import steady
-from .alike import cost_exprs, kernel_exprs, monotone_in
+from .alike import cost_exprs, index_ranges, kernel_exprs, monotone_in, period
 from .chip import launch_footprint
 from .timeline import Timeline, nbytes
 
 READ_VALUE = 1
 MAX_OPS = 200_000  # a dry run that would walk more ops than this stops (TooLong)
+# the report (``ptodsl ir --stats``) runs once per case, not inside every compile as the tile
+# search does: it can afford nested sampled loops (a block's share of a 3-deep nest over a reduction)
+REPORT_MAX_OPS = 600_000
 SAMPLE_FROM = 10  # loops of fewer iterations are walked through
 WARM_UP = 6  # at most this many first iterations to reach a steady state before sampling anyway
 
@@ -74,7 +77,7 @@ class _Run:
         self.gm_bytes = 0.0
         self.sample = sample
         self.trace: list = []  # the cost-deciding values evaluated so far in the current iteration
-        self._exprs: dict[int, list[sym.Expr]] = {}  # loop op id -> the expressions its body's cost depends on
+        self._exprs: dict[int, tuple] = {}  # loop op id -> the expressions its body's cost depends on (alike.cost_exprs)
 
     def read(self, op: Op, env: dict) -> sym.Number:
         """What an element read gives: the case's own value at the index when it gives the tensor's
@@ -109,7 +112,7 @@ class _Run:
                 env[index] = i
                 self.block(op.regions[0], env, valid)
 
-            self.iterate(range(lo, hi, step), one, lambda: monotone_in(self._loop_exprs(op), index, env))
+            self.each(range(lo, hi, step), one, self._loop_exprs(op), index, env)
         elif name == "if":
             cond = bool(sym.evaluate(op.attrs["cond"], env))
             self.trace.append(cond)
@@ -175,21 +178,52 @@ class _Run:
             row = "_block_row"
             for c in range(columns):
                 at = sym.add(sym.mul(sym.Sym(row), columns), c)
-                exprs = [sym.substitute(e, {index: at}) for e in kernel_exprs(kernel)]
-                self.iterate(range(blocks // columns), lambda r, c=c: one(r * columns + c),
-                             lambda exprs=exprs: monotone_in(exprs, row, inner))
+                exprs, counts = kernel_exprs(kernel)
+                exprs = [sym.substitute(e, {index: at}) for e in exprs]
+                counts = {k: sym.substitute(n, {index: at}) for k, n in counts.items()}
+                rows = range(blocks // columns)
+                self.iterate(rows, lambda r, c=c: one(r * columns + c),
+                             lambda exprs=exprs, counts=counts, rows=rows: self._monotone((exprs, counts), row, rows, inner))
+        elif index is None:
+            self.iterate(range(blocks), one, lambda: True)
         else:
-            self.iterate(range(blocks), one,
-                         lambda: index is None or monotone_in(kernel_exprs(kernel), index, inner))
+            self.each(range(blocks), one, kernel_exprs(kernel), index, inner)
         tl.end_launch()
 
-    def _loop_exprs(self, op: Op) -> list[sym.Expr]:
+    def _loop_exprs(self, op: Op) -> tuple[list[sym.Expr], dict[str, sym.Expr]]:
         out = self._exprs.get(id(op))
         if out is None:
-            out = self._exprs[id(op)] = list(cost_exprs(op.regions[0], self.kernels))
+            out = self._exprs[id(op)] = cost_exprs(op.regions[0], self.kernels)
         return out
 
+    @staticmethod
+    def _monotone(found: tuple[list[sym.Expr], dict[str, sym.Expr]], var: str, span: range, env: dict) -> bool:
+        exprs, counts = found
+        return monotone_in(exprs, var, env, index_ranges(var, span[0], span[-1], counts, env))
+
     # ------------------------------------------------------------------ sampling
+    def each(self, span: range, one: Callable[[int], None], found: tuple[list[sym.Expr], dict[str, sym.Expr]],
+             var: str, env: dict) -> None:
+        """Run ``one`` for every index of ``span``, sampled where the iterations are alike in the
+        expressions ``found`` (alike.cost_exprs). Where a ``%`` of the index wraps (a flattened
+        nest's column), the iterations a period apart are: each such class is sampled on its own."""
+        if self.sample and len(span) >= SAMPLE_FROM and not self._monotone(found, var, span, env):
+            p = period(found[0], var, env, span.step, index_ranges(var, span[0], span[-1], found[1], env))
+            if p is not None and 1 < p and len(span) // p >= SAMPLE_FROM:
+                row = var + "#row"
+                for c in range(p):
+                    sub = span[c::p]
+                    at = {var: sym.add(sub.start, sym.mul(sym.Sym(row), sub.step))}
+                    moved = ([sym.substitute(e, at) for e in found[0]],
+                             {k: sym.substitute(n, at) for k, n in found[1].items()})
+                    rows = range(len(sub))
+                    self.iterate(rows, lambda r, sub=sub: one(sub[r]),
+                                 lambda moved=moved, rows=rows: self._monotone(moved, row, rows, env))
+                return
+            self.iterate(span, one, lambda: False)
+            return
+        self.iterate(span, one, lambda: True)
+
     def iterate(self, trips: range, one: Callable[[int], None], monotone: Callable[[], bool]) -> None:
         """Run ``one`` for every index of ``trips``, or for a few when the iterations are alike
         (module docstring): the model then advances by the skipped iterations' amounts."""

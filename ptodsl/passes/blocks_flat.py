@@ -45,9 +45,14 @@ def share_out_tiles(kernel: Func, outer: Op, inner: Op, index: str, count: str) 
     i["lo"] = sym.add(lo1, sym.max_(sym.sub(first, column), 0))
     i["hi"] = sym.add(lo1, sym.min_(sym.sub(end, column), t1))
     o["parallel"] = i["parallel"] = 1
-    # what a block's cost depends on (its ops' extents): where its share starts in a column, its
-    # length, and how much of the last column (the one with the N tail) it takes; blocks alike in
-    # these are modelled once each (cost/dryrun.py), the shares repeating with a short period
+    # what a block's cost depends on (its ops' extents): its length, how many of its tiles lie
+    # in the first column it touches and whether they reach that column's last row (the M tail:
+    # the rest of the share is whole columns and a head of the last), and how much of the last
+    # column (the one with the N tail) it takes; blocks alike in these are modelled once each
+    # (cost/dryrun.py): a batch of matmuls shared out one entry per block is one or two shapes
     last = sym.mul(sym.sub(t0, 1), per)
-    kernel.attrs["block_key"] = [sym.mod(first, per), sym.sub(end, first), sym.max_(sym.sub(end, last), 0)]
+    length, start = sym.sub(end, first), sym.mod(first, per)
+    kernel.attrs["block_key"] = [length, sym.min_(sym.sub(per, start), length),
+                                 sym.compare(">=", sym.add(start, length), per),
+                                 sym.min_(sym.max_(sym.sub(end, last), 0), length)]
     return total

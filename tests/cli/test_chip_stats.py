@@ -145,9 +145,13 @@ def test_bench_cases_bind_the_dims_the_spec_defines(capsys):
     assert "rope[f16-R65536-F64]: GM bytes modelled" in out
 
 
-def test_a_bench_case_too_long_to_walk_is_said_so(tmp_path, capsys):
-    """Data-dependent trip counts over chip-filling shapes defeat the dry run's sampling: the case is
-    reported as not modelled (was an internal error)."""
+def test_a_bench_case_too_long_to_walk_is_said_so(tmp_path, capsys, monkeypatch):
+    """A case the dry run would walk too many ops for is reported as not modelled (was an internal
+    error). The library's cases all fit the report's budget today, so the budget is cut to what
+    varlen attention's data-dependent trip counts exceed."""
+    import ptodsl.stats
+
+    monkeypatch.setattr(ptodsl.stats, "REPORT_MAX_OPS", 20_000)
     code, out, _ = run(capsys, "ir", "specs/varlen_attention.yaml", "--stats", "--bench")
     assert code == 0
     assert "varlen_attention[TQ2048-TK2048-HD512-NH8-C3-cu_seqlens_k-cu_seqlens_q]: not modelled" in out

@@ -201,6 +201,9 @@ MID_SIZE = [  # (spec, control, shapes): a few hundred to a few thousand iterati
     ("layernorm", "layernorm_f32", {"R": 300, "H": 4000}),
     ("flash_attn", "flash_attn_f16", {"S": 512, "D": 128, "L": 2048}),
     ("tensor_sum", "tensor_sum_f32", {"B": 300, "N": 5000}),
+    # double buffering flattens its kernels' 2-D grids: offsets in `// cols` and `% cols`, each
+    # column of tiles sampled on its own (alike.period)
+    ("mha_sdpa", "mha_sdpa_f16", {"B": 1, "H": 2, "S": 512, "L": 512, "D": 64}),
 ]
 TOLERANCE = 1e-3  # sampling must agree with walking every iteration to 0.1% (today it agrees exactly)
 
@@ -294,6 +297,28 @@ def test_the_blocks_of_a_block_grid_are_sampled_column_by_column():
     b = ptodsl.sym.Sym("b")
     assert direction(ptodsl.sym.mod(ptodsl.sym.add(ptodsl.sym.mul(b, 3), 1), 3), "b", {}) == 0
     assert direction(ptodsl.sym.mod(b, 3), "b", {}) is None
+
+
+def test_a_remainder_is_monotone_where_it_cannot_wrap_and_periodic_where_it_does():
+    """A flattened nest's column ``f % cols`` (passes/dbuf.py) moves monotonely over a range that
+    stays in one row, and repeats every ``cols`` iterations over a longer one; a remainder of a
+    non-linear dividend has no period the dry run can use."""
+    from ptodsl.cost.alike import direction, period
+
+    s = ptodsl.sym
+    u, k = s.Sym("u"), s.Sym("r#k")
+    col = s.mod(s.add(s.mul(u, 2), k), 8)  # copy 1 of a doubled loop: 2u + r, r its guard's trip
+    assert direction(col, "u", {}) is None
+    assert direction(col, "u", {}, {"u": (0, 3), "r#k": (0, 0)}) == 1  # 2u + r < 8: no wrap
+    assert direction(col, "u", {}, {"u": (0, 4), "r#k": (0, 0)}) is None
+    assert period([s.sub(64, s.mul(col, 8))], "u", {}, 1) == 4
+    assert period([s.mod(s.floordiv(s.mul(u, 2), 4), 3)], "u", {}, 1) == 6  # a row of a 3-D nest
+    assert period([s.mod(s.mul(u, u), 3)], "u", {}, 1) is None
+    # a factor that does not move keeps the product monotone when its sign is known
+    row = s.Sym("row")
+    width = s.max_(s.min_(11, s.sub(32, s.mul(s.mod(s.mul(row, 3), 3), 11))), 0)
+    assert direction(s.mul(s.min_(s.sub(16, row), 1), width), "row", {}, {"row": (0, 15)}) == -1
+    assert direction(s.floordiv(row, s.max_(width, 1)), "row", {}, {"row": (0, 15)}) == 1
 
 
 def test_re_reads_of_tensors_that_fit_in_l2_pay_hbm_once(tmp_path):

@@ -64,7 +64,7 @@ extern "C" int sum_cols_f16(half* x, half* y, int64_t C, int64_t R, int poison)
 #endif
     try {
     {  // sum_cols.pto:3:12
-        const int64_t sum_cols_f16_k0_blocks = max_i64(ceil_div((C + 255) / 256, max_i64(((C + 255) / 256 + 47) / 48, 1)), 1);  // sum_cols.pto:3:12
+        const int64_t sum_cols_f16_k0_blocks = max_i64(ceil_div((C + 127) / 128, max_i64(((C + 127) / 128 + 47) / 48, 1)), 1);  // sum_cols.pto:3:12
         bool sum_cols_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t sum_cols_f16_k0_block = 0; sum_cols_f16_k0_block < sum_cols_f16_k0_blocks; ++sum_cols_f16_k0_block) {  // sum_cols.pto:3:12

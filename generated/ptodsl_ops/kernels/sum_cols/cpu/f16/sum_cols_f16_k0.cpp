@@ -30,21 +30,21 @@ extern "C" __global__ AICORE void sum_cols_f16_k0(__gm__ half* x, __gm__ half* y
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, half, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3B0 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3B1 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // sum_cols.pto:3:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g0 = block_index * ceil_div((C + 255) / 256, block_count); _g0 < block_index * ceil_div((C + 255) / 256, block_count) + min_i64(ceil_div((C + 255) / 256, block_count), (C + 255) / 256 - block_index * ceil_div((C + 255) / 256, block_count)); ++_g0) {  // sum_cols.pto:3:12
+        for (int64_t _g0 = block_index * ceil_div((C + 127) / 128, block_count); _g0 < block_index * ceil_div((C + 127) / 128, block_count) + min_i64(ceil_div((C + 127) / 128, block_count), (C + 127) / 128 - block_index * ceil_div((C + 127) / 128, block_count)); ++_g0) {  // sum_cols.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT1 t1(min_i64(C - _g0 * 256, 256));  // sum_cols.pto:3:12
+            TileT1 t1(min_i64(C - _g0 * 128, 128));  // sum_cols.pto:3:12
             TASSIGN(t1, 0);  // sum_cols.pto:3:12
             TEXPANDS(t1, 0.0f);  // sum_cols.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -52,21 +52,21 @@ extern "C" __global__ AICORE void sum_cols_f16_k0(__gm__ half* x, __gm__ half* y
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k2_db = 0; _k2_db < ((R + 7) / 8 + 1) / 2; ++_k2_db) {  // sum_cols.pto:3:12
+            for (int64_t _k2_db = 0; _k2_db < ((R + 15) / 16 + 1) / 2; ++_k2_db) {  // sum_cols.pto:3:12
                 pipe_barrier(PIPE_V);
-                TileT3B0 t3_b0(min_i64(R - _k2_db * 2 * 8, 8), min_i64(C - _g0 * 256, 256));  // sum_cols.pto:3:12
-                TASSIGN(t3_b0, 1024);  // sum_cols.pto:3:12
+                TileT3B0 t3_b0(min_i64(R - _k2_db * 2 * 16, 16), min_i64(C - _g0 * 128, 128));  // sum_cols.pto:3:12
+                TASSIGN(t3_b0, 512);  // sum_cols.pto:3:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_cols.pto:3:12
-                GmView0 xGm0(x + _k2_db * 2 * 8 * C + _g0 * 256, GmView0::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView0::Stride(C));  // sum_cols.pto:3:12
+                GmView0 xGm0(x + _k2_db * 2 * 16 * C + _g0 * 128, GmView0::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView0::Stride(C));  // sum_cols.pto:3:12
                 TLOAD(t3_b0, xGm0);  // sum_cols.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT4B0 t4_b0(min_i64(R - _k2_db * 2 * 8, 8), min_i64(C - _g0 * 256, 256));  // sum_cols.pto:3:12
-                TASSIGN(t4_b0, 5120);  // sum_cols.pto:3:12
+                TileT4B0 t4_b0(min_i64(R - _k2_db * 2 * 16, 16), min_i64(C - _g0 * 128, 128));  // sum_cols.pto:3:12
+                TASSIGN(t4_b0, 4608);  // sum_cols.pto:3:12
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TCVT(t4_b0, t3_b0, RoundMode::CAST_RINT);  // sum_cols.pto:3:12
-                TileT5B0 t5_b0(min_i64(C - _g0 * 256, 256));  // sum_cols.pto:3:12
-                TASSIGN(t5_b0, 1024);  // sum_cols.pto:3:12
+                TileT5B0 t5_b0(min_i64(C - _g0 * 128, 128));  // sum_cols.pto:3:12
+                TASSIGN(t5_b0, 512);  // sum_cols.pto:3:12
                 pipe_barrier(PIPE_V);
                 TCOLSUM(t5_b0, t4_b0);  // sum_cols.pto:3:12
                 pipe_barrier(PIPE_V);
@@ -74,19 +74,19 @@ extern "C" __global__ AICORE void sum_cols_f16_k0(__gm__ half* x, __gm__ half* y
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _k2_dr = 0; _k2_dr < min_i64((R + 7) / 8 - (_k2_db * 2 + 1), 1); ++_k2_dr) {  // sum_cols.pto:3:12
-                    TileT3B1 t3_b1(min_i64(R - (_k2_db * 2 + 1 + _k2_dr) * 8, 8), min_i64(C - _g0 * 256, 256));  // sum_cols.pto:3:12
-                    TASSIGN(t3_b1, 13312);  // sum_cols.pto:3:12
+                for (int64_t _k2_dr = 0; _k2_dr < min_i64((R + 15) / 16 - (_k2_db * 2 + 1), 1); ++_k2_dr) {  // sum_cols.pto:3:12
+                    TileT3B1 t3_b1(min_i64(R - (_k2_db * 2 + 1 + _k2_dr) * 16, 16), min_i64(C - _g0 * 128, 128));  // sum_cols.pto:3:12
+                    TASSIGN(t3_b1, 12800);  // sum_cols.pto:3:12
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_cols.pto:3:12
-                    GmView1 xGm1(x + (_k2_db * 2 + 1 + _k2_dr) * 8 * C + _g0 * 256, GmView1::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView1::Stride(C));  // sum_cols.pto:3:12
+                    GmView1 xGm1(x + (_k2_db * 2 + 1 + _k2_dr) * 16 * C + _g0 * 128, GmView1::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView1::Stride(C));  // sum_cols.pto:3:12
                     TLOAD(t3_b1, xGm1);  // sum_cols.pto:3:12
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT4B1 t4_b1(min_i64(R - (_k2_db * 2 + 1 + _k2_dr) * 8, 8), min_i64(C - _g0 * 256, 256));  // sum_cols.pto:3:12
-                    TASSIGN(t4_b1, 17408);  // sum_cols.pto:3:12
+                    TileT4B1 t4_b1(min_i64(R - (_k2_db * 2 + 1 + _k2_dr) * 16, 16), min_i64(C - _g0 * 128, 128));  // sum_cols.pto:3:12
+                    TASSIGN(t4_b1, 16896);  // sum_cols.pto:3:12
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TCVT(t4_b1, t3_b1, RoundMode::CAST_RINT);  // sum_cols.pto:3:12
-                    TileT5B1 t5_b1(min_i64(C - _g0 * 256, 256));  // sum_cols.pto:3:12
-                    TASSIGN(t5_b1, 13312);  // sum_cols.pto:3:12
+                    TileT5B1 t5_b1(min_i64(C - _g0 * 128, 128));  // sum_cols.pto:3:12
+                    TASSIGN(t5_b1, 12800);  // sum_cols.pto:3:12
                     pipe_barrier(PIPE_V);
                     TCOLSUM(t5_b1, t4_b1);  // sum_cols.pto:3:12
                     pipe_barrier(PIPE_V);
@@ -98,8 +98,8 @@ extern "C" __global__ AICORE void sum_cols_f16_k0(__gm__ half* x, __gm__ half* y
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT6 t6(min_i64(C - _g0 * 256, 256));  // sum_cols.pto:3:12
-            TASSIGN(t6, 1024);  // sum_cols.pto:3:12
+            TileT6 t6(min_i64(C - _g0 * 128, 128));  // sum_cols.pto:3:12
+            TASSIGN(t6, 512);  // sum_cols.pto:3:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t6, t1, RoundMode::CAST_RINT);  // sum_cols.pto:3:12
@@ -108,7 +108,7 @@ extern "C" __global__ AICORE void sum_cols_f16_k0(__gm__ half* x, __gm__ half* y
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_cols.pto:3:12
-            GmView2 yGm2(y + _g0 * 256, GmView2::Shape(t6.GetValidCol()), GmView2::Stride(C));  // sum_cols.pto:3:12
+            GmView2 yGm2(y + _g0 * 128, GmView2::Shape(t6.GetValidCol()), GmView2::Stride(C));  // sum_cols.pto:3:12
             TSTORE(yGm2, t6);  // sum_cols.pto:3:12
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }

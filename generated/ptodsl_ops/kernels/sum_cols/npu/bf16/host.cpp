@@ -211,7 +211,7 @@ extern "C" int sum_cols_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat
         return -1;
     }
     {  // sum_cols.pto:3:12
-        const int64_t sum_cols_bf16_k0_blocks = max_i64(ceil_div((C + 255) / 256, max_i64(((C + 255) / 256 + 47) / 48, 1)), 1);  // sum_cols.pto:3:12
+        const int64_t sum_cols_bf16_k0_blocks = max_i64(ceil_div((C + 127) / 128, max_i64(((C + 127) / 128 + 47) / 48, 1)), 1);  // sum_cols.pto:3:12
         sum_cols_bf16_k0_launch(sum_cols_bf16_k0_blocks, ptodsl_stream, x, y, C, R);  // sum_cols.pto:3:12
         if (!launched("the launch of sum_cols_bf16_k0")) {  // sum_cols.pto:3:12
             return -1;  // sum_cols.pto:3:12
