@@ -125,7 +125,12 @@ def _never_wraps(a: sym.Expr, m: sym.Number, ranges: Mapping[str, sym.Bounds]) -
 
 
 def _steps_by(e: sym.Expr, var: str, period: sym.Number) -> bool:
-    """Whether ``e`` is linear with a coefficient of ``var`` that is a multiple of ``period``."""
+    """Whether ``e`` is linear with a coefficient of ``var`` that is a multiple of ``period``, or
+    is such a form over a positive constant ``d`` whose coefficient is a multiple of ``d *
+    period`` (the row of a flattened nest: ``(c * v + r) // d`` is ``c / d * v + r // d``)."""
+    if isinstance(e, sym.BinExpr) and e.op == "//" and isinstance(e.right, int) and e.right > 0 \
+            and isinstance(period, int):
+        return _steps_by(e.left, var, e.right * period)
     form = sym.linear(e)
     if form is None:
         return False

@@ -3,8 +3,9 @@
 Requires: a ``level block`` module from partitioning (tiles not yet placed).
 Produces: in each compute kernel, vector or cube, every innermost grid loop whose body loads from
 GM and does other work runs its iterations in pairs (a cube kernel's K loop: the next A and B tiles
-load while the cube multiplies this step's) (a perfect nest of grid loops, each body just the
-next loop, is first flattened into one loop over all its tiles, innermost index fastest): a loop of
+load while the cube multiplies this step's; or its output tiles, where each is one K step) (a
+perfect nest of grid loops, each body just the next loop, is first flattened into one loop over
+all its tiles, innermost index fastest): a loop of
 ``cdiv(trips, 2)`` iterations holding two copies of the body, copy 0 for iteration ``2u`` and copy 1
 for ``2u + 1`` inside a loop of ``min(trips - 2u - 1, 1)`` trips (no trip for the odd one out).
 The copies define fresh tiles; every ``tile.alloc`` of copy c ``buffer = c`` and ``buffer_of = INDEX`` (the paired loop's index), which tells the memory planner to keep the two copies' tiles apart even where their lives do not overlap. With no buffer
@@ -155,10 +156,6 @@ def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
             region = chain[-2].regions[0] if len(chain) > 1 else region
             old, loop = chain[-1], chain[-1]
         if not worth_doubling(loop, ranges):
-            continue
-        if func.kind == "cube" and not any(o.name == "tile.matmul_acc" for o in loop.walk()):
-            # in a cube kernel only a K loop pairs: pairing a loop of output tiles (ffn's first matmul,
-            # shared out by output tiles) gave wrong results, not yet understood
             continue
         at = region.index(old)
         region[at] = doubled(loop, ranges)

@@ -312,7 +312,10 @@ def test_a_remainder_is_monotone_where_it_cannot_wrap_and_periodic_where_it_does
     assert direction(col, "u", {}, {"u": (0, 3), "r#k": (0, 0)}) == 1  # 2u + r < 8: no wrap
     assert direction(col, "u", {}, {"u": (0, 4), "r#k": (0, 0)}) is None
     assert period([s.sub(64, s.mul(col, 8))], "u", {}, 1) == 4
-    assert period([s.mod(s.floordiv(s.mul(u, 2), 4), 3)], "u", {}, 1) == 6  # a row of a 3-D nest
+    row_of_3d = s.mod(s.floordiv(s.mul(u, 2), 4), 3)  # the middle index of a flattened 3-D nest
+    assert period([row_of_3d], "u", {}, 1) == 6
+    # every sixth iteration from the second: u = 1 + 6 * row, the % no longer moves
+    assert direction(s.substitute(row_of_3d, {"u": s.add(1, s.mul(s.Sym("row"), 6))}), "row", {}) == 0
     assert period([s.mod(s.mul(u, u), 3)], "u", {}, 1) is None
     # a factor that does not move keeps the product monotone when its sign is known
     row = s.Sym("row")

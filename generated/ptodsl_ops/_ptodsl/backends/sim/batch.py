@@ -223,9 +223,12 @@ def arena_bytes(kernels: Mapping[str, Func], loop: Op) -> dict[str, int]:
 Runs = list[tuple[list[tuple], int]]
 
 
-def _iterations(m, loop: Op, values: np.ndarray, env: dict, tensors: dict, lone) -> Runs:
+def _iterations(m, loop: Op, values: np.ndarray, env: dict, tensors: dict, lone,
+                own: Mapping[str, np.ndarray] | None = None) -> Runs:
     """Evaluate ``loop``'s body for the iterations whose index takes ``values``: all but the last in
-    batches, the last (and a batch's odd one out) alone on the machine ``lone``. Raises Unbatchable."""
+    batches, the last (and a batch's odd one out) alone on the machine ``lone``; ``own``
+    gives symbols whose value differs between the iterations (the block index, where they come
+    from several blocks), aligned with ``values``. Raises Unbatchable."""
     from . import batch_ops
 
     used = arena_bytes(m.kernels, loop)
@@ -238,7 +241,9 @@ def _iterations(m, loop: Op, values: np.ndarray, env: dict, tensors: dict, lone)
             runs.append((_alone(m, loop, int(part[0]), lone), 1))
             continue
         record = Recorder() if m.timeline is not None else None
-        batch_ops.run_batch(m, loop, part, used, env, tensors, record, lone.tiles)
+        stop = start + len(part)
+        batch_ops.run_batch(m, loop, part, used, env | {k: v[start:stop] for k, v in (own or {}).items()},
+                            tensors, record, lone.tiles)
         runs.append((record.events if record else [], len(part)))
     runs.append((_alone(m, loop, int(values[-1]), lone), 1))
     return runs
@@ -343,6 +348,7 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable, footprint: 
     if not all(eligible(m.kernels, lp) for lp in loops):
         return False
     envs = [env | around for env in envs]
+    differing = {k for k in envs[0] if any(env.get(k) != envs[0][k] for env in envs)}
     shares = [[range(*(int(sym.evaluate(lp.attrs[k], env)) for k in ("lo", "hi", "step"))) for lp in loops]
               for env in envs]
     values = [np.concatenate([np.asarray(s[p], np.int64) for s in shares]) for p in range(len(loops))]
@@ -382,7 +388,11 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable, footprint: 
             holder = max(b for b, s in enumerate(shares) if len(s[p]))  # the block of the last iteration
             lone = ran[holder] if lead else machine(holder)
             lone.env.update(around)
-            out.append(_iterations(m, lp, values[p], envs[holder], lone.tensors, lone))
+            # each iteration sees its own block's values of what the blocks differ in (the block
+            # index: a cube kernel's share starts inside a column, passes/blocks_flat.py)
+            owner = np.concatenate([np.full(len(s[p]), b, np.int64) for b, s in enumerate(shares)])
+            per = {k: np.asarray([envs[b][k] for b in owner]) for k in differing}
+            out.append(_iterations(m, lp, values[p], envs[holder], lone.tensors, lone, per))
         return out
 
     runs = _attempt(m, evaluate)

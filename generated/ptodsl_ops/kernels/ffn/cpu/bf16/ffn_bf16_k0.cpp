@@ -37,9 +37,12 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
 #endif
     using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT6 = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2 = TileAcc<float, 32, 64, DYNAMIC, 64>;
-    using TileT3 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
+    using TileT2B0 = TileAcc<float, 32, 64, DYNAMIC, 64>;
+    using TileT3B0 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4B0 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
+    using TileT2B1 = TileAcc<float, 32, 64, DYNAMIC, 64>;
+    using TileT3B1 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4B1 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
 
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -59,37 +62,71 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g0 = max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0); _g0 < min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32); ++_g0) {  // ffn.pto:5:9
-            TileT2 t2(min_i64(B - _g0 * 32, 32));  // ffn.pto:5:9
-            TASSIGN(t2, 0);  // ffn.pto:5:9
-            TileT3 t3(min_i64(B - _g0 * 32, 32));  // ffn.pto:5:9
-            TASSIGN(t3, 0);  // ffn.pto:5:9
+        for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) + 1) / 2; ++_g0_db) {  // ffn.pto:5:9
+            TileT2B0 t2_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32, 32));  // ffn.pto:5:9
+            TASSIGN(t2_b0, 0);  // ffn.pto:5:9
+            TileT3B0 t3_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32, 32));  // ffn.pto:5:9
+            TASSIGN(t3_b0, 0);  // ffn.pto:5:9
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:5:9
-            GmView1 xGm1(x + _g0 * 32 * 64, GmView1::Shape(t3.GetValidRow()));  // ffn.pto:5:9
-            TLOAD(t3, xGm1);  // ffn.pto:5:9
+            GmView1 xGm1(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32 * 64, GmView1::Shape(t3_b0.GetValidRow()));  // ffn.pto:5:9
+            TLOAD(t3_b0, xGm1);  // ffn.pto:5:9
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(B - _g0 * 32, 32));  // ffn.pto:5:9
-            TASSIGN(t4, 0);  // ffn.pto:5:9
+            TileT4B0 t4_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32, 32));  // ffn.pto:5:9
+            TASSIGN(t4_b0, 0);  // ffn.pto:5:9
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t4, t3);  // ffn.pto:5:9
+            TMOV(t4_b0, t3_b0);  // ffn.pto:5:9
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t2, t4, t6);  // ffn.pto:5:9
+            TMATMUL(t2_b0, t4_b0, t6);  // ffn.pto:5:9
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
-            GmView2 hGm2(h + _g0 * 32 * 256 + _g1 * 64, GmView2::Shape(t2.GetValidRow()));  // ffn.pto:5:9
-            TSTORE(hGm2, t2);  // ffn.pto:5:9
+            GmView2 hGm2(h + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32 * 256 + _g1 * 64, GmView2::Shape(t2_b0.GetValidRow()));  // ffn.pto:5:9
+            TSTORE(hGm2, t2_b0);  // ffn.pto:5:9
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // ffn.pto:5:9
+                TileT2B1 t2_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t2_b1, 8192);  // ffn.pto:5:9
+                TileT3B1 t3_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t3_b1, 4096);  // ffn.pto:5:9
+                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:5:9
+                GmView3 xGm3(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32 * 64, GmView3::Shape(t3_b1.GetValidRow()));  // ffn.pto:5:9
+                TLOAD(t3_b1, xGm3);  // ffn.pto:5:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4B1 t4_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t4_b1, 4096);  // ffn.pto:5:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_b1, t3_b1);  // ffn.pto:5:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_b1, t4_b1, t6);  // ffn.pto:5:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
+                GmView4 hGm4(h + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32 * 256 + _g1 * 64, GmView4::Shape(t2_b1.GetValidRow()));  // ffn.pto:5:9
+                TSTORE(hGm4, t2_b1);  // ffn.pto:5:9
+            }
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
