@@ -11,27 +11,26 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p2(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p3(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p5(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p6(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p7(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p9(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p10(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p11(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p12(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p13(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p14(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p15(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p15p1(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p16(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p17(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p18(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reduce_axes_f16_k0p19(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p2(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p3(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p5(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p6(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p7(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p9(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p10(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p11(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p12(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p13(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p14(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p14p1(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p15(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p16(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p17(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f16_k0p18(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -102,8 +101,6 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
         float* t7 = reinterpret_cast<float*>(t7_bytes.data());  // reduce_axes.pto:7:14
         std::vector<unsigned char> t8_bytes = workspace((A * B) * static_cast<int64_t>(sizeof(float)), poison);  // reduce_axes.pto:7:14
         float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // reduce_axes.pto:7:14
-        std::vector<unsigned char> t9_bytes = workspace(A * static_cast<int64_t>(sizeof(float)), poison);  // reduce_axes.pto:7:14
-        float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // reduce_axes.pto:7:14
         std::vector<unsigned char> t10_bytes = workspace(A * static_cast<int64_t>(sizeof(half)), poison);  // reduce_axes.pto:7:14
         half* t10 = reinterpret_cast<half*>(t10_bytes.data());  // reduce_axes.pto:7:14
         half* t6 = t10;  // reduce_axes.pto:7:14
@@ -129,7 +126,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
             for (int64_t reduce_axes_f16_k0_block = 0; reduce_axes_f16_k0_block < reduce_axes_f16_k0_blocks; ++reduce_axes_f16_k0_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0_block, reduce_axes_f16_k0_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0_block, reduce_axes_f16_k0_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -154,7 +151,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
             for (int64_t reduce_axes_f16_k0p1_block = 0; reduce_axes_f16_k0p1_block < reduce_axes_f16_k0p1_blocks; ++reduce_axes_f16_k0p1_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p1(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p1_block, reduce_axes_f16_k0p1_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p1(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p1_block, reduce_axes_f16_k0p1_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -179,7 +176,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
             for (int64_t reduce_axes_f16_k0p2_block = 0; reduce_axes_f16_k0p2_block < reduce_axes_f16_k0p2_blocks; ++reduce_axes_f16_k0p2_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p2(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p2_block, reduce_axes_f16_k0p2_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p2(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p2_block, reduce_axes_f16_k0p2_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -198,13 +195,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p3_blocks = max_i64(ceil_div((B + 3) / 4, max_i64(((B + 3) / 4 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p3_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(((B + 7) / 8 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p3_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p3_block = 0; reduce_axes_f16_k0p3_block < reduce_axes_f16_k0p3_blocks; ++reduce_axes_f16_k0p3_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p3(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p3_block, reduce_axes_f16_k0p3_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p3(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p3_block, reduce_axes_f16_k0p3_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -223,13 +220,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p4_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p4_block = 0; reduce_axes_f16_k0p4_block < reduce_axes_f16_k0p4_blocks; ++reduce_axes_f16_k0p4_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p4(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p4_block, reduce_axes_f16_k0p4_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p4(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p4_block, reduce_axes_f16_k0p4_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -248,13 +245,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p5_blocks = max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p5_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p5_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p5_block = 0; reduce_axes_f16_k0p5_block < reduce_axes_f16_k0p5_blocks; ++reduce_axes_f16_k0p5_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p5(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p5_block, reduce_axes_f16_k0p5_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p5(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p5_block, reduce_axes_f16_k0p5_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -279,7 +276,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
             for (int64_t reduce_axes_f16_k0p6_block = 0; reduce_axes_f16_k0p6_block < reduce_axes_f16_k0p6_blocks; ++reduce_axes_f16_k0p6_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p6(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p6_block, reduce_axes_f16_k0p6_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p6(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p6_block, reduce_axes_f16_k0p6_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -304,7 +301,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
             for (int64_t reduce_axes_f16_k0p7_block = 0; reduce_axes_f16_k0p7_block < reduce_axes_f16_k0p7_blocks; ++reduce_axes_f16_k0p7_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p7(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p7_block, reduce_axes_f16_k0p7_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p7(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p7_block, reduce_axes_f16_k0p7_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -329,7 +326,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
             for (int64_t reduce_axes_f16_k0p8_block = 0; reduce_axes_f16_k0p8_block < reduce_axes_f16_k0p8_blocks; ++reduce_axes_f16_k0p8_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p8(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p8_block, reduce_axes_f16_k0p8_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p8(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p8_block, reduce_axes_f16_k0p8_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -348,13 +345,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p9_blocks = max_i64(ceil_div((A + 1) / 2, max_i64(((A + 1) / 2 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p9_blocks = max_i64(ceil_div((A + 255) / 256, max_i64(((A + 255) / 256 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p9_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p9_block = 0; reduce_axes_f16_k0p9_block < reduce_axes_f16_k0p9_blocks; ++reduce_axes_f16_k0p9_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p9(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p9_block, reduce_axes_f16_k0p9_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p9(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p9_block, reduce_axes_f16_k0p9_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -373,13 +370,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p10_blocks = max_i64(ceil_div((A + 31) / 32, max_i64(((A + 31) / 32 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p10_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p10_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p10_block = 0; reduce_axes_f16_k0p10_block < reduce_axes_f16_k0p10_blocks; ++reduce_axes_f16_k0p10_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p10(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p10_block, reduce_axes_f16_k0p10_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p10(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p10_block, reduce_axes_f16_k0p10_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -398,13 +395,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p11_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p11_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p11_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p11_block = 0; reduce_axes_f16_k0p11_block < reduce_axes_f16_k0p11_blocks; ++reduce_axes_f16_k0p11_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p11(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p11_block, reduce_axes_f16_k0p11_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p11(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p11_block, reduce_axes_f16_k0p11_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -429,7 +426,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
             for (int64_t reduce_axes_f16_k0p12_block = 0; reduce_axes_f16_k0p12_block < reduce_axes_f16_k0p12_blocks; ++reduce_axes_f16_k0p12_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p12(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p12_block, reduce_axes_f16_k0p12_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p12(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p12_block, reduce_axes_f16_k0p12_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -454,7 +451,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
             for (int64_t reduce_axes_f16_k0p13_block = 0; reduce_axes_f16_k0p13_block < reduce_axes_f16_k0p13_blocks; ++reduce_axes_f16_k0p13_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p13(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p13_block, reduce_axes_f16_k0p13_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p13(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p13_block, reduce_axes_f16_k0p13_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -473,13 +470,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p14_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p14_blocks = max_i64(ceil_div(P, max_i64((P + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p14_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p14_block = 0; reduce_axes_f16_k0p14_block < reduce_axes_f16_k0p14_blocks; ++reduce_axes_f16_k0p14_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p14(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p14_block, reduce_axes_f16_k0p14_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p14(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p14_block, reduce_axes_f16_k0p14_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -498,13 +495,38 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p15_blocks = max_i64(ceil_div(P, max_i64((P + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p14p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f16_k0p14p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f16_k0p14p1_block = 0; reduce_axes_f16_k0p14p1_block < reduce_axes_f16_k0p14p1_blocks; ++reduce_axes_f16_k0p14p1_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p14p1(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p14p1_block, reduce_axes_f16_k0p14p1_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f16_k0p14p1_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f16_k0p14p1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p15_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p15_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p15_block = 0; reduce_axes_f16_k0p15_block < reduce_axes_f16_k0p15_blocks; ++reduce_axes_f16_k0p15_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p15(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p15_block, reduce_axes_f16_k0p15_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p15(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p15_block, reduce_axes_f16_k0p15_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -523,38 +545,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p15p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
-            bool reduce_axes_f16_k0p15p1_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t reduce_axes_f16_k0p15p1_block = 0; reduce_axes_f16_k0p15p1_block < reduce_axes_f16_k0p15p1_blocks; ++reduce_axes_f16_k0p15p1_block) {  // reduce_axes.pto:5:14
-                try {
-                    start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p15p1(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p15p1_block, reduce_axes_f16_k0p15p1_blocks);  // reduce_axes.pto:5:14
-#ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
-#endif
-                } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                    reduce_axes_f16_k0p15p1_block_no_memory = true;
-                }
-            }
-            if (reduce_axes_f16_k0p15p1_block_no_memory) {
-                throw std::bad_alloc();
-            }
-#ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
-            }
-#endif
-        }
-        {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p16_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p16_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p16_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p16_block = 0; reduce_axes_f16_k0p16_block < reduce_axes_f16_k0p16_blocks; ++reduce_axes_f16_k0p16_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p16(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p16_block, reduce_axes_f16_k0p16_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p16(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p16_block, reduce_axes_f16_k0p16_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -573,13 +570,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p17_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p17_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p17_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p17_block = 0; reduce_axes_f16_k0p17_block < reduce_axes_f16_k0p17_blocks; ++reduce_axes_f16_k0p17_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p17(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p17_block, reduce_axes_f16_k0p17_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p17(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p17_block, reduce_axes_f16_k0p17_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -598,13 +595,13 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p18_blocks = max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p18_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p18_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p18_block = 0; reduce_axes_f16_k0p18_block < reduce_axes_f16_k0p18_blocks; ++reduce_axes_f16_k0p18_block) {  // reduce_axes.pto:5:14
                 try {
                     start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p18(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p18_block, reduce_axes_f16_k0p18_blocks);  // reduce_axes.pto:5:14
+                    reduce_axes_f16_k0p18(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p18_block, reduce_axes_f16_k0p18_blocks);  // reduce_axes.pto:5:14
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -614,31 +611,6 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
                 }
             }
             if (reduce_axes_f16_k0p18_block_no_memory) {
-                throw std::bad_alloc();
-            }
-#ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
-            }
-#endif
-        }
-        {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p19_blocks = max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
-            bool reduce_axes_f16_k0p19_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t reduce_axes_f16_k0p19_block = 0; reduce_axes_f16_k0p19_block < reduce_axes_f16_k0p19_blocks; ++reduce_axes_f16_k0p19_block) {  // reduce_axes.pto:5:14
-                try {
-                    start_launch(poison);  // reduce_axes.pto:5:14
-                    reduce_axes_f16_k0p19(x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P, reduce_axes_f16_k0p19_block, reduce_axes_f16_k0p19_blocks);  // reduce_axes.pto:5:14
-#ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
-#endif
-                } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                    reduce_axes_f16_k0p19_block_no_memory = true;
-                }
-            }
-            if (reduce_axes_f16_k0p19_block_no_memory) {
                 throw std::bad_alloc();
             }
 #ifdef PTO_CPU_SUBSET

@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
@@ -36,11 +36,11 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT7Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT9B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT10B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT9B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT10B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileTmp0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor>;
+    using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
     for (int64_t _g5 = block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)); _g5 < block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)) + min_i64(ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)), A - block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1))); ++_g5) {  // reduce_axes.pto:5:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -53,38 +53,38 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p1(__gm__ half* x, __gm__ fl
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k8_db = 0; _k8_db < ((C + 31) / 32 + 1) / 2; ++_k8_db) {  // reduce_axes.pto:5:14
+            for (int64_t _k8_db = 0; _k8_db < ((C + 255) / 256 + 1) / 2; ++_k8_db) {  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
-                TileT9B0 t9_b0(min_i64(B - _g6 * 8, 8), min_i64(C - _k8_db * 2 * 32, 32));  // reduce_axes.pto:5:14
+                TileT9B0 t9_b0(min_i64(B - _g6 * 8, 8), min_i64(C - _k8_db * 2 * 256, 256));  // reduce_axes.pto:5:14
                 TASSIGN(t9_b0, 256);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
-                GmView0 t1Gm0(t1 + _g5 * (C * B) + _g6 * 8 * C + _k8_db * 2 * 32, GmView0::Shape(min_i64(B - _g6 * 8, 8), min_i64(C - _k8_db * 2 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
+                GmView0 t1Gm0(t1 + _g5 * (C * B) + _g6 * 8 * C + _k8_db * 2 * 256, GmView0::Shape(min_i64(B - _g6 * 8, 8), min_i64(C - _k8_db * 2 * 256, 256)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
                 TLOAD(t9_b0, t1Gm0);  // reduce_axes.pto:5:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileT10B0 t10_b0(min_i64(B - _g6 * 8, 8));  // reduce_axes.pto:5:14
-                TASSIGN(t10_b0, 1280);  // reduce_axes.pto:5:14
+                TASSIGN(t10_b0, 8448);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileTmp0 tmp0;  // reduce_axes.pto:5:14
-                TASSIGN(tmp0, 2816);  // reduce_axes.pto:5:14
+                TASSIGN(tmp0, 17152);  // reduce_axes.pto:5:14
                 TROWSUM(t10_b0, t9_b0, tmp0);  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 TADD(t7Tile, t7Tile, t10_b0);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
-                for (int64_t _k8_dr = 0; _k8_dr < min_i64((C + 31) / 32 - (_k8_db * 2 + 1), 1); ++_k8_dr) {  // reduce_axes.pto:5:14
-                    TileT9B1 t9_b1(min_i64(B - _g6 * 8, 8), min_i64(C - (_k8_db * 2 + 1 + _k8_dr) * 32, 32));  // reduce_axes.pto:5:14
-                    TASSIGN(t9_b1, 1536);  // reduce_axes.pto:5:14
+                for (int64_t _k8_dr = 0; _k8_dr < min_i64((C + 255) / 256 - (_k8_db * 2 + 1), 1); ++_k8_dr) {  // reduce_axes.pto:5:14
+                    TileT9B1 t9_b1(min_i64(B - _g6 * 8, 8), min_i64(C - (_k8_db * 2 + 1 + _k8_dr) * 256, 256));  // reduce_axes.pto:5:14
+                    TASSIGN(t9_b1, 8704);  // reduce_axes.pto:5:14
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
-                    GmView1 t1Gm1(t1 + _g5 * (C * B) + _g6 * 8 * C + (_k8_db * 2 + 1 + _k8_dr) * 32, GmView1::Shape(min_i64(B - _g6 * 8, 8), min_i64(C - (_k8_db * 2 + 1 + _k8_dr) * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:5:14
+                    GmView1 t1Gm1(t1 + _g5 * (C * B) + _g6 * 8 * C + (_k8_db * 2 + 1 + _k8_dr) * 256, GmView1::Shape(min_i64(B - _g6 * 8, 8), min_i64(C - (_k8_db * 2 + 1 + _k8_dr) * 256, 256)), GmView1::Stride(C * B, C));  // reduce_axes.pto:5:14
                     TLOAD(t9_b1, t1Gm1);  // reduce_axes.pto:5:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileT10B1 t10_b1(min_i64(B - _g6 * 8, 8));  // reduce_axes.pto:5:14
-                    TASSIGN(t10_b1, 2560);  // reduce_axes.pto:5:14
+                    TASSIGN(t10_b1, 16896);  // reduce_axes.pto:5:14
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileTmp0 tmp1;  // reduce_axes.pto:5:14
-                    TASSIGN(tmp1, 2816);  // reduce_axes.pto:5:14
+                    TASSIGN(tmp1, 17152);  // reduce_axes.pto:5:14
                     TROWSUM(t10_b1, t9_b1, tmp1);  // reduce_axes.pto:5:14
                     pipe_barrier(PIPE_V);
                     TADD(t7Tile, t7Tile, t10_b1);  // reduce_axes.pto:5:14

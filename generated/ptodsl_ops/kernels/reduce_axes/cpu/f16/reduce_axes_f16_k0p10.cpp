@@ -26,48 +26,100 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p10(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p10(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p10(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p10(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT50B0 = Tile<TileType::Vec, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT50B1 = Tile<TileType::Vec, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT54 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56B0 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT58B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56B1 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT58B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT59 = Tile<TileType::Vec, half, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g49_db = 0; _g49_db < (max_i64(min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)), 0) + 1) / 2; ++_g49_db) {  // reduce_axes.pto:7:5
-        TileT50B0 t50_b0(min_i64(A - (block_index * ceil_div((A + 31) / 32, block_count) + _g49_db * 2) * 32, 32));  // reduce_axes.pto:7:5
-        TASSIGN(t50_b0, 0);  // reduce_axes.pto:7:5
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView0 t6Gm0(t6 + (block_index * ceil_div((A + 31) / 32, block_count) + _g49_db * 2) * 32, GmView0::Shape(t50_b0.GetValidCol()));  // reduce_axes.pto:7:5
-        TLOAD(t50_b0, t6Gm0);  // reduce_axes.pto:7:5
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView1 a12Gm1(a12 + (block_index * ceil_div((A + 31) / 32, block_count) + _g49_db * 2) * 32, GmView1::Shape(t50_b0.GetValidCol()));  // reduce_axes.pto:7:5
-        TSTORE(a12Gm1, t50_b0);  // reduce_axes.pto:7:5
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g49_dr = 0; _g49_dr < min_i64(max_i64(min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)), 0) - (_g49_db * 2 + 1), 1); ++_g49_dr) {  // reduce_axes.pto:7:5
-            TileT50B1 t50_b1(min_i64(A - (block_index * ceil_div((A + 31) / 32, block_count) + (_g49_db * 2 + 1 + _g49_dr)) * 32, 32));  // reduce_axes.pto:7:5
-            TASSIGN(t50_b1, 64);  // reduce_axes.pto:7:5
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-            GmView2 t6Gm2(t6 + (block_index * ceil_div((A + 31) / 32, block_count) + (_g49_db * 2 + 1 + _g49_dr)) * 32, GmView2::Shape(t50_b1.GetValidCol()));  // reduce_axes.pto:7:5
-            TLOAD(t50_b1, t6Gm2);  // reduce_axes.pto:7:5
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-            GmView3 a12Gm3(a12 + (block_index * ceil_div((A + 31) / 32, block_count) + (_g49_db * 2 + 1 + _g49_dr)) * 32, GmView3::Shape(t50_b1.GetValidCol()));  // reduce_axes.pto:7:5
-            TSTORE(a12Gm3, t50_b1);  // reduce_axes.pto:7:5
+    for (int64_t _g51 = block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)); _g51 < block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)) + min_i64(ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)), Q - block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1))); ++_g51) {  // reduce_axes.pto:8:13
+        for (int64_t _g52 = block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)); _g52 < block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)) + min_i64(ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)), R - block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1))); ++_g52) {  // reduce_axes.pto:8:13
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g53 = 0; _g53 < (S + 255) / 256; ++_g53) {  // reduce_axes.pto:8:13
+                pipe_barrier(PIPE_V);
+                TileT54 t54(min_i64(S - _g53 * 256, 256));  // reduce_axes.pto:8:13
+                TASSIGN(t54, 0);  // reduce_axes.pto:8:13
+                TEXPANDS(t54, __builtin_inff());  // reduce_axes.pto:8:13
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _k55_db = 0; _k55_db < ((P + 7) / 8 + 1) / 2; ++_k55_db) {  // reduce_axes.pto:8:13
+                    pipe_barrier(PIPE_V);
+                    TileT56B0 t56_b0(min_i64(P - _k55_db * 2 * 8, 8), min_i64(S - _g53 * 256, 256));  // reduce_axes.pto:8:13
+                    TASSIGN(t56_b0, 1024);  // reduce_axes.pto:8:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    using GmView0 = GlobalTensor<half, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
+                    GmView0 wGm0(w + _k55_db * 2 * 8 * (S * R * Q) + _g51 * (S * R) + _g52 * S + _g53 * 256, GmView0::Shape(min_i64(P - _k55_db * 2 * 8, 8), min_i64(S - _g53 * 256, 256)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                    TLOAD(t56_b0, wGm0);  // reduce_axes.pto:8:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT57B0 t57_b0(min_i64(P - _k55_db * 2 * 8, 8), min_i64(S - _g53 * 256, 256));  // reduce_axes.pto:8:13
+                    TASSIGN(t57_b0, 5120);  // reduce_axes.pto:8:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t57_b0, t56_b0, RoundMode::CAST_RINT);  // reduce_axes.pto:8:13
+                    TileT58B0 t58_b0(min_i64(S - _g53 * 256, 256));  // reduce_axes.pto:8:13
+                    TASSIGN(t58_b0, 1024);  // reduce_axes.pto:8:13
+                    pipe_barrier(PIPE_V);
+                    TCOLMIN(t58_b0, t57_b0);  // reduce_axes.pto:8:13
+                    pipe_barrier(PIPE_V);
+                    TMIN(t54, t54, t58_b0);  // reduce_axes.pto:8:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    for (int64_t _k55_dr = 0; _k55_dr < min_i64((P + 7) / 8 - (_k55_db * 2 + 1), 1); ++_k55_dr) {  // reduce_axes.pto:8:13
+                        TileT56B1 t56_b1(min_i64(P - (_k55_db * 2 + 1 + _k55_dr) * 8, 8), min_i64(S - _g53 * 256, 256));  // reduce_axes.pto:8:13
+                        TASSIGN(t56_b1, 13312);  // reduce_axes.pto:8:13
+                        using GmView1 = GlobalTensor<half, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
+                        GmView1 wGm1(w + (_k55_db * 2 + 1 + _k55_dr) * 8 * (S * R * Q) + _g51 * (S * R) + _g52 * S + _g53 * 256, GmView1::Shape(min_i64(P - (_k55_db * 2 + 1 + _k55_dr) * 8, 8), min_i64(S - _g53 * 256, 256)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                        TLOAD(t56_b1, wGm1);  // reduce_axes.pto:8:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileT57B1 t57_b1(min_i64(P - (_k55_db * 2 + 1 + _k55_dr) * 8, 8), min_i64(S - _g53 * 256, 256));  // reduce_axes.pto:8:13
+                        TASSIGN(t57_b1, 17408);  // reduce_axes.pto:8:13
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TCVT(t57_b1, t56_b1, RoundMode::CAST_RINT);  // reduce_axes.pto:8:13
+                        TileT58B1 t58_b1(min_i64(S - _g53 * 256, 256));  // reduce_axes.pto:8:13
+                        TASSIGN(t58_b1, 13312);  // reduce_axes.pto:8:13
+                        pipe_barrier(PIPE_V);
+                        TCOLMIN(t58_b1, t57_b1);  // reduce_axes.pto:8:13
+                        pipe_barrier(PIPE_V);
+                        TMIN(t54, t54, t58_b1);  // reduce_axes.pto:8:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT59 t59(min_i64(S - _g53 * 256, 256));  // reduce_axes.pto:8:13
+                TASSIGN(t59, 1024);  // reduce_axes.pto:8:13
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t59, t54, RoundMode::CAST_RINT);  // reduce_axes.pto:8:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
+                GmView2 n0Gm2(n0 + _g51 * (S * R) + _g52 * S + _g53 * 256, GmView2::Shape(min_i64(S - _g53 * 256, 256)), GmView2::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                TSTORE(n0Gm2, t59);  // reduce_axes.pto:8:13
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

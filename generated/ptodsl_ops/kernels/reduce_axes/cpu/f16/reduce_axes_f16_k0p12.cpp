@@ -10,12 +10,6 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-AICORE static inline constexpr int64_t floor_mod(int64_t a, int64_t b)
-{
-    const int64_t r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
@@ -32,69 +26,84 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p12(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p12(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p12(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p12(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT64B0 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT65B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64B1 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT65B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT69 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT71B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT72B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT71B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT72B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g63_f_db = 0; _g63_f_db < (max_i64(min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * ((R + 7) / 8) * ((S + 31) / 32) + 1) / 2; ++_g63_f_db) {  // reduce_axes.pto:9:15
-        pipe_barrier(PIPE_V);
-        TileT64B0 t64_b0(min_i64(R - floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:9:15
-        TASSIGN(t64_b0, 0);  // reduce_axes.pto:9:15
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-        GmView0 wGm0(w + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + _g63_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod(_g63_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, GmView0::Shape(min_i64(R - floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
-        TLOAD(t64_b0, wGm0);  // reduce_axes.pto:9:15
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT65B0 t65_b0(min_i64(R - floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:9:15
-        TASSIGN(t65_b0, 512);  // reduce_axes.pto:9:15
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t65_b0, t64_b0, RoundMode::CAST_RINT);  // reduce_axes.pto:9:15
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-        GmView1 t13Gm1(t13 + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + _g63_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod(_g63_f_db * 2 / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, GmView1::Shape(min_i64(R - floor_mod(_g63_f_db * 2 / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - _g63_f_db * 2 % max_i64((S + 31) / 32, 1) * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
-        TSTORE(t13Gm1, t65_b0);  // reduce_axes.pto:9:15
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g63_f_dr = 0; _g63_f_dr < min_i64(max_i64(min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0) * ((R + 7) / 8) * ((S + 31) / 32) - (_g63_f_db * 2 + 1), 1); ++_g63_f_dr) {  // reduce_axes.pto:9:15
-            TileT64B1 t64_b1(min_i64(R - floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:9:15
-            TASSIGN(t64_b1, 1536);  // reduce_axes.pto:9:15
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-            GmView2 wGm2(w + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + (_g63_f_db * 2 + 1 + _g63_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, GmView2::Shape(min_i64(R - floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32)), GmView2::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
-            TLOAD(t64_b1, wGm2);  // reduce_axes.pto:9:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT65B1 t65_b1(min_i64(R - floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32));  // reduce_axes.pto:9:15
-            TASSIGN(t65_b1, 2048);  // reduce_axes.pto:9:15
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t65_b1, t64_b1, RoundMode::CAST_RINT);  // reduce_axes.pto:9:15
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-            GmView3 t13Gm3(t13 + (block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + (_g63_f_db * 2 + 1 + _g63_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R * Q) + (block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / (max_i64((S + 31) / 32, 1) * max_i64((R + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))), 0), 1))) * (S * R) + floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8 * S + (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, GmView3::Shape(min_i64(R - floor_mod((_g63_f_db * 2 + 1 + _g63_f_dr) / max_i64((S + 31) / 32, 1), max_i64((R + 7) / 8, 1)) * 8, 8), min_i64(S - (_g63_f_db * 2 + 1 + _g63_f_dr) % max_i64((S + 31) / 32, 1) * 32, 32)), GmView3::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
-            TSTORE(t13Gm3, t65_b1);  // reduce_axes.pto:9:15
+    for (int64_t _g66 = block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g66 < block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g66) {  // reduce_axes.pto:9:15
+        for (int64_t _g67 = block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g67 < block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g67) {  // reduce_axes.pto:9:15
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g68 = 0; _g68 < (R + 7) / 8; ++_g68) {  // reduce_axes.pto:9:15
+                pipe_barrier(PIPE_V);
+                TileT69 t69(min_i64(R - _g68 * 8, 8));  // reduce_axes.pto:9:15
+                TASSIGN(t69, 0);  // reduce_axes.pto:9:15
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TEXPANDS(t69, 0.0f);  // reduce_axes.pto:9:15
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _k70_db = 0; _k70_db < ((S + 255) / 256 + 1) / 2; ++_k70_db) {  // reduce_axes.pto:9:15
+                    pipe_barrier(PIPE_V);
+                    TileT71B0 t71_b0(min_i64(R - _g68 * 8, 8), min_i64(S - _k70_db * 2 * 256, 256));  // reduce_axes.pto:9:15
+                    TASSIGN(t71_b0, 256);  // reduce_axes.pto:9:15
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
+                    GmView0 t13Gm0(t13 + _g66 * (S * R * Q) + _g67 * (S * R) + _g68 * 8 * S + _k70_db * 2 * 256, GmView0::Shape(min_i64(R - _g68 * 8, 8), min_i64(S - _k70_db * 2 * 256, 256)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+                    TLOAD(t71_b0, t13Gm0);  // reduce_axes.pto:9:15
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT72B0 t72_b0(min_i64(R - _g68 * 8, 8));  // reduce_axes.pto:9:15
+                    TASSIGN(t72_b0, 8448);  // reduce_axes.pto:9:15
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileTmp0 tmp0;  // reduce_axes.pto:9:15
+                    TASSIGN(tmp0, 17152);  // reduce_axes.pto:9:15
+                    TROWSUM(t72_b0, t71_b0, tmp0);  // reduce_axes.pto:9:15
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    TADD(t69, t69, t72_b0);  // reduce_axes.pto:9:15
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    pipe_barrier(PIPE_V);
+                    for (int64_t _k70_dr = 0; _k70_dr < min_i64((S + 255) / 256 - (_k70_db * 2 + 1), 1); ++_k70_dr) {  // reduce_axes.pto:9:15
+                        TileT71B1 t71_b1(min_i64(R - _g68 * 8, 8), min_i64(S - (_k70_db * 2 + 1 + _k70_dr) * 256, 256));  // reduce_axes.pto:9:15
+                        TASSIGN(t71_b1, 8704);  // reduce_axes.pto:9:15
+                        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
+                        GmView1 t13Gm1(t13 + _g66 * (S * R * Q) + _g67 * (S * R) + _g68 * 8 * S + (_k70_db * 2 + 1 + _k70_dr) * 256, GmView1::Shape(min_i64(R - _g68 * 8, 8), min_i64(S - (_k70_db * 2 + 1 + _k70_dr) * 256, 256)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+                        TLOAD(t71_b1, t13Gm1);  // reduce_axes.pto:9:15
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TileT72B1 t72_b1(min_i64(R - _g68 * 8, 8));  // reduce_axes.pto:9:15
+                        TASSIGN(t72_b1, 16896);  // reduce_axes.pto:9:15
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TileTmp0 tmp1;  // reduce_axes.pto:9:15
+                        TASSIGN(tmp1, 17152);  // reduce_axes.pto:9:15
+                        TROWSUM(t72_b1, t71_b1, tmp1);  // reduce_axes.pto:9:15
+                        pipe_barrier(PIPE_V);
+                        TADD(t69, t69, t72_b1);  // reduce_axes.pto:9:15
+                    }
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                TMULS(t69, t69, static_cast<float>(1.0 / S));  // reduce_axes.pto:9:15
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
+                GmView2 t14Gm2(t14 + _g66 * (R * Q) + _g67 * R + _g68 * 8, GmView2::Shape(min_i64(R - _g68 * 8, 8)), GmView2::Stride(R * Q, R));  // reduce_axes.pto:9:15
+                TSTORE(t14Gm2, t69);  // reduce_axes.pto:9:15
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -20,83 +20,88 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
-{
-    return b > a ? b : a;
-}
-
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p14(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p14(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p14(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p14(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT75 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT77B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT78B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT77B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT78B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT80 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT82B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT83B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT82B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT83B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT86 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
 
-    for (int64_t _g73 = block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g73 < block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g73) {  // reduce_axes.pto:9:15
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g74 = block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g74 < block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g74) {  // reduce_axes.pto:9:15
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g79 = block_index * ceil_div(P, block_count); _g79 < block_index * ceil_div(P, block_count) + min_i64(ceil_div(P, block_count), P - block_index * ceil_div(P, block_count)); ++_g79) {  // reduce_axes.pto:9:15
+        pipe_barrier(PIPE_V);
+        TileT80 t80;  // reduce_axes.pto:9:15
+        TASSIGN(t80, 0);  // reduce_axes.pto:9:15
+        TEXPANDS(t80, 0.0f);  // reduce_axes.pto:9:15
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _k81_db = 0; _k81_db < ((Q + 7) / 8 + 1) / 2; ++_k81_db) {  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
-            TileT75 t75;  // reduce_axes.pto:9:15
-            TASSIGN(t75, 0);  // reduce_axes.pto:9:15
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t75, 0.0f);  // reduce_axes.pto:9:15
+            TileT82B0 t82_b0(min_i64(Q - _k81_db * 2 * 8, 8));  // reduce_axes.pto:9:15
+            TASSIGN(t82_b0, 32);  // reduce_axes.pto:9:15
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
+            GmView0 t15Gm0(t15 + _g79 * Q + _k81_db * 2 * 8, GmView0::Shape(min_i64(Q - _k81_db * 2 * 8, 8)), GmView0::Stride(Q));  // reduce_axes.pto:9:15
+            TLOAD(t82_b0, t15Gm0);  // reduce_axes.pto:9:15
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT83B0 t83_b0;  // reduce_axes.pto:9:15
+            TASSIGN(t83_b0, 288);  // reduce_axes.pto:9:15
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TCOLSUM(t83_b0, t82_b0);  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k76_db = 0; _k76_db < ((R + 7) / 8 + 1) / 2; ++_k76_db) {  // reduce_axes.pto:9:15
-                pipe_barrier(PIPE_V);
-                TileT77B0 t77_b0(min_i64(R - _k76_db * 2 * 8, 8));  // reduce_axes.pto:9:15
-                TASSIGN(t77_b0, 32);  // reduce_axes.pto:9:15
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView0 t14Gm0(t14 + _g73 * (R * Q) + _g74 * R + _k76_db * 2 * 8, GmView0::Shape(min_i64(R - _k76_db * 2 * 8, 8)), GmView0::Stride(R * Q, R));  // reduce_axes.pto:9:15
-                TLOAD(t77_b0, t14Gm0);  // reduce_axes.pto:9:15
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT78B0 t78_b0;  // reduce_axes.pto:9:15
-                TASSIGN(t78_b0, 288);  // reduce_axes.pto:9:15
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t78_b0, t77_b0);  // reduce_axes.pto:9:15
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TADD(t75, t75, t78_b0);  // reduce_axes.pto:9:15
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k76_dr = 0; _k76_dr < min_i64((R + 7) / 8 - (_k76_db * 2 + 1), 1); ++_k76_dr) {  // reduce_axes.pto:9:15
-                    TileT77B1 t77_b1(min_i64(R - (_k76_db * 2 + 1 + _k76_dr) * 8, 8));  // reduce_axes.pto:9:15
-                    TASSIGN(t77_b1, 320);  // reduce_axes.pto:9:15
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                    GmView1 t14Gm1(t14 + _g73 * (R * Q) + _g74 * R + (_k76_db * 2 + 1 + _k76_dr) * 8, GmView1::Shape(min_i64(R - (_k76_db * 2 + 1 + _k76_dr) * 8, 8)), GmView1::Stride(R * Q, R));  // reduce_axes.pto:9:15
-                    TLOAD(t77_b1, t14Gm1);  // reduce_axes.pto:9:15
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT78B1 t78_b1;  // reduce_axes.pto:9:15
-                    TASSIGN(t78_b1, 576);  // reduce_axes.pto:9:15
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCOLSUM(t78_b1, t77_b1);  // reduce_axes.pto:9:15
-                    pipe_barrier(PIPE_V);
-                    TADD(t75, t75, t78_b1);  // reduce_axes.pto:9:15
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TADD(t80, t80, t83_b0);  // reduce_axes.pto:9:15
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            TMULS(t75, t75, static_cast<float>(1.0 / R));  // reduce_axes.pto:9:15
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView2 t15Gm2(t15 + _g73 * Q + _g74, GmView2::Shape(), GmView2::Stride(Q));  // reduce_axes.pto:9:15
-            TSTORE(t15Gm2, t75);  // reduce_axes.pto:9:15
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _k81_dr = 0; _k81_dr < min_i64((Q + 7) / 8 - (_k81_db * 2 + 1), 1); ++_k81_dr) {  // reduce_axes.pto:9:15
+                TileT82B1 t82_b1(min_i64(Q - (_k81_db * 2 + 1 + _k81_dr) * 8, 8));  // reduce_axes.pto:9:15
+                TASSIGN(t82_b1, 320);  // reduce_axes.pto:9:15
+                using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
+                GmView1 t15Gm1(t15 + _g79 * Q + (_k81_db * 2 + 1 + _k81_dr) * 8, GmView1::Shape(min_i64(Q - (_k81_db * 2 + 1 + _k81_dr) * 8, 8)), GmView1::Stride(Q));  // reduce_axes.pto:9:15
+                TLOAD(t82_b1, t15Gm1);  // reduce_axes.pto:9:15
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT83B1 t83_b1;  // reduce_axes.pto:9:15
+                TASSIGN(t83_b1, 576);  // reduce_axes.pto:9:15
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCOLSUM(t83_b1, t82_b1);  // reduce_axes.pto:9:15
+                pipe_barrier(PIPE_V);
+                TADD(t80, t80, t83_b1);  // reduce_axes.pto:9:15
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMULS(t80, t80, static_cast<float>(1.0 / Q));  // reduce_axes.pto:9:15
+        TileT86 t86;  // reduce_axes.pto:9:15
+        TASSIGN(t86, 32);  // reduce_axes.pto:9:15
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t86, t80, RoundMode::CAST_RINT);  // reduce_axes.pto:9:15
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        GlobalTensor<half, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> v123Gm2(v123 + _g79);  // reduce_axes.pto:9:15
+        TSTORE(v123Gm2, t86);  // reduce_axes.pto:9:15
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

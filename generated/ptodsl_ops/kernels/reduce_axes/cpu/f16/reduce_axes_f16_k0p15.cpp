@@ -20,88 +20,83 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p15(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p15(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p15(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p15(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT80 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT82B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT83B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT82B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT83B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT86 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT96 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT98B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT99B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT98B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT99B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g79 = block_index * ceil_div(P, block_count); _g79 < block_index * ceil_div(P, block_count) + min_i64(ceil_div(P, block_count), P - block_index * ceil_div(P, block_count)); ++_g79) {  // reduce_axes.pto:9:15
-        pipe_barrier(PIPE_V);
-        TileT80 t80;  // reduce_axes.pto:9:15
-        TASSIGN(t80, 0);  // reduce_axes.pto:9:15
-        TEXPANDS(t80, 0.0f);  // reduce_axes.pto:9:15
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k81_db = 0; _k81_db < ((Q + 7) / 8 + 1) / 2; ++_k81_db) {  // reduce_axes.pto:9:15
-            pipe_barrier(PIPE_V);
-            TileT82B0 t82_b0(min_i64(Q - _k81_db * 2 * 8, 8));  // reduce_axes.pto:9:15
-            TASSIGN(t82_b0, 32);  // reduce_axes.pto:9:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView0 t15Gm0(t15 + _g79 * Q + _k81_db * 2 * 8, GmView0::Shape(min_i64(Q - _k81_db * 2 * 8, 8)), GmView0::Stride(Q));  // reduce_axes.pto:9:15
-            TLOAD(t82_b0, t15Gm0);  // reduce_axes.pto:9:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT83B0 t83_b0;  // reduce_axes.pto:9:15
-            TASSIGN(t83_b0, 288);  // reduce_axes.pto:9:15
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLSUM(t83_b0, t82_b0);  // reduce_axes.pto:9:15
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TADD(t80, t80, t83_b0);  // reduce_axes.pto:9:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            for (int64_t _k81_dr = 0; _k81_dr < min_i64((Q + 7) / 8 - (_k81_db * 2 + 1), 1); ++_k81_dr) {  // reduce_axes.pto:9:15
-                TileT82B1 t82_b1(min_i64(Q - (_k81_db * 2 + 1 + _k81_dr) * 8, 8));  // reduce_axes.pto:9:15
-                TASSIGN(t82_b1, 320);  // reduce_axes.pto:9:15
-                using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView1 t15Gm1(t15 + _g79 * Q + (_k81_db * 2 + 1 + _k81_dr) * 8, GmView1::Shape(min_i64(Q - (_k81_db * 2 + 1 + _k81_dr) * 8, 8)), GmView1::Stride(Q));  // reduce_axes.pto:9:15
-                TLOAD(t82_b1, t15Gm1);  // reduce_axes.pto:9:15
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT83B1 t83_b1;  // reduce_axes.pto:9:15
-                TASSIGN(t83_b1, 576);  // reduce_axes.pto:9:15
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCOLSUM(t83_b1, t82_b1);  // reduce_axes.pto:9:15
+    for (int64_t _g93 = block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)); _g93 < block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)), P - block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1))); ++_g93) {  // reduce_axes.pto:10:14
+        for (int64_t _g94 = block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)); _g94 < block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)) + min_i64(ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)), R - block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1))); ++_g94) {  // reduce_axes.pto:10:14
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g95 = 0; _g95 < (S + 255) / 256; ++_g95) {  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
-                TADD(t80, t80, t83_b1);  // reduce_axes.pto:9:15
+                TileT96 t96(min_i64(S - _g95 * 256, 256));  // reduce_axes.pto:10:14
+                TASSIGN(t96, 0);  // reduce_axes.pto:10:14
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TEXPANDS(t96, 0.0f);  // reduce_axes.pto:10:14
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _k97_db = 0; _k97_db < ((Q + 7) / 8 + 1) / 2; ++_k97_db) {  // reduce_axes.pto:10:14
+                    pipe_barrier(PIPE_V);
+                    TileT98B0 t98_b0(min_i64(Q - _k97_db * 2 * 8, 8), min_i64(S - _g95 * 256, 256));  // reduce_axes.pto:10:14
+                    TASSIGN(t98_b0, 1024);  // reduce_axes.pto:10:14
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+                    GmView0 t18Gm0(t18 + _g93 * (S * R * Q) + _k97_db * 2 * 8 * (S * R) + _g94 * S + _g95 * 256, GmView0::Shape(min_i64(Q - _k97_db * 2 * 8, 8), min_i64(S - _g95 * 256, 256)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                    TLOAD(t98_b0, t18Gm0);  // reduce_axes.pto:10:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT99B0 t99_b0(min_i64(S - _g95 * 256, 256));  // reduce_axes.pto:10:14
+                    TASSIGN(t99_b0, 9216);  // reduce_axes.pto:10:14
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t99_b0, t98_b0);  // reduce_axes.pto:10:14
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    TADD(t96, t96, t99_b0);  // reduce_axes.pto:10:14
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    pipe_barrier(PIPE_V);
+                    for (int64_t _k97_dr = 0; _k97_dr < min_i64((Q + 7) / 8 - (_k97_db * 2 + 1), 1); ++_k97_dr) {  // reduce_axes.pto:10:14
+                        TileT98B1 t98_b1(min_i64(Q - (_k97_db * 2 + 1 + _k97_dr) * 8, 8), min_i64(S - _g95 * 256, 256));  // reduce_axes.pto:10:14
+                        TASSIGN(t98_b1, 10240);  // reduce_axes.pto:10:14
+                        using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+                        GmView1 t18Gm1(t18 + _g93 * (S * R * Q) + (_k97_db * 2 + 1 + _k97_dr) * 8 * (S * R) + _g94 * S + _g95 * 256, GmView1::Shape(min_i64(Q - (_k97_db * 2 + 1 + _k97_dr) * 8, 8), min_i64(S - _g95 * 256, 256)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                        TLOAD(t98_b1, t18Gm1);  // reduce_axes.pto:10:14
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TileT99B1 t99_b1(min_i64(S - _g95 * 256, 256));  // reduce_axes.pto:10:14
+                        TASSIGN(t99_b1, 18432);  // reduce_axes.pto:10:14
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TCOLSUM(t99_b1, t98_b1);  // reduce_axes.pto:10:14
+                        pipe_barrier(PIPE_V);
+                        TADD(t96, t96, t99_b1);  // reduce_axes.pto:10:14
+                    }
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+                GmView2 t19Gm2(t19 + _g93 * (S * R) + _g94 * S + _g95 * 256, GmView2::Shape(min_i64(S - _g95 * 256, 256)), GmView2::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                TSTORE(t19Gm2, t96);  // reduce_axes.pto:10:14
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMULS(t80, t80, static_cast<float>(1.0 / Q));  // reduce_axes.pto:9:15
-        TileT86 t86;  // reduce_axes.pto:9:15
-        TASSIGN(t86, 32);  // reduce_axes.pto:9:15
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t86, t80, RoundMode::CAST_RINT);  // reduce_axes.pto:9:15
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        GlobalTensor<half, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> v123Gm2(v123 + _g79);  // reduce_axes.pto:9:15
-        TSTORE(v123Gm2, t86);  // reduce_axes.pto:9:15
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -26,77 +26,75 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p16(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p16(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p16(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p16(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT96 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT98B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT99B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT98B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT99B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT102 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT104B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT105B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT104B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT105B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t _g93 = block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)); _g93 < block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)), P - block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1))); ++_g93) {  // reduce_axes.pto:10:14
-        for (int64_t _g94 = block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)); _g94 < block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)) + min_i64(ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)), R - block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1))); ++_g94) {  // reduce_axes.pto:10:14
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g95 = 0; _g95 < (S + 31) / 32; ++_g95) {  // reduce_axes.pto:10:14
-                pipe_barrier(PIPE_V);
-                TileT96 t96(min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
-                TASSIGN(t96, 0);  // reduce_axes.pto:10:14
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TEXPANDS(t96, 0.0f);  // reduce_axes.pto:10:14
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _k97_db = 0; _k97_db < ((Q + 7) / 8 + 1) / 2; ++_k97_db) {  // reduce_axes.pto:10:14
-                    pipe_barrier(PIPE_V);
-                    TileT98B0 t98_b0(min_i64(Q - _k97_db * 2 * 8, 8), min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t98_b0, 128);  // reduce_axes.pto:10:14
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView0 t18Gm0(t18 + _g93 * (S * R * Q) + _k97_db * 2 * 8 * (S * R) + _g94 * S + _g95 * 32, GmView0::Shape(min_i64(Q - _k97_db * 2 * 8, 8), min_i64(S - _g95 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
-                    TLOAD(t98_b0, t18Gm0);  // reduce_axes.pto:10:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT99B0 t99_b0(min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t99_b0, 1152);  // reduce_axes.pto:10:14
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCOLSUM(t99_b0, t98_b0);  // reduce_axes.pto:10:14
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    TADD(t96, t96, t99_b0);  // reduce_axes.pto:10:14
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    pipe_barrier(PIPE_V);
-                    for (int64_t _k97_dr = 0; _k97_dr < min_i64((Q + 7) / 8 - (_k97_db * 2 + 1), 1); ++_k97_dr) {  // reduce_axes.pto:10:14
-                        TileT98B1 t98_b1(min_i64(Q - (_k97_db * 2 + 1 + _k97_dr) * 8, 8), min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
-                        TASSIGN(t98_b1, 1280);  // reduce_axes.pto:10:14
-                        using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                        GmView1 t18Gm1(t18 + _g93 * (S * R * Q) + (_k97_db * 2 + 1 + _k97_dr) * 8 * (S * R) + _g94 * S + _g95 * 32, GmView1::Shape(min_i64(Q - (_k97_db * 2 + 1 + _k97_dr) * 8, 8), min_i64(S - _g95 * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
-                        TLOAD(t98_b1, t18Gm1);  // reduce_axes.pto:10:14
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                        TileT99B1 t99_b1(min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
-                        TASSIGN(t99_b1, 2304);  // reduce_axes.pto:10:14
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                        TCOLSUM(t99_b1, t98_b1);  // reduce_axes.pto:10:14
-                        pipe_barrier(PIPE_V);
-                        TADD(t96, t96, t99_b1);  // reduce_axes.pto:10:14
-                    }
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                }
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView2 t19Gm2(t19 + _g93 * (S * R) + _g94 * S + _g95 * 32, GmView2::Shape(min_i64(S - _g95 * 32, 32)), GmView2::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
-                TSTORE(t19Gm2, t96);  // reduce_axes.pto:10:14
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            }
+    for (int64_t _g100 = block_index / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)); _g100 < block_index / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)) + min_i64(ceil_div(R, block_count / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)), R - block_index / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1))); ++_g100) {  // reduce_axes.pto:10:14
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g101 = block_index % max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)); _g101 < block_index % max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)) + min_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)), (S + 255) / 256 - block_index % max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1))); ++_g101) {  // reduce_axes.pto:10:14
+            pipe_barrier(PIPE_V);
+            TileT102 t102(min_i64(S - _g101 * 256, 256));  // reduce_axes.pto:10:14
+            TASSIGN(t102, 0);  // reduce_axes.pto:10:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            TEXPANDS(t102, 0.0f);  // reduce_axes.pto:10:14
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _k103_db = 0; _k103_db < ((P + 7) / 8 + 1) / 2; ++_k103_db) {  // reduce_axes.pto:10:14
+                pipe_barrier(PIPE_V);
+                TileT104B0 t104_b0(min_i64(P - _k103_db * 2 * 8, 8), min_i64(S - _g101 * 256, 256));  // reduce_axes.pto:10:14
+                TASSIGN(t104_b0, 1024);  // reduce_axes.pto:10:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+                GmView0 t19Gm0(t19 + _k103_db * 2 * 8 * (S * R) + _g100 * S + _g101 * 256, GmView0::Shape(min_i64(P - _k103_db * 2 * 8, 8), min_i64(S - _g101 * 256, 256)), GmView0::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                TLOAD(t104_b0, t19Gm0);  // reduce_axes.pto:10:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT105B0 t105_b0(min_i64(S - _g101 * 256, 256));  // reduce_axes.pto:10:14
+                TASSIGN(t105_b0, 9216);  // reduce_axes.pto:10:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t105_b0, t104_b0);  // reduce_axes.pto:10:14
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                TADD(t102, t102, t105_b0);  // reduce_axes.pto:10:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k103_dr = 0; _k103_dr < min_i64((P + 7) / 8 - (_k103_db * 2 + 1), 1); ++_k103_dr) {  // reduce_axes.pto:10:14
+                    TileT104B1 t104_b1(min_i64(P - (_k103_db * 2 + 1 + _k103_dr) * 8, 8), min_i64(S - _g101 * 256, 256));  // reduce_axes.pto:10:14
+                    TASSIGN(t104_b1, 10240);  // reduce_axes.pto:10:14
+                    using GmView1 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+                    GmView1 t19Gm1(t19 + (_k103_db * 2 + 1 + _k103_dr) * 8 * (S * R) + _g100 * S + _g101 * 256, GmView1::Shape(min_i64(P - (_k103_db * 2 + 1 + _k103_dr) * 8, 8), min_i64(S - _g101 * 256, 256)), GmView1::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                    TLOAD(t104_b1, t19Gm1);  // reduce_axes.pto:10:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT105B1 t105_b1(min_i64(S - _g101 * 256, 256));  // reduce_axes.pto:10:14
+                    TASSIGN(t105_b1, 18432);  // reduce_axes.pto:10:14
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t105_b1, t104_b1);  // reduce_axes.pto:10:14
+                    pipe_barrier(PIPE_V);
+                    TADD(t102, t102, t105_b1);  // reduce_axes.pto:10:14
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
+            GmView2 t20Gm2(t20 + _g100 * S + _g101 * 256, GmView2::Shape(min_i64(S - _g101 * 256, 256)), GmView2::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+            TSTORE(t20Gm2, t102);  // reduce_axes.pto:10:14
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
 }

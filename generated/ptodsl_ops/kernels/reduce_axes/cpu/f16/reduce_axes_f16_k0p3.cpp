@@ -26,35 +26,35 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p3(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p3(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p3(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p3(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT17B0 = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT18B0 = Tile<TileType::Vec, half, 4, 16, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT17B1 = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT18B1 = Tile<TileType::Vec, half, 4, 16, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT17B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT18B0 = Tile<TileType::Vec, half, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT17B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT18B1 = Tile<TileType::Vec, half, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g16_db = 0; _g16_db < (max_i64(min_i64(ceil_div((B + 3) / 4, block_count), (B + 3) / 4 - block_index * ceil_div((B + 3) / 4, block_count)), 0) + 1) / 2; ++_g16_db) {  // reduce_axes.pto:5:14
+    for (int64_t _g16_db = 0; _g16_db < (max_i64(min_i64(ceil_div((B + 7) / 8, block_count), (B + 7) / 8 - block_index * ceil_div((B + 7) / 8, block_count)), 0) + 1) / 2; ++_g16_db) {  // reduce_axes.pto:5:14
         pipe_barrier(PIPE_V);
-        TileT17B0 t17_b0(min_i64(B - (block_index * ceil_div((B + 3) / 4, block_count) + _g16_db * 2) * 4, 4));  // reduce_axes.pto:5:14
+        TileT17B0 t17_b0(min_i64(B - (block_index * ceil_div((B + 7) / 8, block_count) + _g16_db * 2) * 8, 8));  // reduce_axes.pto:5:14
         TASSIGN(t17_b0, 0);  // reduce_axes.pto:5:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-        GmView0 t3Gm0(t3 + (block_index * ceil_div((B + 3) / 4, block_count) + _g16_db * 2) * 4, GmView0::Shape(min_i64(B - (block_index * ceil_div((B + 3) / 4, block_count) + _g16_db * 2) * 4, 4)), GmView0::Stride(B));  // reduce_axes.pto:5:14
+        GmView0 t3Gm0(t3 + (block_index * ceil_div((B + 7) / 8, block_count) + _g16_db * 2) * 8, GmView0::Shape(min_i64(B - (block_index * ceil_div((B + 7) / 8, block_count) + _g16_db * 2) * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:5:14
         TLOAD(t17_b0, t3Gm0);  // reduce_axes.pto:5:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT18B0 t18_b0(min_i64(B - (block_index * ceil_div((B + 3) / 4, block_count) + _g16_db * 2) * 4, 4));  // reduce_axes.pto:5:14
-        TASSIGN(t18_b0, 128);  // reduce_axes.pto:5:14
+        TileT18B0 t18_b0(min_i64(B - (block_index * ceil_div((B + 7) / 8, block_count) + _g16_db * 2) * 8, 8));  // reduce_axes.pto:5:14
+        TASSIGN(t18_b0, 256);  // reduce_axes.pto:5:14
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t18_b0, t17_b0, RoundMode::CAST_RINT);  // reduce_axes.pto:5:14
@@ -62,26 +62,26 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p3(__gm__ half* x, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-        GmView1 s02Gm1(s02 + (block_index * ceil_div((B + 3) / 4, block_count) + _g16_db * 2) * 4, GmView1::Shape(min_i64(B - (block_index * ceil_div((B + 3) / 4, block_count) + _g16_db * 2) * 4, 4)), GmView1::Stride(B));  // reduce_axes.pto:5:14
+        GmView1 s02Gm1(s02 + (block_index * ceil_div((B + 7) / 8, block_count) + _g16_db * 2) * 8, GmView1::Shape(min_i64(B - (block_index * ceil_div((B + 7) / 8, block_count) + _g16_db * 2) * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:5:14
         TSTORE(s02Gm1, t18_b0);  // reduce_axes.pto:5:14
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g16_dr = 0; _g16_dr < min_i64(max_i64(min_i64(ceil_div((B + 3) / 4, block_count), (B + 3) / 4 - block_index * ceil_div((B + 3) / 4, block_count)), 0) - (_g16_db * 2 + 1), 1); ++_g16_dr) {  // reduce_axes.pto:5:14
-            TileT17B1 t17_b1(min_i64(B - (block_index * ceil_div((B + 3) / 4, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 4, 4));  // reduce_axes.pto:5:14
-            TASSIGN(t17_b1, 256);  // reduce_axes.pto:5:14
+        for (int64_t _g16_dr = 0; _g16_dr < min_i64(max_i64(min_i64(ceil_div((B + 7) / 8, block_count), (B + 7) / 8 - block_index * ceil_div((B + 7) / 8, block_count)), 0) - (_g16_db * 2 + 1), 1); ++_g16_dr) {  // reduce_axes.pto:5:14
+            TileT17B1 t17_b1(min_i64(B - (block_index * ceil_div((B + 7) / 8, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 8, 8));  // reduce_axes.pto:5:14
+            TASSIGN(t17_b1, 512);  // reduce_axes.pto:5:14
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView2 t3Gm2(t3 + (block_index * ceil_div((B + 3) / 4, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 4, GmView2::Shape(min_i64(B - (block_index * ceil_div((B + 3) / 4, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 4, 4)), GmView2::Stride(B));  // reduce_axes.pto:5:14
+            GmView2 t3Gm2(t3 + (block_index * ceil_div((B + 7) / 8, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 8, GmView2::Shape(min_i64(B - (block_index * ceil_div((B + 7) / 8, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 8, 8)), GmView2::Stride(B));  // reduce_axes.pto:5:14
             TLOAD(t17_b1, t3Gm2);  // reduce_axes.pto:5:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT18B1 t18_b1(min_i64(B - (block_index * ceil_div((B + 3) / 4, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 4, 4));  // reduce_axes.pto:5:14
-            TASSIGN(t18_b1, 384);  // reduce_axes.pto:5:14
+            TileT18B1 t18_b1(min_i64(B - (block_index * ceil_div((B + 7) / 8, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 8, 8));  // reduce_axes.pto:5:14
+            TASSIGN(t18_b1, 768);  // reduce_axes.pto:5:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t18_b1, t17_b1, RoundMode::CAST_RINT);  // reduce_axes.pto:5:14
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView3 s02Gm3(s02 + (block_index * ceil_div((B + 3) / 4, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 4, GmView3::Shape(min_i64(B - (block_index * ceil_div((B + 3) / 4, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 4, 4)), GmView3::Stride(B));  // reduce_axes.pto:5:14
+            GmView3 s02Gm3(s02 + (block_index * ceil_div((B + 7) / 8, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 8, GmView3::Shape(min_i64(B - (block_index * ceil_div((B + 7) / 8, block_count) + (_g16_db * 2 + 1 + _g16_dr)) * 8, 8)), GmView3::Stride(B));  // reduce_axes.pto:5:14
             TSTORE(s02Gm3, t18_b1);  // reduce_axes.pto:5:14
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);

@@ -26,30 +26,30 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT21Tile = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B0 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT24B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B1 = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21Tile = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23B0 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT24B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23B1 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT24B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, half, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t _g19 = block_index / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)); _g19 < block_index / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)), B - block_index / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1))); ++_g19) {  // reduce_axes.pto:6:13
+    for (int64_t _g19 = block_index / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)); _g19 < block_index / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)), B - block_index / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1))); ++_g19) {  // reduce_axes.pto:6:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g20 = block_index % max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div((C + 31) / 32, max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)); _g20 < block_index % max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div((C + 31) / 32, max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)) + min_i64(ceil_div((C + 31) / 32, max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)), (C + 31) / 32 - block_index % max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div((C + 31) / 32, max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1))); ++_g20) {  // reduce_axes.pto:6:13
+        for (int64_t _g20 = block_index % max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)); _g20 < block_index % max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)) + min_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)), (C + 255) / 256 - block_index % max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1))); ++_g20) {  // reduce_axes.pto:6:13
             pipe_barrier(PIPE_V);
-            TileT21Tile t21Tile(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+            TileT21Tile t21Tile(min_i64(C - _g20 * 256, 256));  // reduce_axes.pto:6:13
             TASSIGN(t21Tile, 0);  // reduce_axes.pto:6:13
             TEXPANDS(t21Tile, -__builtin_inff());  // reduce_axes.pto:6:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -59,19 +59,19 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ fl
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k22_db = 0; _k22_db < ((A + 7) / 8 + 1) / 2; ++_k22_db) {  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
-                TileT23B0 t23_b0(min_i64(A - _k22_db * 2 * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t23_b0, 128);  // reduce_axes.pto:6:13
+                TileT23B0 t23_b0(min_i64(A - _k22_db * 2 * 8, 8), min_i64(C - _g20 * 256, 256));  // reduce_axes.pto:6:13
+                TASSIGN(t23_b0, 1024);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-                GmView0 xGm0(x + _k22_db * 2 * 8 * (C * B) + _g19 * C + _g20 * 32, GmView0::Shape(min_i64(A - _k22_db * 2 * 8, 8), min_i64(C - _g20 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:6:13
+                GmView0 xGm0(x + _k22_db * 2 * 8 * (C * B) + _g19 * C + _g20 * 256, GmView0::Shape(min_i64(A - _k22_db * 2 * 8, 8), min_i64(C - _g20 * 256, 256)), GmView0::Stride(C * B, C));  // reduce_axes.pto:6:13
                 TLOAD(t23_b0, xGm0);  // reduce_axes.pto:6:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT24B0 t24_b0(min_i64(A - _k22_db * 2 * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t24_b0, 640);  // reduce_axes.pto:6:13
+                TileT24B0 t24_b0(min_i64(A - _k22_db * 2 * 8, 8), min_i64(C - _g20 * 256, 256));  // reduce_axes.pto:6:13
+                TASSIGN(t24_b0, 5120);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TCVT(t24_b0, t23_b0, RoundMode::CAST_RINT);  // reduce_axes.pto:6:13
-                TileT25B0 t25_b0(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t25_b0, 128);  // reduce_axes.pto:6:13
+                TileT25B0 t25_b0(min_i64(C - _g20 * 256, 256));  // reduce_axes.pto:6:13
+                TASSIGN(t25_b0, 1024);  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
                 TCOLMAX(t25_b0, t24_b0);  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
@@ -80,18 +80,18 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ fl
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _k22_dr = 0; _k22_dr < min_i64((A + 7) / 8 - (_k22_db * 2 + 1), 1); ++_k22_dr) {  // reduce_axes.pto:6:13
-                    TileT23B1 t23_b1(min_i64(A - (_k22_db * 2 + 1 + _k22_dr) * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-                    TASSIGN(t23_b1, 1664);  // reduce_axes.pto:6:13
+                    TileT23B1 t23_b1(min_i64(A - (_k22_db * 2 + 1 + _k22_dr) * 8, 8), min_i64(C - _g20 * 256, 256));  // reduce_axes.pto:6:13
+                    TASSIGN(t23_b1, 13312);  // reduce_axes.pto:6:13
                     using GmView1 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-                    GmView1 xGm1(x + (_k22_db * 2 + 1 + _k22_dr) * 8 * (C * B) + _g19 * C + _g20 * 32, GmView1::Shape(min_i64(A - (_k22_db * 2 + 1 + _k22_dr) * 8, 8), min_i64(C - _g20 * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:6:13
+                    GmView1 xGm1(x + (_k22_db * 2 + 1 + _k22_dr) * 8 * (C * B) + _g19 * C + _g20 * 256, GmView1::Shape(min_i64(A - (_k22_db * 2 + 1 + _k22_dr) * 8, 8), min_i64(C - _g20 * 256, 256)), GmView1::Stride(C * B, C));  // reduce_axes.pto:6:13
                     TLOAD(t23_b1, xGm1);  // reduce_axes.pto:6:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT24B1 t24_b1(min_i64(A - (_k22_db * 2 + 1 + _k22_dr) * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-                    TASSIGN(t24_b1, 2176);  // reduce_axes.pto:6:13
+                    TileT24B1 t24_b1(min_i64(A - (_k22_db * 2 + 1 + _k22_dr) * 8, 8), min_i64(C - _g20 * 256, 256));  // reduce_axes.pto:6:13
+                    TASSIGN(t24_b1, 17408);  // reduce_axes.pto:6:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TCVT(t24_b1, t23_b1, RoundMode::CAST_RINT);  // reduce_axes.pto:6:13
-                    TileT25B1 t25_b1(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-                    TASSIGN(t25_b1, 1664);  // reduce_axes.pto:6:13
+                    TileT25B1 t25_b1(min_i64(C - _g20 * 256, 256));  // reduce_axes.pto:6:13
+                    TASSIGN(t25_b1, 13312);  // reduce_axes.pto:6:13
                     pipe_barrier(PIPE_V);
                     TCOLMAX(t25_b1, t24_b1);  // reduce_axes.pto:6:13
                     pipe_barrier(PIPE_V);
@@ -103,8 +103,8 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ fl
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT26 t26(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
-            TASSIGN(t26, 128);  // reduce_axes.pto:6:13
+            TileT26 t26(min_i64(C - _g20 * 256, 256));  // reduce_axes.pto:6:13
+            TASSIGN(t26, 1024);  // reduce_axes.pto:6:13
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t26, t21Tile, RoundMode::CAST_RINT);  // reduce_axes.pto:6:13
@@ -113,7 +113,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p4(__gm__ half* x, __gm__ fl
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-            GmView2 t5Gm2(t5 + _g19 * C + _g20 * 32, GmView2::Shape(min_i64(C - _g20 * 32, 32)), GmView2::Stride(C * B, C));  // reduce_axes.pto:6:13
+            GmView2 t5Gm2(t5 + _g19 * C + _g20 * 256, GmView2::Shape(min_i64(C - _g20 * 256, 256)), GmView2::Stride(C * B, C));  // reduce_axes.pto:6:13
             TSTORE(t5Gm2, t26);  // reduce_axes.pto:6:13
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }

@@ -21,9 +21,9 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
@@ -35,34 +35,37 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ fl
     using TileT45B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT44B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT45B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT48 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g41 = block_index * ceil_div(A, block_count); _g41 < block_index * ceil_div(A, block_count) + min_i64(ceil_div(A, block_count), A - block_index * ceil_div(A, block_count)); ++_g41) {  // reduce_axes.pto:7:14
         pipe_barrier(PIPE_V);
         TileT42 t42;  // reduce_axes.pto:7:14
         TASSIGN(t42, 0);  // reduce_axes.pto:7:14
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t42, 0.0f);  // reduce_axes.pto:7:14
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k43_db = 0; _k43_db < ((B + 7) / 8 + 1) / 2; ++_k43_db) {  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
             TileT44B0 t44_b0(min_i64(B - _k43_db * 2 * 8, 8));  // reduce_axes.pto:7:14
             TASSIGN(t44_b0, 32);  // reduce_axes.pto:7:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
             GmView0 t8Gm0(t8 + _g41 * B + _k43_db * 2 * 8, GmView0::Shape(min_i64(B - _k43_db * 2 * 8, 8)), GmView0::Stride(B));  // reduce_axes.pto:7:14
             TLOAD(t44_b0, t8Gm0);  // reduce_axes.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT45B0 t45_b0;  // reduce_axes.pto:7:14
             TASSIGN(t45_b0, 288);  // reduce_axes.pto:7:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCOLSUM(t45_b0, t44_b0);  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TADD(t42, t42, t45_b0);  // reduce_axes.pto:7:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
             for (int64_t _k43_dr = 0; _k43_dr < min_i64((B + 7) / 8 - (_k43_db * 2 + 1), 1); ++_k43_dr) {  // reduce_axes.pto:7:14
                 TileT44B1 t44_b1(min_i64(B - (_k43_db * 2 + 1 + _k43_dr) * 8, 8));  // reduce_axes.pto:7:14
@@ -70,25 +73,35 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0p8(__gm__ half* x, __gm__ fl
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
                 GmView1 t8Gm1(t8 + _g41 * B + (_k43_db * 2 + 1 + _k43_dr) * 8, GmView1::Shape(min_i64(B - (_k43_db * 2 + 1 + _k43_dr) * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:7:14
                 TLOAD(t44_b1, t8Gm1);  // reduce_axes.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT45B1 t45_b1;  // reduce_axes.pto:7:14
                 TASSIGN(t45_b1, 576);  // reduce_axes.pto:7:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TCOLSUM(t45_b1, t44_b1);  // reduce_axes.pto:7:14
                 pipe_barrier(PIPE_V);
                 TADD(t42, t42, t45_b1);  // reduce_axes.pto:7:14
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMULS(t42, t42, static_cast<float>(1.0 / B));  // reduce_axes.pto:7:14
+        TileT48 t48;  // reduce_axes.pto:7:14
+        TASSIGN(t48, 32);  // reduce_axes.pto:7:14
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t48, t42, RoundMode::CAST_RINT);  // reduce_axes.pto:7:14
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> t9Gm2(t9 + _g41);  // reduce_axes.pto:7:14
-        TSTORE(t9Gm2, t42);  // reduce_axes.pto:7:14
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        GlobalTensor<half, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> t10Gm2(t10 + _g41);  // reduce_axes.pto:7:14
+        TSTORE(t10Gm2, t48);  // reduce_axes.pto:7:14
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -26,69 +26,48 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void reduce_axes_f16_k0p9(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p9(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void reduce_axes_f16_k0p9(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+extern "C" __global__ AICORE void reduce_axes_f16_k0p9(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT47B0 = Tile<TileType::Vec, float, 2, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT48B0 = Tile<TileType::Vec, half, 2, 16, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT47B1 = Tile<TileType::Vec, float, 2, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT48B1 = Tile<TileType::Vec, half, 2, 16, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT50B0 = Tile<TileType::Vec, half, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B1 = Tile<TileType::Vec, half, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g46_db = 0; _g46_db < (max_i64(min_i64(ceil_div((A + 1) / 2, block_count), (A + 1) / 2 - block_index * ceil_div((A + 1) / 2, block_count)), 0) + 1) / 2; ++_g46_db) {  // reduce_axes.pto:7:14
-        pipe_barrier(PIPE_V);
-        TileT47B0 t47_b0(min_i64(A - (block_index * ceil_div((A + 1) / 2, block_count) + _g46_db * 2) * 2, 2));  // reduce_axes.pto:7:14
-        TASSIGN(t47_b0, 0);  // reduce_axes.pto:7:14
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:14
-        GmView0 t9Gm0(t9 + (block_index * ceil_div((A + 1) / 2, block_count) + _g46_db * 2) * 2, GmView0::Shape(min_i64(A - (block_index * ceil_div((A + 1) / 2, block_count) + _g46_db * 2) * 2, 2)));  // reduce_axes.pto:7:14
-        TLOAD(t47_b0, t9Gm0);  // reduce_axes.pto:7:14
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT48B0 t48_b0(min_i64(A - (block_index * ceil_div((A + 1) / 2, block_count) + _g46_db * 2) * 2, 2));  // reduce_axes.pto:7:14
-        TASSIGN(t48_b0, 64);  // reduce_axes.pto:7:14
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t48_b0, t47_b0, RoundMode::CAST_RINT);  // reduce_axes.pto:7:14
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:14
-        GmView1 t10Gm1(t10 + (block_index * ceil_div((A + 1) / 2, block_count) + _g46_db * 2) * 2, GmView1::Shape(min_i64(A - (block_index * ceil_div((A + 1) / 2, block_count) + _g46_db * 2) * 2, 2)));  // reduce_axes.pto:7:14
-        TSTORE(t10Gm1, t48_b0);  // reduce_axes.pto:7:14
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g46_dr = 0; _g46_dr < min_i64(max_i64(min_i64(ceil_div((A + 1) / 2, block_count), (A + 1) / 2 - block_index * ceil_div((A + 1) / 2, block_count)), 0) - (_g46_db * 2 + 1), 1); ++_g46_dr) {  // reduce_axes.pto:7:14
-            TileT47B1 t47_b1(min_i64(A - (block_index * ceil_div((A + 1) / 2, block_count) + (_g46_db * 2 + 1 + _g46_dr)) * 2, 2));  // reduce_axes.pto:7:14
-            TASSIGN(t47_b1, 128);  // reduce_axes.pto:7:14
-            using GmView2 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView2 t9Gm2(t9 + (block_index * ceil_div((A + 1) / 2, block_count) + (_g46_db * 2 + 1 + _g46_dr)) * 2, GmView2::Shape(min_i64(A - (block_index * ceil_div((A + 1) / 2, block_count) + (_g46_db * 2 + 1 + _g46_dr)) * 2, 2)));  // reduce_axes.pto:7:14
-            TLOAD(t47_b1, t9Gm2);  // reduce_axes.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT48B1 t48_b1(min_i64(A - (block_index * ceil_div((A + 1) / 2, block_count) + (_g46_db * 2 + 1 + _g46_dr)) * 2, 2));  // reduce_axes.pto:7:14
-            TASSIGN(t48_b1, 192);  // reduce_axes.pto:7:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t48_b1, t47_b1, RoundMode::CAST_RINT);  // reduce_axes.pto:7:14
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView3 t10Gm3(t10 + (block_index * ceil_div((A + 1) / 2, block_count) + (_g46_db * 2 + 1 + _g46_dr)) * 2, GmView3::Shape(min_i64(A - (block_index * ceil_div((A + 1) / 2, block_count) + (_g46_db * 2 + 1 + _g46_dr)) * 2, 2)));  // reduce_axes.pto:7:14
-            TSTORE(t10Gm3, t48_b1);  // reduce_axes.pto:7:14
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g49_db = 0; _g49_db < (max_i64(min_i64(ceil_div((A + 255) / 256, block_count), (A + 255) / 256 - block_index * ceil_div((A + 255) / 256, block_count)), 0) + 1) / 2; ++_g49_db) {  // reduce_axes.pto:7:5
+        TileT50B0 t50_b0(min_i64(A - (block_index * ceil_div((A + 255) / 256, block_count) + _g49_db * 2) * 256, 256));  // reduce_axes.pto:7:5
+        TASSIGN(t50_b0, 0);  // reduce_axes.pto:7:5
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
+        GmView0 t6Gm0(t6 + (block_index * ceil_div((A + 255) / 256, block_count) + _g49_db * 2) * 256, GmView0::Shape(t50_b0.GetValidCol()));  // reduce_axes.pto:7:5
+        TLOAD(t50_b0, t6Gm0);  // reduce_axes.pto:7:5
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
+        GmView1 a12Gm1(a12 + (block_index * ceil_div((A + 255) / 256, block_count) + _g49_db * 2) * 256, GmView1::Shape(t50_b0.GetValidCol()));  // reduce_axes.pto:7:5
+        TSTORE(a12Gm1, t50_b0);  // reduce_axes.pto:7:5
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g49_dr = 0; _g49_dr < min_i64(max_i64(min_i64(ceil_div((A + 255) / 256, block_count), (A + 255) / 256 - block_index * ceil_div((A + 255) / 256, block_count)), 0) - (_g49_db * 2 + 1), 1); ++_g49_dr) {  // reduce_axes.pto:7:5
+            TileT50B1 t50_b1(min_i64(A - (block_index * ceil_div((A + 255) / 256, block_count) + (_g49_db * 2 + 1 + _g49_dr)) * 256, 256));  // reduce_axes.pto:7:5
+            TASSIGN(t50_b1, 512);  // reduce_axes.pto:7:5
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
+            GmView2 t6Gm2(t6 + (block_index * ceil_div((A + 255) / 256, block_count) + (_g49_db * 2 + 1 + _g49_dr)) * 256, GmView2::Shape(t50_b1.GetValidCol()));  // reduce_axes.pto:7:5
+            TLOAD(t50_b1, t6Gm2);  // reduce_axes.pto:7:5
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
+            GmView3 a12Gm3(a12 + (block_index * ceil_div((A + 255) / 256, block_count) + (_g49_db * 2 + 1 + _g49_dr)) * 256, GmView3::Shape(t50_b1.GetValidCol()));  // reduce_axes.pto:7:5
+            TSTORE(a12Gm3, t50_b1);  // reduce_axes.pto:7:5
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

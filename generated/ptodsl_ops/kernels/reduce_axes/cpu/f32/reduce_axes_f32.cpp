@@ -152,7 +152,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p1p1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p1p1_block = 0; reduce_axes_f32_k0p1p1_block < reduce_axes_f32_k0p1p1_blocks; ++reduce_axes_f32_k0p1p1_block) {  // reduce_axes.pto:5:14
@@ -177,7 +177,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p2_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p2_block = 0; reduce_axes_f32_k0p2_block < reduce_axes_f32_k0p2_blocks; ++reduce_axes_f32_k0p2_block) {  // reduce_axes.pto:5:14
@@ -252,7 +252,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p5_blocks = max_i64(ceil_div((A + 31) / 32, max_i64(((A + 31) / 32 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p5_blocks = max_i64(ceil_div((A + 255) / 256, max_i64(((A + 255) / 256 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p5_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p5_block = 0; reduce_axes_f32_k0p5_block < reduce_axes_f32_k0p5_blocks; ++reduce_axes_f32_k0p5_block) {  // reduce_axes.pto:5:14
@@ -402,7 +402,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p10_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p10_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p10_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p10_block = 0; reduce_axes_f32_k0p10_block < reduce_axes_f32_k0p10_blocks; ++reduce_axes_f32_k0p10_block) {  // reduce_axes.pto:5:14
@@ -427,7 +427,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p11_blocks = max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p11_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p11_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p11_block = 0; reduce_axes_f32_k0p11_block < reduce_axes_f32_k0p11_blocks; ++reduce_axes_f32_k0p11_block) {  // reduce_axes.pto:5:14

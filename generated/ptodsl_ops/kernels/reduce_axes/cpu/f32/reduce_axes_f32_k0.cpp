@@ -36,11 +36,11 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT2Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT4B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT4B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileTmp0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor>;
+    using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
     for (int64_t _g0 = block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)); _g0 < block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)) + min_i64(ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)), A - block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1))); ++_g0) {  // reduce_axes.pto:5:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -53,38 +53,38 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k3_db = 0; _k3_db < ((C + 31) / 32 + 1) / 2; ++_k3_db) {  // reduce_axes.pto:5:14
+            for (int64_t _k3_db = 0; _k3_db < ((C + 255) / 256 + 1) / 2; ++_k3_db) {  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
-                TileT4B0 t4_b0(min_i64(B - _g1 * 8, 8), min_i64(C - _k3_db * 2 * 32, 32));  // reduce_axes.pto:5:14
+                TileT4B0 t4_b0(min_i64(B - _g1 * 8, 8), min_i64(C - _k3_db * 2 * 256, 256));  // reduce_axes.pto:5:14
                 TASSIGN(t4_b0, 256);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
-                GmView0 xGm0(x + _g0 * (C * B) + _g1 * 8 * C + _k3_db * 2 * 32, GmView0::Shape(min_i64(B - _g1 * 8, 8), min_i64(C - _k3_db * 2 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
+                GmView0 xGm0(x + _g0 * (C * B) + _g1 * 8 * C + _k3_db * 2 * 256, GmView0::Shape(min_i64(B - _g1 * 8, 8), min_i64(C - _k3_db * 2 * 256, 256)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
                 TLOAD(t4_b0, xGm0);  // reduce_axes.pto:5:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileT5B0 t5_b0(min_i64(B - _g1 * 8, 8));  // reduce_axes.pto:5:14
-                TASSIGN(t5_b0, 1280);  // reduce_axes.pto:5:14
+                TASSIGN(t5_b0, 8448);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileTmp0 tmp0;  // reduce_axes.pto:5:14
-                TASSIGN(tmp0, 2816);  // reduce_axes.pto:5:14
+                TASSIGN(tmp0, 17152);  // reduce_axes.pto:5:14
                 TROWSUM(t5_b0, t4_b0, tmp0);  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 TADD(t2Tile, t2Tile, t5_b0);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
-                for (int64_t _k3_dr = 0; _k3_dr < min_i64((C + 31) / 32 - (_k3_db * 2 + 1), 1); ++_k3_dr) {  // reduce_axes.pto:5:14
-                    TileT4B1 t4_b1(min_i64(B - _g1 * 8, 8), min_i64(C - (_k3_db * 2 + 1 + _k3_dr) * 32, 32));  // reduce_axes.pto:5:14
-                    TASSIGN(t4_b1, 1536);  // reduce_axes.pto:5:14
+                for (int64_t _k3_dr = 0; _k3_dr < min_i64((C + 255) / 256 - (_k3_db * 2 + 1), 1); ++_k3_dr) {  // reduce_axes.pto:5:14
+                    TileT4B1 t4_b1(min_i64(B - _g1 * 8, 8), min_i64(C - (_k3_db * 2 + 1 + _k3_dr) * 256, 256));  // reduce_axes.pto:5:14
+                    TASSIGN(t4_b1, 8704);  // reduce_axes.pto:5:14
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
-                    GmView1 xGm1(x + _g0 * (C * B) + _g1 * 8 * C + (_k3_db * 2 + 1 + _k3_dr) * 32, GmView1::Shape(min_i64(B - _g1 * 8, 8), min_i64(C - (_k3_db * 2 + 1 + _k3_dr) * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:5:14
+                    GmView1 xGm1(x + _g0 * (C * B) + _g1 * 8 * C + (_k3_db * 2 + 1 + _k3_dr) * 256, GmView1::Shape(min_i64(B - _g1 * 8, 8), min_i64(C - (_k3_db * 2 + 1 + _k3_dr) * 256, 256)), GmView1::Stride(C * B, C));  // reduce_axes.pto:5:14
                     TLOAD(t4_b1, xGm1);  // reduce_axes.pto:5:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileT5B1 t5_b1(min_i64(B - _g1 * 8, 8));  // reduce_axes.pto:5:14
-                    TASSIGN(t5_b1, 2560);  // reduce_axes.pto:5:14
+                    TASSIGN(t5_b1, 16896);  // reduce_axes.pto:5:14
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileTmp0 tmp1;  // reduce_axes.pto:5:14
-                    TASSIGN(tmp1, 2816);  // reduce_axes.pto:5:14
+                    TASSIGN(tmp1, 17152);  // reduce_axes.pto:5:14
                     TROWSUM(t5_b1, t4_b1, tmp1);  // reduce_axes.pto:5:14
                     pipe_barrier(PIPE_V);
                     TADD(t2Tile, t2Tile, t5_b1);  // reduce_axes.pto:5:14

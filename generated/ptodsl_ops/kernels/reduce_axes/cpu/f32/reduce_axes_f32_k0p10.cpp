@@ -35,17 +35,17 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p10(__gm__ float* x, __gm__ 
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT67 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT70B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT70B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT67 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT70B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT70B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t _g65 = block_index / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1)); _g65 < block_index / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1)) + min_i64(ceil_div(R, block_count / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1)), R - block_index / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1))); ++_g65) {  // reduce_axes.pto:10:14
+    for (int64_t _g65 = block_index / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)); _g65 < block_index / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)) + min_i64(ceil_div(R, block_count / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)), R - block_index / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div(R, block_count / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1))); ++_g65) {  // reduce_axes.pto:10:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g66 = block_index % max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1) * ceil_div((S + 31) / 32, max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1)); _g66 < block_index % max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1) * ceil_div((S + 31) / 32, max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1)) + min_i64(ceil_div((S + 31) / 32, max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1)), (S + 31) / 32 - block_index % max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1) * ceil_div((S + 31) / 32, max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1))); ++_g66) {  // reduce_axes.pto:10:14
+        for (int64_t _g66 = block_index % max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)); _g66 < block_index % max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)) + min_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1)), (S + 255) / 256 - block_index % max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1) * ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1))); ++_g66) {  // reduce_axes.pto:10:14
             pipe_barrier(PIPE_V);
-            TileT67 t67(min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
+            TileT67 t67(min_i64(S - _g66 * 256, 256));  // reduce_axes.pto:10:14
             TASSIGN(t67, 0);  // reduce_axes.pto:10:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t67, 0.0f);  // reduce_axes.pto:10:14
@@ -54,15 +54,15 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p10(__gm__ float* x, __gm__ 
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _k68_db = 0; _k68_db < ((P + 7) / 8 + 1) / 2; ++_k68_db) {  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
-                TileT69B0 t69_b0(min_i64(P - _k68_db * 2 * 8, 8), min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
-                TASSIGN(t69_b0, 128);  // reduce_axes.pto:10:14
+                TileT69B0 t69_b0(min_i64(P - _k68_db * 2 * 8, 8), min_i64(S - _g66 * 256, 256));  // reduce_axes.pto:10:14
+                TASSIGN(t69_b0, 1024);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView0 t12Gm0(t12 + _k68_db * 2 * 8 * (S * R) + _g65 * S + _g66 * 32, GmView0::Shape(min_i64(P - _k68_db * 2 * 8, 8), min_i64(S - _g66 * 32, 32)), GmView0::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                GmView0 t12Gm0(t12 + _k68_db * 2 * 8 * (S * R) + _g65 * S + _g66 * 256, GmView0::Shape(min_i64(P - _k68_db * 2 * 8, 8), min_i64(S - _g66 * 256, 256)), GmView0::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
                 TLOAD(t69_b0, t12Gm0);  // reduce_axes.pto:10:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT70B0 t70_b0(min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
-                TASSIGN(t70_b0, 1152);  // reduce_axes.pto:10:14
+                TileT70B0 t70_b0(min_i64(S - _g66 * 256, 256));  // reduce_axes.pto:10:14
+                TASSIGN(t70_b0, 9216);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCOLSUM(t70_b0, t69_b0);  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
@@ -71,14 +71,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p10(__gm__ float* x, __gm__ 
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 for (int64_t _k68_dr = 0; _k68_dr < min_i64((P + 7) / 8 - (_k68_db * 2 + 1), 1); ++_k68_dr) {  // reduce_axes.pto:10:14
-                    TileT69B1 t69_b1(min_i64(P - (_k68_db * 2 + 1 + _k68_dr) * 8, 8), min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t69_b1, 1280);  // reduce_axes.pto:10:14
+                    TileT69B1 t69_b1(min_i64(P - (_k68_db * 2 + 1 + _k68_dr) * 8, 8), min_i64(S - _g66 * 256, 256));  // reduce_axes.pto:10:14
+                    TASSIGN(t69_b1, 10240);  // reduce_axes.pto:10:14
                     using GmView1 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView1 t12Gm1(t12 + (_k68_db * 2 + 1 + _k68_dr) * 8 * (S * R) + _g65 * S + _g66 * 32, GmView1::Shape(min_i64(P - (_k68_db * 2 + 1 + _k68_dr) * 8, 8), min_i64(S - _g66 * 32, 32)), GmView1::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                    GmView1 t12Gm1(t12 + (_k68_db * 2 + 1 + _k68_dr) * 8 * (S * R) + _g65 * S + _g66 * 256, GmView1::Shape(min_i64(P - (_k68_db * 2 + 1 + _k68_dr) * 8, 8), min_i64(S - _g66 * 256, 256)), GmView1::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
                     TLOAD(t69_b1, t12Gm1);  // reduce_axes.pto:10:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT70B1 t70_b1(min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t70_b1, 2304);  // reduce_axes.pto:10:14
+                    TileT70B1 t70_b1(min_i64(S - _g66 * 256, 256));  // reduce_axes.pto:10:14
+                    TASSIGN(t70_b1, 18432);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCOLSUM(t70_b1, t69_b1);  // reduce_axes.pto:10:14
                     pipe_barrier(PIPE_V);
@@ -91,7 +91,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p10(__gm__ float* x, __gm__ 
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-            GmView2 t13Gm2(t13 + _g65 * S + _g66 * 32, GmView2::Shape(min_i64(S - _g66 * 32, 32)), GmView2::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+            GmView2 t13Gm2(t13 + _g65 * S + _g66 * 256, GmView2::Shape(min_i64(S - _g66 * 256, 256)), GmView2::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
             TSTORE(t13Gm2, t67);  // reduce_axes.pto:10:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }

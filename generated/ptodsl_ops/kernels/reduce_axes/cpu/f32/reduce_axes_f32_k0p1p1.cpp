@@ -35,17 +35,17 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p1p1(__gm__ float* x, __gm__
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT13Tile = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13Tile = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t _g6 = block_index / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)); _g6 < block_index / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)), B - block_index / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1))); ++_g6) {  // reduce_axes.pto:5:14
+    for (int64_t _g6 = block_index / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)); _g6 < block_index / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)), B - block_index / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1))); ++_g6) {  // reduce_axes.pto:5:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g12 = block_index % max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div((C + 31) / 32, max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)); _g12 < block_index % max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div((C + 31) / 32, max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)) + min_i64(ceil_div((C + 31) / 32, max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1)), (C + 31) / 32 - block_index % max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1) * ceil_div((C + 31) / 32, max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1))); ++_g12) {  // reduce_axes.pto:6:13
+        for (int64_t _g12 = block_index % max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)); _g12 < block_index % max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)) + min_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1)), (C + 255) / 256 - block_index % max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1) * ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1))); ++_g12) {  // reduce_axes.pto:6:13
             pipe_barrier(PIPE_V);
-            TileT13Tile t13Tile(min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
+            TileT13Tile t13Tile(min_i64(C - _g12 * 256, 256));  // reduce_axes.pto:6:13
             TASSIGN(t13Tile, 0);  // reduce_axes.pto:6:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t13Tile, -__builtin_inff());  // reduce_axes.pto:6:13
@@ -54,15 +54,15 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p1p1(__gm__ float* x, __gm__
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _k14_db = 0; _k14_db < ((A + 7) / 8 + 1) / 2; ++_k14_db) {  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
-                TileT15B0 t15_b0(min_i64(A - _k14_db * 2 * 8, 8), min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t15_b0, 128);  // reduce_axes.pto:6:13
+                TileT15B0 t15_b0(min_i64(A - _k14_db * 2 * 8, 8), min_i64(C - _g12 * 256, 256));  // reduce_axes.pto:6:13
+                TASSIGN(t15_b0, 1024);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-                GmView0 xGm0(x + _k14_db * 2 * 8 * (C * B) + _g6 * C + _g12 * 32, GmView0::Shape(min_i64(A - _k14_db * 2 * 8, 8), min_i64(C - _g12 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:6:13
+                GmView0 xGm0(x + _k14_db * 2 * 8 * (C * B) + _g6 * C + _g12 * 256, GmView0::Shape(min_i64(A - _k14_db * 2 * 8, 8), min_i64(C - _g12 * 256, 256)), GmView0::Stride(C * B, C));  // reduce_axes.pto:6:13
                 TLOAD(t15_b0, xGm0);  // reduce_axes.pto:6:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT16B0 t16_b0(min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t16_b0, 1152);  // reduce_axes.pto:6:13
+                TileT16B0 t16_b0(min_i64(C - _g12 * 256, 256));  // reduce_axes.pto:6:13
+                TASSIGN(t16_b0, 9216);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCOLMAX(t16_b0, t15_b0);  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
@@ -71,14 +71,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p1p1(__gm__ float* x, __gm__
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 for (int64_t _k14_dr = 0; _k14_dr < min_i64((A + 7) / 8 - (_k14_db * 2 + 1), 1); ++_k14_dr) {  // reduce_axes.pto:6:13
-                    TileT15B1 t15_b1(min_i64(A - (_k14_db * 2 + 1 + _k14_dr) * 8, 8), min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
-                    TASSIGN(t15_b1, 1280);  // reduce_axes.pto:6:13
+                    TileT15B1 t15_b1(min_i64(A - (_k14_db * 2 + 1 + _k14_dr) * 8, 8), min_i64(C - _g12 * 256, 256));  // reduce_axes.pto:6:13
+                    TASSIGN(t15_b1, 10240);  // reduce_axes.pto:6:13
                     using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-                    GmView1 xGm1(x + (_k14_db * 2 + 1 + _k14_dr) * 8 * (C * B) + _g6 * C + _g12 * 32, GmView1::Shape(min_i64(A - (_k14_db * 2 + 1 + _k14_dr) * 8, 8), min_i64(C - _g12 * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:6:13
+                    GmView1 xGm1(x + (_k14_db * 2 + 1 + _k14_dr) * 8 * (C * B) + _g6 * C + _g12 * 256, GmView1::Shape(min_i64(A - (_k14_db * 2 + 1 + _k14_dr) * 8, 8), min_i64(C - _g12 * 256, 256)), GmView1::Stride(C * B, C));  // reduce_axes.pto:6:13
                     TLOAD(t15_b1, xGm1);  // reduce_axes.pto:6:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT16B1 t16_b1(min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
-                    TASSIGN(t16_b1, 2304);  // reduce_axes.pto:6:13
+                    TileT16B1 t16_b1(min_i64(C - _g12 * 256, 256));  // reduce_axes.pto:6:13
+                    TASSIGN(t16_b1, 18432);  // reduce_axes.pto:6:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCOLMAX(t16_b1, t15_b1);  // reduce_axes.pto:6:13
                     pipe_barrier(PIPE_V);
@@ -91,7 +91,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p1p1(__gm__ float* x, __gm__
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-            GmView2 t3Gm2(t3 + _g6 * C + _g12 * 32, GmView2::Shape(min_i64(C - _g12 * 32, 32)), GmView2::Stride(C * B, C));  // reduce_axes.pto:6:13
+            GmView2 t3Gm2(t3 + _g6 * C + _g12 * 256, GmView2::Shape(min_i64(C - _g12 * 256, 256)), GmView2::Stride(C * B, C));  // reduce_axes.pto:6:13
             TSTORE(t3Gm2, t13Tile);  // reduce_axes.pto:6:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }

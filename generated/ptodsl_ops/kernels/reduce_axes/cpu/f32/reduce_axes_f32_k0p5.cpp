@@ -35,35 +35,35 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p5(__gm__ float* x, __gm__ f
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT32B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g31_db = 0; _g31_db < (max_i64(min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)), 0) + 1) / 2; ++_g31_db) {  // reduce_axes.pto:7:5
-        TileT32B0 t32_b0(min_i64(A - (block_index * ceil_div((A + 31) / 32, block_count) + _g31_db * 2) * 32, 32));  // reduce_axes.pto:7:5
+    for (int64_t _g31_db = 0; _g31_db < (max_i64(min_i64(ceil_div((A + 255) / 256, block_count), (A + 255) / 256 - block_index * ceil_div((A + 255) / 256, block_count)), 0) + 1) / 2; ++_g31_db) {  // reduce_axes.pto:7:5
+        TileT32B0 t32_b0(min_i64(A - (block_index * ceil_div((A + 255) / 256, block_count) + _g31_db * 2) * 256, 256));  // reduce_axes.pto:7:5
         TASSIGN(t32_b0, 0);  // reduce_axes.pto:7:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView0 t4Gm0(t4 + (block_index * ceil_div((A + 31) / 32, block_count) + _g31_db * 2) * 32, GmView0::Shape(t32_b0.GetValidCol()));  // reduce_axes.pto:7:5
+        GmView0 t4Gm0(t4 + (block_index * ceil_div((A + 255) / 256, block_count) + _g31_db * 2) * 256, GmView0::Shape(t32_b0.GetValidCol()));  // reduce_axes.pto:7:5
         TLOAD(t32_b0, t4Gm0);  // reduce_axes.pto:7:5
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView1 a12Gm1(a12 + (block_index * ceil_div((A + 31) / 32, block_count) + _g31_db * 2) * 32, GmView1::Shape(t32_b0.GetValidCol()));  // reduce_axes.pto:7:5
+        GmView1 a12Gm1(a12 + (block_index * ceil_div((A + 255) / 256, block_count) + _g31_db * 2) * 256, GmView1::Shape(t32_b0.GetValidCol()));  // reduce_axes.pto:7:5
         TSTORE(a12Gm1, t32_b0);  // reduce_axes.pto:7:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g31_dr = 0; _g31_dr < min_i64(max_i64(min_i64(ceil_div((A + 31) / 32, block_count), (A + 31) / 32 - block_index * ceil_div((A + 31) / 32, block_count)), 0) - (_g31_db * 2 + 1), 1); ++_g31_dr) {  // reduce_axes.pto:7:5
-            TileT32B1 t32_b1(min_i64(A - (block_index * ceil_div((A + 31) / 32, block_count) + (_g31_db * 2 + 1 + _g31_dr)) * 32, 32));  // reduce_axes.pto:7:5
-            TASSIGN(t32_b1, 128);  // reduce_axes.pto:7:5
+        for (int64_t _g31_dr = 0; _g31_dr < min_i64(max_i64(min_i64(ceil_div((A + 255) / 256, block_count), (A + 255) / 256 - block_index * ceil_div((A + 255) / 256, block_count)), 0) - (_g31_db * 2 + 1), 1); ++_g31_dr) {  // reduce_axes.pto:7:5
+            TileT32B1 t32_b1(min_i64(A - (block_index * ceil_div((A + 255) / 256, block_count) + (_g31_db * 2 + 1 + _g31_dr)) * 256, 256));  // reduce_axes.pto:7:5
+            TASSIGN(t32_b1, 1024);  // reduce_axes.pto:7:5
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-            GmView2 t4Gm2(t4 + (block_index * ceil_div((A + 31) / 32, block_count) + (_g31_db * 2 + 1 + _g31_dr)) * 32, GmView2::Shape(t32_b1.GetValidCol()));  // reduce_axes.pto:7:5
+            GmView2 t4Gm2(t4 + (block_index * ceil_div((A + 255) / 256, block_count) + (_g31_db * 2 + 1 + _g31_dr)) * 256, GmView2::Shape(t32_b1.GetValidCol()));  // reduce_axes.pto:7:5
             TLOAD(t32_b1, t4Gm2);  // reduce_axes.pto:7:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-            GmView3 a12Gm3(a12 + (block_index * ceil_div((A + 31) / 32, block_count) + (_g31_db * 2 + 1 + _g31_dr)) * 32, GmView3::Shape(t32_b1.GetValidCol()));  // reduce_axes.pto:7:5
+            GmView3 a12Gm3(a12 + (block_index * ceil_div((A + 255) / 256, block_count) + (_g31_db * 2 + 1 + _g31_dr)) * 256, GmView3::Shape(t32_b1.GetValidCol()));  // reduce_axes.pto:7:5
             TSTORE(a12Gm3, t32_b1);  // reduce_axes.pto:7:5
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);

@@ -35,18 +35,18 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p6(__gm__ float* x, __gm__ f
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT36 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _g33 = block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)); _g33 < block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)) + min_i64(ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)), Q - block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(Q, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1))); ++_g33) {  // reduce_axes.pto:8:13
         for (int64_t _g34 = block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)); _g34 < block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)) + min_i64(ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1)), R - block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1))); ++_g34) {  // reduce_axes.pto:8:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g35 = 0; _g35 < (S + 31) / 32; ++_g35) {  // reduce_axes.pto:8:13
+            for (int64_t _g35 = 0; _g35 < (S + 255) / 256; ++_g35) {  // reduce_axes.pto:8:13
                 pipe_barrier(PIPE_V);
-                TileT36 t36(min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
+                TileT36 t36(min_i64(S - _g35 * 256, 256));  // reduce_axes.pto:8:13
                 TASSIGN(t36, 0);  // reduce_axes.pto:8:13
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TEXPANDS(t36, __builtin_inff());  // reduce_axes.pto:8:13
@@ -55,15 +55,15 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p6(__gm__ float* x, __gm__ f
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _k37_db = 0; _k37_db < ((P + 7) / 8 + 1) / 2; ++_k37_db) {  // reduce_axes.pto:8:13
                     pipe_barrier(PIPE_V);
-                    TileT38B0 t38_b0(min_i64(P - _k37_db * 2 * 8, 8), min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
-                    TASSIGN(t38_b0, 128);  // reduce_axes.pto:8:13
+                    TileT38B0 t38_b0(min_i64(P - _k37_db * 2 * 8, 8), min_i64(S - _g35 * 256, 256));  // reduce_axes.pto:8:13
+                    TASSIGN(t38_b0, 1024);  // reduce_axes.pto:8:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView0 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                    GmView0 wGm0(w + _k37_db * 2 * 8 * (S * R * Q) + _g33 * (S * R) + _g34 * S + _g35 * 32, GmView0::Shape(min_i64(P - _k37_db * 2 * 8, 8), min_i64(S - _g35 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                    GmView0 wGm0(w + _k37_db * 2 * 8 * (S * R * Q) + _g33 * (S * R) + _g34 * S + _g35 * 256, GmView0::Shape(min_i64(P - _k37_db * 2 * 8, 8), min_i64(S - _g35 * 256, 256)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
                     TLOAD(t38_b0, wGm0);  // reduce_axes.pto:8:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT39B0 t39_b0(min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
-                    TASSIGN(t39_b0, 1152);  // reduce_axes.pto:8:13
+                    TileT39B0 t39_b0(min_i64(S - _g35 * 256, 256));  // reduce_axes.pto:8:13
+                    TASSIGN(t39_b0, 9216);  // reduce_axes.pto:8:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCOLMIN(t39_b0, t38_b0);  // reduce_axes.pto:8:13
                     pipe_barrier(PIPE_V);
@@ -72,14 +72,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p6(__gm__ float* x, __gm__ f
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     pipe_barrier(PIPE_V);
                     for (int64_t _k37_dr = 0; _k37_dr < min_i64((P + 7) / 8 - (_k37_db * 2 + 1), 1); ++_k37_dr) {  // reduce_axes.pto:8:13
-                        TileT38B1 t38_b1(min_i64(P - (_k37_db * 2 + 1 + _k37_dr) * 8, 8), min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
-                        TASSIGN(t38_b1, 1280);  // reduce_axes.pto:8:13
+                        TileT38B1 t38_b1(min_i64(P - (_k37_db * 2 + 1 + _k37_dr) * 8, 8), min_i64(S - _g35 * 256, 256));  // reduce_axes.pto:8:13
+                        TASSIGN(t38_b1, 10240);  // reduce_axes.pto:8:13
                         using GmView1 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                        GmView1 wGm1(w + (_k37_db * 2 + 1 + _k37_dr) * 8 * (S * R * Q) + _g33 * (S * R) + _g34 * S + _g35 * 32, GmView1::Shape(min_i64(P - (_k37_db * 2 + 1 + _k37_dr) * 8, 8), min_i64(S - _g35 * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                        GmView1 wGm1(w + (_k37_db * 2 + 1 + _k37_dr) * 8 * (S * R * Q) + _g33 * (S * R) + _g34 * S + _g35 * 256, GmView1::Shape(min_i64(P - (_k37_db * 2 + 1 + _k37_dr) * 8, 8), min_i64(S - _g35 * 256, 256)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
                         TLOAD(t38_b1, wGm1);  // reduce_axes.pto:8:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                        TileT39B1 t39_b1(min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
-                        TASSIGN(t39_b1, 2304);  // reduce_axes.pto:8:13
+                        TileT39B1 t39_b1(min_i64(S - _g35 * 256, 256));  // reduce_axes.pto:8:13
+                        TASSIGN(t39_b1, 18432);  // reduce_axes.pto:8:13
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCOLMIN(t39_b1, t38_b1);  // reduce_axes.pto:8:13
                         pipe_barrier(PIPE_V);
@@ -92,7 +92,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p6(__gm__ float* x, __gm__ f
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                GmView2 n0Gm2(n0 + _g33 * (S * R) + _g34 * S + _g35 * 32, GmView2::Shape(min_i64(S - _g35 * 32, 32)), GmView2::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                GmView2 n0Gm2(n0 + _g33 * (S * R) + _g34 * S + _g35 * 256, GmView2::Shape(min_i64(S - _g35 * 256, 256)), GmView2::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
                 TSTORE(n0Gm2, t36);  // reduce_axes.pto:8:13
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }

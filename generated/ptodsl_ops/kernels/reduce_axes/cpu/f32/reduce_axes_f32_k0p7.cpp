@@ -36,11 +36,11 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p7(__gm__ float* x, __gm__ f
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT43 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT45B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT45B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT46B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT45B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT45B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT46B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileTmp0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor>;
+    using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
     for (int64_t _g40 = block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g40 < block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), P - block_index / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g40) {  // reduce_axes.pto:9:15
         for (int64_t _g41 = block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)); _g41 < block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)) + min_i64(ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1)), Q - block_index % max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1) * ceil_div(Q, max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1))); ++_g41) {  // reduce_axes.pto:9:15
@@ -54,38 +54,38 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p7(__gm__ float* x, __gm__ f
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _k44_db = 0; _k44_db < ((S + 31) / 32 + 1) / 2; ++_k44_db) {  // reduce_axes.pto:9:15
+                for (int64_t _k44_db = 0; _k44_db < ((S + 255) / 256 + 1) / 2; ++_k44_db) {  // reduce_axes.pto:9:15
                     pipe_barrier(PIPE_V);
-                    TileT45B0 t45_b0(min_i64(R - _g42 * 8, 8), min_i64(S - _k44_db * 2 * 32, 32));  // reduce_axes.pto:9:15
+                    TileT45B0 t45_b0(min_i64(R - _g42 * 8, 8), min_i64(S - _k44_db * 2 * 256, 256));  // reduce_axes.pto:9:15
                     TASSIGN(t45_b0, 256);  // reduce_axes.pto:9:15
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-                    GmView0 wGm0(w + _g40 * (S * R * Q) + _g41 * (S * R) + _g42 * 8 * S + _k44_db * 2 * 32, GmView0::Shape(min_i64(R - _g42 * 8, 8), min_i64(S - _k44_db * 2 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+                    GmView0 wGm0(w + _g40 * (S * R * Q) + _g41 * (S * R) + _g42 * 8 * S + _k44_db * 2 * 256, GmView0::Shape(min_i64(R - _g42 * 8, 8), min_i64(S - _k44_db * 2 * 256, 256)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
                     TLOAD(t45_b0, wGm0);  // reduce_axes.pto:9:15
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileT46B0 t46_b0(min_i64(R - _g42 * 8, 8));  // reduce_axes.pto:9:15
-                    TASSIGN(t46_b0, 1280);  // reduce_axes.pto:9:15
+                    TASSIGN(t46_b0, 8448);  // reduce_axes.pto:9:15
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileTmp0 tmp0;  // reduce_axes.pto:9:15
-                    TASSIGN(tmp0, 2816);  // reduce_axes.pto:9:15
+                    TASSIGN(tmp0, 17152);  // reduce_axes.pto:9:15
                     TROWSUM(t46_b0, t45_b0, tmp0);  // reduce_axes.pto:9:15
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     TADD(t43, t43, t46_b0);  // reduce_axes.pto:9:15
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     pipe_barrier(PIPE_V);
-                    for (int64_t _k44_dr = 0; _k44_dr < min_i64((S + 31) / 32 - (_k44_db * 2 + 1), 1); ++_k44_dr) {  // reduce_axes.pto:9:15
-                        TileT45B1 t45_b1(min_i64(R - _g42 * 8, 8), min_i64(S - (_k44_db * 2 + 1 + _k44_dr) * 32, 32));  // reduce_axes.pto:9:15
-                        TASSIGN(t45_b1, 1536);  // reduce_axes.pto:9:15
+                    for (int64_t _k44_dr = 0; _k44_dr < min_i64((S + 255) / 256 - (_k44_db * 2 + 1), 1); ++_k44_dr) {  // reduce_axes.pto:9:15
+                        TileT45B1 t45_b1(min_i64(R - _g42 * 8, 8), min_i64(S - (_k44_db * 2 + 1 + _k44_dr) * 256, 256));  // reduce_axes.pto:9:15
+                        TASSIGN(t45_b1, 8704);  // reduce_axes.pto:9:15
                         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-                        GmView1 wGm1(w + _g40 * (S * R * Q) + _g41 * (S * R) + _g42 * 8 * S + (_k44_db * 2 + 1 + _k44_dr) * 32, GmView1::Shape(min_i64(R - _g42 * 8, 8), min_i64(S - (_k44_db * 2 + 1 + _k44_dr) * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+                        GmView1 wGm1(w + _g40 * (S * R * Q) + _g41 * (S * R) + _g42 * 8 * S + (_k44_db * 2 + 1 + _k44_dr) * 256, GmView1::Shape(min_i64(R - _g42 * 8, 8), min_i64(S - (_k44_db * 2 + 1 + _k44_dr) * 256, 256)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
                         TLOAD(t45_b1, wGm1);  // reduce_axes.pto:9:15
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TileT46B1 t46_b1(min_i64(R - _g42 * 8, 8));  // reduce_axes.pto:9:15
-                        TASSIGN(t46_b1, 2560);  // reduce_axes.pto:9:15
+                        TASSIGN(t46_b1, 16896);  // reduce_axes.pto:9:15
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TileTmp0 tmp1;  // reduce_axes.pto:9:15
-                        TASSIGN(tmp1, 2816);  // reduce_axes.pto:9:15
+                        TASSIGN(tmp1, 17152);  // reduce_axes.pto:9:15
                         TROWSUM(t46_b1, t45_b1, tmp1);  // reduce_axes.pto:9:15
                         pipe_barrier(PIPE_V);
                         TADD(t43, t43, t46_b1);  // reduce_axes.pto:9:15

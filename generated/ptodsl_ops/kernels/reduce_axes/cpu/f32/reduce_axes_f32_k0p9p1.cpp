@@ -35,18 +35,18 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p9p1(__gm__ float* x, __gm__
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT61 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63B0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64B0 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63B1 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64B1 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT61 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT63B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT63B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _g53 = block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)); _g53 < block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)) + min_i64(ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)), P - block_index / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(P, block_count / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1))); ++_g53) {  // reduce_axes.pto:9:15
         for (int64_t _g59 = block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)); _g59 < block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)) + min_i64(ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1)), R - block_index % max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1) * ceil_div(R, max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1))); ++_g59) {  // reduce_axes.pto:10:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g60 = 0; _g60 < (S + 31) / 32; ++_g60) {  // reduce_axes.pto:10:14
+            for (int64_t _g60 = 0; _g60 < (S + 255) / 256; ++_g60) {  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
-                TileT61 t61(min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
+                TileT61 t61(min_i64(S - _g60 * 256, 256));  // reduce_axes.pto:10:14
                 TASSIGN(t61, 0);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TEXPANDS(t61, 0.0f);  // reduce_axes.pto:10:14
@@ -55,15 +55,15 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p9p1(__gm__ float* x, __gm__
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _k62_db = 0; _k62_db < ((Q + 7) / 8 + 1) / 2; ++_k62_db) {  // reduce_axes.pto:10:14
                     pipe_barrier(PIPE_V);
-                    TileT63B0 t63_b0(min_i64(Q - _k62_db * 2 * 8, 8), min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t63_b0, 128);  // reduce_axes.pto:10:14
+                    TileT63B0 t63_b0(min_i64(Q - _k62_db * 2 * 8, 8), min_i64(S - _g60 * 256, 256));  // reduce_axes.pto:10:14
+                    TASSIGN(t63_b0, 1024);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView0 wGm0(w + _g53 * (S * R * Q) + _k62_db * 2 * 8 * (S * R) + _g59 * S + _g60 * 32, GmView0::Shape(min_i64(Q - _k62_db * 2 * 8, 8), min_i64(S - _g60 * 32, 32)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                    GmView0 wGm0(w + _g53 * (S * R * Q) + _k62_db * 2 * 8 * (S * R) + _g59 * S + _g60 * 256, GmView0::Shape(min_i64(Q - _k62_db * 2 * 8, 8), min_i64(S - _g60 * 256, 256)), GmView0::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
                     TLOAD(t63_b0, wGm0);  // reduce_axes.pto:10:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT64B0 t64_b0(min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t64_b0, 1152);  // reduce_axes.pto:10:14
+                    TileT64B0 t64_b0(min_i64(S - _g60 * 256, 256));  // reduce_axes.pto:10:14
+                    TASSIGN(t64_b0, 9216);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCOLSUM(t64_b0, t63_b0);  // reduce_axes.pto:10:14
                     pipe_barrier(PIPE_V);
@@ -72,14 +72,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p9p1(__gm__ float* x, __gm__
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     pipe_barrier(PIPE_V);
                     for (int64_t _k62_dr = 0; _k62_dr < min_i64((Q + 7) / 8 - (_k62_db * 2 + 1), 1); ++_k62_dr) {  // reduce_axes.pto:10:14
-                        TileT63B1 t63_b1(min_i64(Q - (_k62_db * 2 + 1 + _k62_dr) * 8, 8), min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
-                        TASSIGN(t63_b1, 1280);  // reduce_axes.pto:10:14
+                        TileT63B1 t63_b1(min_i64(Q - (_k62_db * 2 + 1 + _k62_dr) * 8, 8), min_i64(S - _g60 * 256, 256));  // reduce_axes.pto:10:14
+                        TASSIGN(t63_b1, 10240);  // reduce_axes.pto:10:14
                         using GmView1 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                        GmView1 wGm1(w + _g53 * (S * R * Q) + (_k62_db * 2 + 1 + _k62_dr) * 8 * (S * R) + _g59 * S + _g60 * 32, GmView1::Shape(min_i64(Q - (_k62_db * 2 + 1 + _k62_dr) * 8, 8), min_i64(S - _g60 * 32, 32)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                        GmView1 wGm1(w + _g53 * (S * R * Q) + (_k62_db * 2 + 1 + _k62_dr) * 8 * (S * R) + _g59 * S + _g60 * 256, GmView1::Shape(min_i64(Q - (_k62_db * 2 + 1 + _k62_dr) * 8, 8), min_i64(S - _g60 * 256, 256)), GmView1::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
                         TLOAD(t63_b1, wGm1);  // reduce_axes.pto:10:14
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                        TileT64B1 t64_b1(min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
-                        TASSIGN(t64_b1, 2304);  // reduce_axes.pto:10:14
+                        TileT64B1 t64_b1(min_i64(S - _g60 * 256, 256));  // reduce_axes.pto:10:14
+                        TASSIGN(t64_b1, 18432);  // reduce_axes.pto:10:14
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCOLSUM(t64_b1, t63_b1);  // reduce_axes.pto:10:14
                         pipe_barrier(PIPE_V);
@@ -92,7 +92,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p9p1(__gm__ float* x, __gm__
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView2 t12Gm2(t12 + _g53 * (S * R) + _g59 * S + _g60 * 32, GmView2::Shape(min_i64(S - _g60 * 32, 32)), GmView2::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                GmView2 t12Gm2(t12 + _g53 * (S * R) + _g59 * S + _g60 * 256, GmView2::Shape(min_i64(S - _g60 * 256, 256)), GmView2::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
                 TSTORE(t12Gm2, t61);  // reduce_axes.pto:10:14
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }

@@ -13,27 +13,26 @@
 #include <new>
 #include <vector>
 
-extern "C" void reduce_axes_f16_k0_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p1_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p2_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p3_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p4_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p5_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p6_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p7_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p8_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p9_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p10_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p11_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p12_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p13_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p14_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p15_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p15p1_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p16_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p17_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p18_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
-extern "C" void reduce_axes_f16_k0p19_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, float* t9, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p1_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p2_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p3_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p4_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p5_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p6_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p7_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p8_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p9_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p10_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p11_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p12_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p13_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p14_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p14p1_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p15_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p16_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p17_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f16_k0p18_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -267,11 +266,6 @@ extern "C" int reduce_axes_f16(int32_t device, void* stream, half* x, half* w, h
             return -1;  // reduce_axes.pto:7:14
         }
         float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // reduce_axes.pto:7:14
-        DeviceWorkspace t9_bytes(A * static_cast<int64_t>(sizeof(float)), poison);  // reduce_axes.pto:7:14
-        if (ptodsl_failed) {  // reduce_axes.pto:7:14
-            return -1;  // reduce_axes.pto:7:14
-        }
-        float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // reduce_axes.pto:7:14
         DeviceWorkspace t10_bytes(A * static_cast<int64_t>(sizeof(half)), poison);  // reduce_axes.pto:7:14
         if (ptodsl_failed) {  // reduce_axes.pto:7:14
             return -1;  // reduce_axes.pto:7:14
@@ -316,148 +310,141 @@ extern "C" int reduce_axes_f16(int32_t device, void* stream, half* x, half* w, h
         half* t17 = t21;  // reduce_axes.pto:10:14
         {  // reduce_axes.pto:5:14
             const int64_t reduce_axes_f16_k0_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0_launch(reduce_axes_f16_k0_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0_launch(reduce_axes_f16_k0_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
             const int64_t reduce_axes_f16_k0p1_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p1_launch(reduce_axes_f16_k0p1_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p1_launch(reduce_axes_f16_k0p1_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p1")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
             const int64_t reduce_axes_f16_k0p2_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p2_launch(reduce_axes_f16_k0p2_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p2_launch(reduce_axes_f16_k0p2_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p2")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p3_blocks = max_i64(ceil_div((B + 3) / 4, max_i64(((B + 3) / 4 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p3_launch(reduce_axes_f16_k0p3_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p3_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(((B + 7) / 8 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p3_launch(reduce_axes_f16_k0p3_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p3")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p4_launch(reduce_axes_f16_k0p4_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p4_launch(reduce_axes_f16_k0p4_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p4")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p5_blocks = max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p5_launch(reduce_axes_f16_k0p5_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p5_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p5_launch(reduce_axes_f16_k0p5_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p5")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
             const int64_t reduce_axes_f16_k0p6_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p6_launch(reduce_axes_f16_k0p6_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p6_launch(reduce_axes_f16_k0p6_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p6")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
             const int64_t reduce_axes_f16_k0p7_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p7_launch(reduce_axes_f16_k0p7_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p7_launch(reduce_axes_f16_k0p7_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p7")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
             const int64_t reduce_axes_f16_k0p8_blocks = max_i64(ceil_div(A, max_i64((A + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p8_launch(reduce_axes_f16_k0p8_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p8_launch(reduce_axes_f16_k0p8_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p8")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p9_blocks = max_i64(ceil_div((A + 1) / 2, max_i64(((A + 1) / 2 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p9_launch(reduce_axes_f16_k0p9_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p9_blocks = max_i64(ceil_div((A + 255) / 256, max_i64(((A + 255) / 256 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p9_launch(reduce_axes_f16_k0p9_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p9")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p10_blocks = max_i64(ceil_div((A + 31) / 32, max_i64(((A + 31) / 32 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p10_launch(reduce_axes_f16_k0p10_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p10_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p10_launch(reduce_axes_f16_k0p10_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p10")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p11_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p11_launch(reduce_axes_f16_k0p11_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p11_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p11_launch(reduce_axes_f16_k0p11_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p11")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
             const int64_t reduce_axes_f16_k0p12_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p12_launch(reduce_axes_f16_k0p12_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p12_launch(reduce_axes_f16_k0p12_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p12")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
             const int64_t reduce_axes_f16_k0p13_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p13_launch(reduce_axes_f16_k0p13_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p13_launch(reduce_axes_f16_k0p13_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p13")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p14_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p14_launch(reduce_axes_f16_k0p14_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p14_blocks = max_i64(ceil_div(P, max_i64((P + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p14_launch(reduce_axes_f16_k0p14_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p14")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p15_blocks = max_i64(ceil_div(P, max_i64((P + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p15_launch(reduce_axes_f16_k0p15_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p14p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p14p1_launch(reduce_axes_f16_k0p14p1_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            if (!launched("the launch of reduce_axes_f16_k0p14p1")) {  // reduce_axes.pto:5:14
+                return -1;  // reduce_axes.pto:5:14
+            }
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p15_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p15_launch(reduce_axes_f16_k0p15_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p15")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p15p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p15p1_launch(reduce_axes_f16_k0p15p1_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
-            if (!launched("the launch of reduce_axes_f16_k0p15p1")) {  // reduce_axes.pto:5:14
-                return -1;  // reduce_axes.pto:5:14
-            }
-        }
-        {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p16_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p16_launch(reduce_axes_f16_k0p16_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p16_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p16_launch(reduce_axes_f16_k0p16_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p16")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p17_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p17_launch(reduce_axes_f16_k0p17_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p17_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p17_launch(reduce_axes_f16_k0p17_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p17")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p18_blocks = max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p18_launch(reduce_axes_f16_k0p18_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p18_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f16_k0p18_launch(reduce_axes_f16_k0p18_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p18")) {  // reduce_axes.pto:5:14
-                return -1;  // reduce_axes.pto:5:14
-            }
-        }
-        {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p19_blocks = max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
-            reduce_axes_f16_k0p19_launch(reduce_axes_f16_k0p19_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t9, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
-            if (!launched("the launch of reduce_axes_f16_k0p19")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }

@@ -287,14 +287,14 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p1p1_launch(reduce_axes_f32_k0p1p1_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p1p1")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p2_launch(reduce_axes_f32_k0p2_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p2")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
@@ -315,7 +315,7 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p5_blocks = max_i64(ceil_div((A + 31) / 32, max_i64(((A + 31) / 32 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p5_blocks = max_i64(ceil_div((A + 255) / 256, max_i64(((A + 255) / 256 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p5_launch(reduce_axes_f32_k0p5_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p5")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
@@ -357,14 +357,14 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p10_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p10_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p10_launch(reduce_axes_f32_k0p10_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p10")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p11_blocks = max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p11_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p11_launch(reduce_axes_f32_k0p11_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p11")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
