@@ -299,11 +299,11 @@ def test_the_parts_of_an_unrolled_loop_batch_across_the_blocks(write_spec, monke
         assert m.timeline.bound == pytest.approx(plain.timeline.bound, rel=1e-12)
 
 
-def test_blocks_whose_loops_read_the_block_index_run_one_by_one(monkeypatch):
+def test_batched_blocks_each_see_their_own_block_index(monkeypatch):
     """ffn's first matmul is shared out by output tiles (passes/blocks_flat.py) and its rows of
     tiles are double buffered: the paired loop's offsets read where the block's share starts in
-    its column, which a batch of every block's iterations, evaluated in one block's environment,
-    got wrong for the others (NaN in poison mode). Such blocks run one by one."""
+    its column. A batch of every block's iterations evaluated them all with the last block's
+    index (rows never written: NaN in poison mode); each iteration now sees its own block's."""
     op = ptodsl.load("specs/ffn.yaml")
     for case in op.spec.tests:
         (batched, _), (plain, _) = both_ways(op, case, monkeypatch)
