@@ -170,21 +170,7 @@ class _Run:
                 seen[key] = steady.diff(self._state(), before)
             tl.end_launch()
             return
-        split = kernel.attrs.get("block_split")  # a grid of blocks, b // split by b % split
-        columns = int(sym.evaluate(split, inner)) if split is not None and index is not None else 1
-        if columns > 1 and blocks % columns == 0:
-            # block b runs row b // columns, column b % columns: not monotone in b, but each
-            # column's blocks are, in their row (blocks/share_out_nest)
-            row = "_block_row"
-            for c in range(columns):
-                at = sym.add(sym.mul(sym.Sym(row), columns), c)
-                exprs, counts = kernel_exprs(kernel)
-                exprs = [sym.substitute(e, {index: at}) for e in exprs]
-                counts = {k: sym.substitute(n, {index: at}) for k, n in counts.items()}
-                rows = range(blocks // columns)
-                self.iterate(rows, lambda r, c=c: one(r * columns + c),
-                             lambda exprs=exprs, counts=counts, rows=rows: self._monotone((exprs, counts), row, rows, inner))
-        elif index is None:
+        if index is None:
             self.iterate(range(blocks), one, lambda: True)
         else:
             self.each(range(blocks), one, kernel_exprs(kernel), index, inner)
@@ -207,8 +193,12 @@ class _Run:
         """Run ``one`` for every index of ``span``, sampled where the iterations are alike in the
         expressions ``found`` (alike.cost_exprs). Where a ``%`` of the index wraps (a flattened
         nest's column), the iterations a period apart are: each such class is sampled on its own."""
-        if self.sample and len(span) >= SAMPLE_FROM and not self._monotone(found, var, span, env):
-            p = period(found[0], var, env, span.step, index_ranges(var, span[0], span[-1], found[1], env))
+        if not self.sample or len(span) < SAMPLE_FROM:
+            self.iterate(span, one, lambda: True)
+            return
+        ranges = index_ranges(var, span[0], span[-1], found[1], env)
+        if not monotone_in(found[0], var, env, ranges):
+            p = period(found[0], var, env, span.step, ranges)
             if p is not None and 1 < p and len(span) // p >= SAMPLE_FROM:
                 row = var + "#row"
                 for c in range(p):

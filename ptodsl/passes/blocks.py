@@ -182,7 +182,6 @@ def share_out_nest(kernel: Func, outer: Op, inner: Op, launch: Op, cores: int) -
     t0 = sym.sub(o["hi"], o["lo"])
     t1 = sym.sub(i["hi"], i["lo"])
     n1 = _inner_splits(t0, t1, cores)
-    kernel.attrs["block_split"] = n1  # the dry run samples the blocks of each column (cost/dryrun.py)
     n0 = sym.floordiv(sym.Sym(count), n1)
     b0, b1 = sym.floordiv(sym.Sym(index), n1), sym.mod(sym.Sym(index), n1)
     for a, trips, parts, b in ((o, t0, n0, b0), (i, t1, n1, b1)):
