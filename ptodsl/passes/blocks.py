@@ -85,6 +85,11 @@ def _preamble(kernel: Func) -> int:
     return n
 
 
+# The tiler's loops whose iterations may be blocks: a grid's output tiles, a split-K's partial
+# products (passes/cube.py: each into its own slice of the workspace).
+SHARED = frozenset({"grid", "split"})
+
+
 def _grid(kernel: Func) -> Op | None:
     """The outermost grid loop of a kernel that is one grid nest (inside the one-trip loops around
     top-level work), when its iterations are independent (the parallel pass's proof: each writes
@@ -95,7 +100,7 @@ def _grid(kernel: Func) -> Op | None:
             and sym.sub(body[0].attrs["hi"], body[0].attrs["lo"]) == 1:
         body = body[0].regions[0]
     loops = [op for op in body if op.name not in PURE]  # views beside the nest move no data
-    if len(loops) != 1 or loops[0].name != "loop" or loops[0].attrs.get("kind") != "grid":
+    if len(loops) != 1 or loops[0].name != "loop" or loops[0].attrs.get("kind") not in SHARED:
         return None
     loop = loops[0]
     step = loop.attrs["step"]
@@ -147,6 +152,18 @@ def _shares_disjointly(kernel: Func, loops: list[Op]) -> bool:
         return True  # passes/rowgrid.py's proof: each iteration touches its own rows of everything written
     origins = origins_of(kernel)
     return origins is not None and all(independent(loop, origins) for loop in loops)
+
+
+def _nest(kernel: Func, outer: Op) -> list[Op]:
+    """``outer`` and the grid loops nested in it that can be shared out with it as one
+    (``_inner_grid``, each inner loop's bounds free of every index around it)."""
+    nest = [outer]
+    while (inner := _inner_grid(kernel, nest[-1])) is not None:
+        bound = sym.free_symbols(inner.attrs["lo"]) | sym.free_symbols(inner.attrs["hi"])
+        if bound & {loop.attrs["index"] for loop in nest}:
+            break
+        nest.append(inner)
+    return nest
 
 
 def _inner_grid(kernel: Func, outer: Op) -> Op | None:
@@ -382,10 +399,10 @@ def run(module: Module, ctx: PassContext) -> Module:
                     not (id(op) in outer and _shares_disjointly(kernel, loops)):
                 continue
             cores = ctx.target.chip.cores(kernel.kind)
-            inner = _inner_grid(kernel, loops[0]) if len(loops) == 1 and loops[0].attrs.get("kind") == "grid" else None
+            inner = _inner_grid(kernel, loops[0]) if len(loops) == 1 and loops[0].attrs.get("kind") in SHARED else None
             if inner is not None and tileable(kernel):
                 index, count = _block_params(kernel)
-                total = share_out_tiles(kernel, loops[0], inner, index, count)
+                total = share_out_tiles(kernel, _nest(kernel, loops[0]), index, count)
                 tiles = sym.substitute(total, _launch_env(kernel, op, index, count))
                 op.attrs["block_dim"] = sym.max_(sym.ceildiv(tiles, sym.max_(sym.ceildiv(tiles, cores), 1)), 1)
             elif inner is not None:

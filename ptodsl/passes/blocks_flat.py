@@ -8,7 +8,9 @@ contiguous share ``[b * c, b * c + min(c, t0 * t1 - b * c))``, ``c = cdiv(t0 * t
 any parallel loop would: 512 tiles are 22 per block on 24 cores, a third less time than 32.
 
 The share stays a nest: the outer loop runs the columns the share touches, and the inner loop of
-column ``j`` the rows ``[max(first - j * t1, 0), min(end - j * t1, t1))`` of it. So the outer
+column ``j`` the rows ``[max(first - j * t1, 0), min(end - j * t1, t1))`` of it. Batch loops
+around the columns join the same flattened order (a batch of 32 small products is 32 * t0 * t1
+tiles, not 32 entries over 24 cores). So the outer
 body's work (the first B tile of the column) still runs once per column, every bound is monotone
 in the block index and in the column (the dry run samples alike blocks and rows, cost/alike.py),
 and a block walking down a column re-reads the B panel its last tile read.
@@ -28,31 +30,72 @@ def tileable(kernel: Func) -> bool:
     return kernel.kind == "cube"
 
 
-def share_out_tiles(kernel: Func, outer: Op, inner: Op, index: str, count: str) -> sym.Expr:
-    """Give block ``index`` of ``count`` its share of the tiles of the nest ``outer`` around
-    ``inner`` (both of step 1), in place; returns the number of tiles."""
-    o, i = outer.attrs, inner.attrs
-    t0, t1 = sym.sub(o["hi"], o["lo"]), sym.sub(i["hi"], i["lo"])
-    total = sym.mul(t0, t1)
-    per = sym.max_(t1, 1)  # (no inner trip: no tile; the max only keeps the divisions defined)
+def share_out_tiles(kernel: Func, nest: list[Op], index: str, count: str) -> sym.Expr:
+    """Give block ``index`` of ``count`` its share of the tiles of ``nest`` (loops of step 1, each
+    directly inside the one before, with bounds free of their indices), in place; returns the
+    number of tiles. A nest of more than two loops (a batch of matmuls: batch loops around the
+    columns and rows) is flattened the same way: loop ``k`` runs the indices whose prefix of the
+    flattened order meets the share."""
+    trips = [sym.sub(loop.attrs["hi"], loop.attrs["lo"]) for loop in nest]
+    total: sym.Expr = 1
+    for t in trips:
+        total = sym.mul(total, t)
+    # strides[k]: the tiles one step of loop k passes over (no inner trip: no tile; the max only
+    # keeps the divisions defined)
+    strides: list[sym.Expr] = []
+    acc: sym.Expr = 1
+    for t in reversed(trips[1:]):
+        acc = sym.mul(acc, t)
+        strides.append(acc)
+    strides = [sym.max_(x, 1) for x in reversed(strides)] + [1]
     chunk = sym.ceildiv(total, sym.Sym(count))
     first = sym.mul(sym.Sym(index), chunk)
     end = sym.add(first, sym.min_(chunk, sym.sub(total, first)))
-    lo0, lo1 = o["lo"], i["lo"]
-    o["lo"] = sym.add(lo0, sym.floordiv(first, per))
-    o["hi"] = sym.add(lo0, sym.ceildiv(end, per))
-    column = sym.mul(sym.sub(sym.Sym(o["index"]), lo0), per)  # the tiles before this column
-    i["lo"] = sym.add(lo1, sym.max_(sym.sub(first, column), 0))
-    i["hi"] = sym.add(lo1, sym.min_(sym.sub(end, column), t1))
-    o["parallel"] = i["parallel"] = 1
-    # what a block's cost depends on (its ops' extents): its length, how many of its tiles lie
-    # in the first column it touches and whether they reach that column's last row (the M tail:
-    # the rest of the share is whole columns and a head of the last), and how much of the last
-    # column (the one with the N tail) it takes; blocks alike in these are modelled once each
-    # (cost/dryrun.py): a batch of matmuls shared out one entry per block is one or two shapes
-    last = sym.mul(sym.sub(t0, 1), per)
-    length, start = sym.sub(end, first), sym.mod(first, per)
-    kernel.attrs["block_key"] = [length, sym.min_(sym.sub(per, start), length),
-                                 sym.compare(">=", sym.add(start, length), per),
-                                 sym.min_(sym.max_(sym.sub(end, last), 0), length)]
+    before: sym.Expr = 0  # the tiles before the current iteration of the loops outside loop k
+    for k, (loop, t, stride) in enumerate(zip(nest, trips, strides)):
+        a = loop.attrs
+        lo = a["lo"]
+        if k == 0:
+            a["lo"] = sym.add(lo, sym.floordiv(first, stride))
+            a["hi"] = sym.add(lo, sym.ceildiv(end, stride))
+        else:
+            a["lo"] = sym.add(lo, sym.max_(sym.floordiv(sym.sub(first, before), stride), 0))
+            a["hi"] = sym.add(lo, sym.min_(sym.ceildiv(sym.sub(end, before), stride), t))
+        a["parallel"] = 1
+        before = sym.add(before, sym.mul(sym.sub(sym.Sym(a["index"]), lo), stride))
+    if len(nest) == 2:
+        # what a block's cost depends on (its ops' extents): its length, how many of its tiles lie
+        # in the first column it touches and whether they reach that column's last row (the M
+        # tail: the rest of the share is whole columns and a head of the last), and how much of
+        # the last column (the one with the N tail) it takes; blocks alike in these are modelled
+        # once each (cost/dryrun.py): a batch of matmuls shared out one entry per block is one
+        # or two shapes
+        per, t0 = strides[0], trips[0]
+        last = sym.mul(sym.sub(t0, 1), per)
+        length, start = sym.sub(end, first), sym.mod(first, per)
+        kernel.attrs["block_key"] = [length, sym.min_(sym.sub(per, start), length),
+                                     sym.compare(">=", sym.add(start, length), per),
+                                     sym.min_(sym.max_(sym.sub(end, last), 0), length)]
+    elif all(_only_the_next_loop(loop) for loop in nest[:-2]):
+        # batch loops that run nothing but the next loop: entering a batch entry is entering a
+        # column, and the share is fixed by its length, where it starts in a column (the M tail
+        # and the columns it enters) and how many of its tiles lie in a last column (the N tail)
+        per, plane = strides[-2], strides[-3]
+        edge = sym.sub(plane, per)  # the tiles of a matrix before its last column
+
+        def in_last_columns(x: sym.Expr) -> sym.Expr:
+            return sym.add(sym.mul(sym.floordiv(x, plane), per), sym.max_(sym.sub(sym.mod(x, plane), edge), 0))
+
+        kernel.attrs["block_key"] = [sym.sub(end, first), sym.mod(first, per),
+                                     sym.sub(in_last_columns(end), in_last_columns(first))]
+    else:
+        # the outermost loop's entries are alike: a share is fixed by its length and where it
+        # starts in one
+        kernel.attrs["block_key"] = [sym.sub(end, first), sym.mod(first, strides[0])]
     return total
+
+
+def _only_the_next_loop(loop: Op) -> bool:
+    """Whether ``loop``'s body is one loop and views (work that moves no data)."""
+    body = loop.regions[0]
+    return sum(o.name == "loop" for o in body) == 1 and all(o.name in ("loop", "view", "reshape") for o in body)

@@ -15,8 +15,10 @@ Split-K (``cube_tile.split_k: S``) cuts the k tiles into at most S contiguous ra
 loop computes each range's partial product into its own slice of a GM workspace in the
 accumulator's dtype (slice ``p`` at ``p * d0`` along the result's first dim), and a vector grid
 sums the slices in order and converts the sum to the output dtype. The partials write disjoint
-slices and read nothing the others write, so a multi-core schedule may run them side by side.
-With a bias, the first partial starts from it (it is peeled off the loop), the others do not.
+slices and read nothing the others write, so the blocks pass shares them out over the cube
+cores (their slices lie whole output tiles apart, so the parallel proof sees each partial's own
+band). A bias is added by the vector grid, to the first partial before the others: the partials
+are then alike and run as one loop, one launch, rather than the first one before the rest.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class _Product:
 
 class CubeTiling:
     """Needs from the tiler: ctx, schedule, emit, out, fresh, grid, emit_loop_header, close,
-    store and vec_tile."""
+    store, vec_tile, load_operand and cast_tile."""
 
     def matmul(self, op: Op, dest) -> None:
         p = self.product(op)
@@ -73,23 +75,22 @@ class CubeTiling:
             self.partial(p, 0, nk, dest, p.bias is not None)
             return
         rt: TensorType = op.result.type
-        d0 = rt.shape[0]
+        # the partials' slices lie ``d0`` rows apart: for a 2-D product the rows rounded up to whole
+        # output tiles, so that a slice's last tile stays inside it (each partial's writes are then
+        # a band of their own, which lets the parallel proof share the partials out as blocks)
+        d0 = rt.shape[0] if rt.rank > 2 else sym.mul(sym.ceildiv(rt.shape[0], p.tiles[0]), p.tiles[0])
         ws = Value(self.fresh("ws"), TensorType(p.acc_dt, (sym.mul(parts if sym.is_const(parts) else split, d0),
                                                            *rt.shape[1:])))
         self.emit(Op("alloc", [], {}, [ws], span=op.span))
         zeros = tuple(0 for _ in rt.shape)
-        first = 0
-        if p.bias is not None:  # the first partial starts from the bias; the loop does the rest
-            self.partial(p, 0, sym.min_(per, nk), (ws, zeros), True)
-            first = 1
         idx = self.fresh("split")
-        self.out.append([Op("loop", [], {"index": idx, "lo": first, "hi": parts, "step": 1, "name": idx,
+        self.out.append([Op("loop", [], {"index": idx, "lo": 0, "hi": parts, "step": 1, "name": idx,
                                          "kind": "split"}, span=op.span)])
         at = sym.Sym(idx)
         self.partial(p, sym.mul(at, per), sym.min_(sym.mul(sym.add(at, 1), per), nk),
                      (ws, (sym.mul(at, d0), *zeros[1:])), False)
         self.close(1)
-        self.sum_partials(p, ws, parts, dest)
+        self.sum_partials(p, ws, parts, d0, dest)
 
     # ------------------------------------------------------------ the product
 
@@ -238,18 +239,24 @@ class CubeTiling:
 
     # ------------------------------------------------------------ split-K: the sum of the partials
 
-    def sum_partials(self, p: _Product, ws: Value, parts: sym.Expr, dest) -> None:
-        """dest = the partials' sum, converted to the output dtype once; a vector grid over the
-        result in the kernel's vector tile, each tile summing the partials in order."""
+    def sum_partials(self, p: _Product, ws: Value, parts: sym.Expr, d0: sym.Expr, dest) -> None:
+        """dest = the partials' sum (slice ``p`` of ``ws`` from row ``p * d0``), converted to the
+        output dtype once; a vector grid over the result in the kernel's vector tile, each tile
+        summing the partials in order."""
         op = p.op
         span = op.span
         rt: TensorType = op.result.type
         tile = self.vec_tile(rt.rank, op, pad=True)
         tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, span)
-        d0 = rt.shape[0]
         total = Value(self.fresh("t"), TileType("ub", p.acc_dt, tuple(tshape), tuple(tvalid)))
         self.emit(Op("tile.alloc", [], {}, [total], span=span))
         self.emit(Op("tile.load", [total, ws], {"offsets": tuple(offs)}, span=span))
+        if p.bias is not None:
+            self.out_valid = rt.valid_shape
+            bias = self.load_operand(p.bias, rt.shape, tshape, offs, tvalid, span)
+            if bias.type.dtype != p.acc_dt:
+                bias = self.cast_tile(bias, p.acc_dt, span)
+            self.emit(Op("tile.add", [total, total, bias], {}, span=span))
         idx = self.fresh("split")
         self.out.append([Op("loop", [], {"index": idx, "lo": 1, "hi": parts, "step": 1, "name": idx,
                                          "kind": "grid"}, span=span)])

@@ -155,8 +155,8 @@ def _inner_ranges(body: list[Op], bound: set[str]) -> dict[str, tuple[sym.Expr, 
 def _disjoint(writes: list[_Write], index: str, step: int, inner: set[str],
               ranges: dict[str, tuple[sym.Expr, sym.Expr]] | None = None) -> bool:
     """Some dim along which every iteration writes its own band of ``k * step`` indices. An offset
-    ``j + c`` with ``j`` the index of an inner loop of ``ranges`` counts as its whole range: the
-    band from ``lo + c``, ``span - 1`` indices longer."""
+    ``a * j + c`` with ``j`` the index of an inner loop of ``ranges`` and ``a`` a positive constant
+    counts as its whole range: the band from ``a * lo + c``, ``a * (span - 1)`` indices longer."""
     if any(w.offsets is None or len(w.offsets) != len(w.extents) for w in writes):
         return False
     bound = inner | {index}
@@ -168,10 +168,14 @@ def _disjoint(writes: list[_Write], index: str, step: int, inner: set[str],
             used = sym.free_symbols(o) & inner
             if len(used) == 1 and (j := next(iter(used))) in ranges:
                 lo, span = ranges[j]
-                rest = sym.sub(o, sym.Sym(j))
+                # o = a * j + rest, a a positive constant (a tile loop's index times its extent)
+                a = sym.sub(sym.substitute(o, {j: sym.add(sym.Sym(j), 1)}), o)
+                if not isinstance(a, int) or a < 1:
+                    break
+                rest = sym.sub(o, sym.mul(a, sym.Sym(j)))
                 if sym.free_symbols(rest) & inner or sym.free_symbols(lo) & inner:
                     break
-                o, extent = sym.add(lo, rest), sym.add(extent, sym.sub(span, 1))
+                o, extent = sym.add(sym.mul(a, lo), rest), sym.add(extent, sym.mul(a, sym.sub(span, 1)))
             elif used:
                 break
             k = sym.sub(sym.substitute(o, {index: sym.add(sym.Sym(index), 1)}), o)

@@ -241,3 +241,29 @@ def test_a_matmuls_output_tiles_are_shared_out_one_by_one_over_every_cube_core(b
     assert m.timeline.chip.block_dim == 14
     np.testing.assert_allclose(m.tensors["c"], a @ b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(matmul(a, b, backend=backend), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_batch_of_products_is_shared_out_by_output_tiles_across_its_entries(backend: str):
+    """bmm's batch loops join its columns and rows of output tiles in one flattened order: 2 x 3
+    entries of 2 x 2 tiles (the last column and row partial) are 24 tiles on 24 cube cores, one
+    each, not 6 blocks of an entry; shares cross from one entry into the next, and the call
+    still computes both outputs right."""
+    op = ptodsl.load(str(ROOT / "specs" / "bmm.yaml"))
+    block = op.compiled.stages["block"]
+    (launch,) = launches(block.func("bmm_f32"))
+    tm, tn = op.spec.schedule.cube_tile["m"][0], op.spec.schedule.cube_tile["n"][0]
+    shapes = {"B": 2, "H": 3, "M": tm + 5, "K": 40, "N": tn + 7}
+    assert ptodsl.sym.evaluate(launch.attrs["block_dim"], shapes) == TARGET.chip.aic_cores
+    rng = np.random.default_rng(19)
+    a = rng.standard_normal((2, 3, shapes["M"], 40)).astype(np.float32)
+    b = rng.standard_normal((3, 40, shapes["N"])).astype(np.float32)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    shapes_out = (2, 3, shapes["M"], shapes["N"])
+    m = run_block(block, "bmm_f32", {"a": a, "b": b, "c": np.zeros(shapes_out, np.float32),
+                                     "d": np.zeros(shapes_out, np.float32)}, {}, shapes, TARGET)
+    assert m.timeline.chip.block_dim == 24
+    np.testing.assert_allclose(m.tensors["c"], want, rtol=1e-4, atol=1e-4)
+    c, d = op(a, b, backend=backend)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(d, want, rtol=1e-4, atol=1e-4)

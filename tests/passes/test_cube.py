@@ -147,20 +147,23 @@ def test_split_k_of_int8_is_exact(write_spec, split):
 
 
 def test_split_k_partials_are_independent_slices_of_a_workspace(write_spec):
+    """The partials are one split loop, shared out as blocks of one launch over the cube cores;
+    the vector grid that sums them adds the bias to the first and rounds the sum once."""
     op = _load(write_spec, "skp", "a: f16[M, K], b: f16[K, N], v: f32[N], c: out bf16[M, N]",
                "c[:] = matmul(a, b, bias=v, out_dtype=bf16)", 4)
     block = op.compiled.stages["block"]
     kinds = [f.kind for f in block.funcs if f.kind != "control"]
     assert kinds == ["cube", "vector"]  # the partials, then their sum
     cube = next(f for f in block.funcs if f.kind == "cube")
+    assert "block_index" in cube.attrs  # the partials run as blocks
     split = [o for o in cube.walk() if o.name == "loop" and o.attrs.get("kind") == "split"]
-    assert len(split) == 1 and split[0].attrs["lo"] == 1  # the first partial, with the bias, is peeled
-    assert sum(o.name == "tile.matmul_bias" for o in cube.walk()) == 1
-    assert not any(o.name == "tile.matmul_bias" for o in split[0].walk())
-    # each partial stores its own slice: at the partial's index times M along the first dim
+    assert len(split) == 1 and split[0].attrs.get("parallel") == 1
+    assert not any(o.name == "tile.matmul_bias" for o in cube.walk())
+    # each partial stores its own slice: at the partial's index times M (whole tiles) along the first dim
     stores = [o for o in split[0].walk() if o.name == "tile.store"]
     assert stores and all(split[0].attrs["index"] in str(o.attrs["offsets"][0]) for o in stores)
     vector = next(f for f in block.funcs if f.kind == "vector")
+    assert any(o.name == "tile.load" and o.operands[1].name == "v" for o in vector.walk())  # the bias, once
     assert any(o.name == "tile.cast" and o.attrs["to"] == "bf16" for o in vector.walk())  # rounded once, at the end
 
 

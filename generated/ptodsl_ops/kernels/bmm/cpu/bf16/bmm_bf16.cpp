@@ -64,7 +64,7 @@ extern "C" int bmm_bf16(bfloat16_t* a, bfloat16_t* b, float* c, bfloat16_t* d, i
 #endif
     try {
     {  // bmm.pto:4:12
-        const int64_t bmm_bf16_k0_blocks = max_i64(ceil_div(B * H, max_i64((B * H + 23) / 24, 1)), 1);  // bmm.pto:4:12
+        const int64_t bmm_bf16_k0_blocks = max_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), max_i64((B * H * ((N + 127) / 128) * ((M + 255) / 256) + 23) / 24, 1)), 1);  // bmm.pto:4:12
         bool bmm_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t bmm_bf16_k0_block = 0; bmm_bf16_k0_block < bmm_bf16_k0_blocks; ++bmm_bf16_k0_block) {  // bmm.pto:4:12

@@ -35,46 +35,48 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT7 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT8 = TileRight<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT4 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT6 = TileLeft<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11B0 = TileLeft<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT12B0 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT13B0 = TileRight<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11B1 = TileLeft<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT12B1 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT13B1 = TileRight<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT18 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT24B0 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT25B0 = TileLeft<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT26B0 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT27B0 = TileRight<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT25B1 = TileLeft<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT27B1 = TileRight<bfloat16_t, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT8 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT4 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT6 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B0 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B0 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B1 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B1 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT18 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
+    using TileT24B0 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT25B0 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT26B0 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT27B0 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT24B1 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT25B1 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT26B1 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT27B1 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // bmm.pto:4:12
-        for (int64_t _b0 = floor_div(block_index * ceil_div(B * H, block_count), max_i64(H, 1)); _b0 < ceil_div(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)), max_i64(H, 1)); ++_b0) {  // bmm.pto:4:12
-            for (int64_t _b1 = max_i64(block_index * ceil_div(B * H, block_count) - _b0 * max_i64(H, 1), 0); _b1 < min_i64(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)) - _b0 * max_i64(H, 1), H); ++_b1) {  // bmm.pto:4:12
+        for (int64_t _b0 = floor_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1)); _b0 < ceil_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), B * H * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1)); ++_b0) {  // bmm.pto:4:12
+            for (int64_t _b1 = max_i64(floor_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) - _b0 * max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1), max_i64((M + 255) / 256 * ((N + 127) / 128), 1)), 0); _b1 < min_i64(ceil_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), B * H * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count)) - _b0 * max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1), max_i64((M + 255) / 256 * ((N + 127) / 128), 1)), H); ++_b1) {  // bmm.pto:4:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g3 = 0; _g3 < (N + 31) / 32; ++_g3) {  // bmm.pto:4:12
-                    TileT7 t7(min_i64(K, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
+                for (int64_t _g3 = max_i64(floor_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) - (_b0 * max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1) + _b1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1)), max_i64((M + 255) / 256, 1)), 0); _g3 < min_i64(ceil_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), B * H * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count)) - (_b0 * max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1) + _b1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1)), max_i64((M + 255) / 256, 1)), (N + 127) / 128); ++_g3) {  // bmm.pto:4:12
+                    TileT7 t7(min_i64(K, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
                     TASSIGN(t7, 0);  // bmm.pto:4:12
-                    TileT8 t8(min_i64(K, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
+                    TileT8 t8(min_i64(K, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
                     TASSIGN(t8, 0);  // bmm.pto:4:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                     using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                    GmView0 bGm0(b + _b1 * (N * K) + _g3 * 32, GmView0::Shape(min_i64(K, 32), min_i64(N - _g3 * 32, 32)), GmView0::Stride(N * K, N));  // bmm.pto:4:12
+                    GmView0 bGm0(b + _b1 * (N * K) + _g3 * 128, GmView0::Shape(min_i64(K, 32), min_i64(N - _g3 * 128, 128)), GmView0::Stride(N * K, N));  // bmm.pto:4:12
                     TLOAD(t7, bGm0);  // bmm.pto:4:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t8, t7);  // bmm.pto:4:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -83,20 +85,20 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _g2 = 0; _g2 < (M + 31) / 32; ++_g2) {  // bmm.pto:4:12
-                        TileT4 t4(min_i64(M - _g2 * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
+                    for (int64_t _g2 = max_i64(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) - (_b0 * max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1) + _b1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1) + _g3 * max_i64((M + 255) / 256, 1)), 0); _g2 < min_i64(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), B * H * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count)) - (_b0 * max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1) + _b1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1) + _g3 * max_i64((M + 255) / 256, 1)), (M + 255) / 256); ++_g2) {  // bmm.pto:4:12
+                        TileT4 t4(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
                         TASSIGN(t4, 0);  // bmm.pto:4:12
-                        TileT5 t5(min_i64(M - _g2 * 32, 32), min_i64(K, 32));  // bmm.pto:4:12
+                        TileT5 t5(min_i64(M - _g2 * 256, 256), min_i64(K, 32));  // bmm.pto:4:12
                         TASSIGN(t5, 0);  // bmm.pto:4:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                        GmView1 aGm1(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K, GmView1::Shape(min_i64(M - _g2 * 32, 32), min_i64(K, 32)), GmView1::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                        GmView1 aGm1(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K, GmView1::Shape(min_i64(M - _g2 * 256, 256), min_i64(K, 32)), GmView1::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
                         TLOAD(t5, aGm1);  // bmm.pto:4:12
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT6 t6(min_i64(M - _g2 * 32, 32), min_i64(K, 32));  // bmm.pto:4:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT6 t6(min_i64(M - _g2 * 256, 256), min_i64(K, 32));  // bmm.pto:4:12
                         TASSIGN(t6, 0);  // bmm.pto:4:12
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         TMOV(t6, t5);  // bmm.pto:4:12
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -110,29 +112,29 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _k9_db = 0; _k9_db < (max_i64((K + 31) / 32 - 1, 0) + 1) / 2; ++_k9_db) {  // bmm.pto:4:12
-                            TileT10B0 t10_b0(min_i64(M - _g2 * 32, 32), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
+                            TileT10B0 t10_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
                             TASSIGN(t10_b0, 0);  // bmm.pto:4:12
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                            GmView2 aGm2(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K + (1 + _k9_db * 2) * 32, GmView2::Shape(min_i64(M - _g2 * 32, 32), min_i64(K - (1 + _k9_db * 2) * 32, 32)), GmView2::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                            GmView2 aGm2(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (1 + _k9_db * 2) * 32, GmView2::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32)), GmView2::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
                             TLOAD(t10_b0, aGm2);  // bmm.pto:4:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT11B0 t11_b0(min_i64(M - _g2 * 32, 32), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
-                            TASSIGN(t11_b0, 2048);  // bmm.pto:4:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            TileT11B0 t11_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
+                            TASSIGN(t11_b0, 16384);  // bmm.pto:4:12
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TMOV(t11_b0, t10_b0);  // bmm.pto:4:12
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            TileT12B0 t12_b0(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
-                            TASSIGN(t12_b0, 2048);  // bmm.pto:4:12
+                            TileT12B0 t12_b0(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                            TASSIGN(t12_b0, 16384);  // bmm.pto:4:12
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                            GmView3 bGm3(b + _b1 * (N * K) + (1 + _k9_db * 2) * 32 * N + _g3 * 32, GmView3::Shape(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 32, 32)), GmView3::Stride(N * K, N));  // bmm.pto:4:12
+                            GmView3 bGm3(b + _b1 * (N * K) + (1 + _k9_db * 2) * 32 * N + _g3 * 128, GmView3::Shape(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView3::Stride(N * K, N));  // bmm.pto:4:12
                             TLOAD(t12_b0, bGm3);  // bmm.pto:4:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT13B0 t13_b0(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
-                            TASSIGN(t13_b0, 2048);  // bmm.pto:4:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            TileT13B0 t13_b0(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                            TASSIGN(t13_b0, 8192);  // bmm.pto:4:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TMOV(t13_b0, t12_b0);  // bmm.pto:4:12
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -142,25 +144,25 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // bmm.pto:4:12
-                                TileT10B1 t10_b1(min_i64(M - _g2 * 32, 32), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
-                                TASSIGN(t10_b1, 4096);  // bmm.pto:4:12
+                                TileT10B1 t10_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
+                                TASSIGN(t10_b1, 24576);  // bmm.pto:4:12
                                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                                GmView4 aGm4(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K + (_k9_db * 2 + _k9_dr + 2) * 32, GmView4::Shape(min_i64(M - _g2 * 32, 32), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32)), GmView4::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                                GmView4 aGm4(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (_k9_db * 2 + _k9_dr + 2) * 32, GmView4::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32)), GmView4::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
                                 TLOAD(t10_b1, aGm4);  // bmm.pto:4:12
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                                TileT11B1 t11_b1(min_i64(M - _g2 * 32, 32), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
-                                TASSIGN(t11_b1, 4096);  // bmm.pto:4:12
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT11B1 t11_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
+                                TASSIGN(t11_b1, 32768);  // bmm.pto:4:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TMOV(t11_b1, t10_b1);  // bmm.pto:4:12
-                                TileT12B1 t12_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
-                                TASSIGN(t12_b1, 6144);  // bmm.pto:4:12
+                                TileT12B1 t12_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TASSIGN(t12_b1, 40960);  // bmm.pto:4:12
                                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                                GmView5 bGm5(b + _b1 * (N * K) + (_k9_db * 2 + _k9_dr + 2) * 32 * N + _g3 * 32, GmView5::Shape(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 32, 32)), GmView5::Stride(N * K, N));  // bmm.pto:4:12
+                                GmView5 bGm5(b + _b1 * (N * K) + (_k9_db * 2 + _k9_dr + 2) * 32 * N + _g3 * 128, GmView5::Shape(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView5::Stride(N * K, N));  // bmm.pto:4:12
                                 TLOAD(t12_b1, bGm5);  // bmm.pto:4:12
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                                TileT13B1 t13_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
-                                TASSIGN(t13_b1, 4096);  // bmm.pto:4:12
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT13B1 t13_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TASSIGN(t13_b1, 16384);  // bmm.pto:4:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TMOV(t13_b1, t12_b1);  // bmm.pto:4:12
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -178,10 +180,10 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                        GmView6 cGm6(c + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 32 * N + _g3 * 32, GmView6::Shape(min_i64(M - _g2 * 32, 32), min_i64(N - _g3 * 32, 32)), GmView6::Stride(N * M * H, N * M, N));  // bmm.pto:4:12
+                        GmView6 cGm6(c + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView6::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView6::Stride(N * M * H, N * M, N));  // bmm.pto:4:12
                         TSTORE(cGm6, t4);  // bmm.pto:4:12
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        TileT18 t18(min_i64(M - _g2 * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:5:12
+                        TileT18 t18(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
                         TASSIGN(t18, 0);  // bmm.pto:5:12
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                         TMATMUL(t18, t6, t8);  // bmm.pto:5:12
@@ -194,29 +196,29 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _k23_db = 0; _k23_db < (max_i64((K + 31) / 32 - 1, 0) + 1) / 2; ++_k23_db) {  // bmm.pto:5:12
-                            TileT24B0 t24_b0(min_i64(M - _g2 * 32, 32), min_i64(K - (1 + _k23_db * 2) * 32, 32));  // bmm.pto:5:12
+                            TileT24B0 t24_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k23_db * 2) * 32, 32));  // bmm.pto:5:12
                             TASSIGN(t24_b0, 0);  // bmm.pto:5:12
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                             using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                            GmView7 aGm7(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K + (1 + _k23_db * 2) * 32, GmView7::Shape(min_i64(M - _g2 * 32, 32), min_i64(K - (1 + _k23_db * 2) * 32, 32)), GmView7::Stride(K * M * H, K * M, K));  // bmm.pto:5:12
+                            GmView7 aGm7(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (1 + _k23_db * 2) * 32, GmView7::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k23_db * 2) * 32, 32)), GmView7::Stride(K * M * H, K * M, K));  // bmm.pto:5:12
                             TLOAD(t24_b0, aGm7);  // bmm.pto:5:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT25B0 t25_b0(min_i64(M - _g2 * 32, 32), min_i64(K - (1 + _k23_db * 2) * 32, 32));  // bmm.pto:5:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            TileT25B0 t25_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k23_db * 2) * 32, 32));  // bmm.pto:5:12
                             TASSIGN(t25_b0, 0);  // bmm.pto:5:12
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TMOV(t25_b0, t24_b0);  // bmm.pto:5:12
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            TileT26B0 t26_b0(min_i64(K - (1 + _k23_db * 2) * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:5:12
-                            TASSIGN(t26_b0, 2048);  // bmm.pto:5:12
+                            TileT26B0 t26_b0(min_i64(K - (1 + _k23_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
+                            TASSIGN(t26_b0, 16384);  // bmm.pto:5:12
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                            GmView8 bGm8(b + _b1 * (N * K) + (1 + _k23_db * 2) * 32 * N + _g3 * 32, GmView8::Shape(min_i64(K - (1 + _k23_db * 2) * 32, 32), min_i64(N - _g3 * 32, 32)), GmView8::Stride(N * K, N));  // bmm.pto:5:12
+                            GmView8 bGm8(b + _b1 * (N * K) + (1 + _k23_db * 2) * 32 * N + _g3 * 128, GmView8::Shape(min_i64(K - (1 + _k23_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView8::Stride(N * K, N));  // bmm.pto:5:12
                             TLOAD(t26_b0, bGm8);  // bmm.pto:5:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT27B0 t27_b0(min_i64(K - (1 + _k23_db * 2) * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:5:12
-                            TASSIGN(t27_b0, 2048);  // bmm.pto:5:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            TileT27B0 t27_b0(min_i64(K - (1 + _k23_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
+                            TASSIGN(t27_b0, 8192);  // bmm.pto:5:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TMOV(t27_b0, t26_b0);  // bmm.pto:5:12
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -226,25 +228,25 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             for (int64_t _k23_dr = 0; _k23_dr < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k23_db * 2 + 1), 1); ++_k23_dr) {  // bmm.pto:5:12
-                                TileT24B1 t24_b1(min_i64(M - _g2 * 32, 32), min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32));  // bmm.pto:5:12
-                                TASSIGN(t24_b1, 4096);  // bmm.pto:5:12
+                                TileT24B1 t24_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32));  // bmm.pto:5:12
+                                TASSIGN(t24_b1, 24576);  // bmm.pto:5:12
                                 using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                                GmView9 aGm9(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K + (_k23_db * 2 + _k23_dr + 2) * 32, GmView9::Shape(min_i64(M - _g2 * 32, 32), min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32)), GmView9::Stride(K * M * H, K * M, K));  // bmm.pto:5:12
+                                GmView9 aGm9(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (_k23_db * 2 + _k23_dr + 2) * 32, GmView9::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32)), GmView9::Stride(K * M * H, K * M, K));  // bmm.pto:5:12
                                 TLOAD(t24_b1, aGm9);  // bmm.pto:5:12
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                                TileT25B1 t25_b1(min_i64(M - _g2 * 32, 32), min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32));  // bmm.pto:5:12
-                                TASSIGN(t25_b1, 2048);  // bmm.pto:5:12
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT25B1 t25_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32));  // bmm.pto:5:12
+                                TASSIGN(t25_b1, 16384);  // bmm.pto:5:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TMOV(t25_b1, t24_b1);  // bmm.pto:5:12
-                                TileT26B1 t26_b1(min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:5:12
-                                TASSIGN(t26_b1, 6144);  // bmm.pto:5:12
+                                TileT26B1 t26_b1(min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
+                                TASSIGN(t26_b1, 40960);  // bmm.pto:5:12
                                 using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                                GmView10 bGm10(b + _b1 * (N * K) + (_k23_db * 2 + _k23_dr + 2) * 32 * N + _g3 * 32, GmView10::Shape(min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32), min_i64(N - _g3 * 32, 32)), GmView10::Stride(N * K, N));  // bmm.pto:5:12
+                                GmView10 bGm10(b + _b1 * (N * K) + (_k23_db * 2 + _k23_dr + 2) * 32 * N + _g3 * 128, GmView10::Shape(min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView10::Stride(N * K, N));  // bmm.pto:5:12
                                 TLOAD(t26_b1, bGm10);  // bmm.pto:5:12
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                                TileT27B1 t27_b1(min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:5:12
-                                TASSIGN(t27_b1, 4096);  // bmm.pto:5:12
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT27B1 t27_b1(min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
+                                TASSIGN(t27_b1, 16384);  // bmm.pto:5:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TMOV(t27_b1, t26_b1);  // bmm.pto:5:12
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -263,7 +265,7 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                        GmView11 dGm11(d + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 32 * N + _g3 * 32, GmView11::Shape(min_i64(M - _g2 * 32, 32), min_i64(N - _g3 * 32, 32)), GmView11::Stride(N * M * H, N * M, N));  // bmm.pto:5:12
+                        GmView11 dGm11(d + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView11::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView11::Stride(N * M * H, N * M, N));  // bmm.pto:5:12
                         TSTORE(dGm11, t18);  // bmm.pto:5:12
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                     }
@@ -271,9 +273,11 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                 }
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             }
         }

@@ -64,7 +64,7 @@ extern "C" int bmm_f16(half* a, half* b, float* c, half* d, int64_t B, int64_t H
 #endif
     try {
     {  // bmm.pto:4:12
-        const int64_t bmm_f16_k0_blocks = max_i64(ceil_div(B * H, max_i64((B * H + 23) / 24, 1)), 1);  // bmm.pto:4:12
+        const int64_t bmm_f16_k0_blocks = max_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), max_i64((B * H * ((N + 127) / 128) * ((M + 255) / 256) + 23) / 24, 1)), 1);  // bmm.pto:4:12
         bool bmm_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t bmm_f16_k0_block = 0; bmm_f16_k0_block < bmm_f16_k0_blocks; ++bmm_f16_k0_block) {  // bmm.pto:4:12

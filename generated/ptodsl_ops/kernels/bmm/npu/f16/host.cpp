@@ -211,7 +211,7 @@ extern "C" int bmm_f16(int32_t device, void* stream, half* a, half* b, float* c,
         return -1;
     }
     {  // bmm.pto:4:12
-        const int64_t bmm_f16_k0_blocks = max_i64(ceil_div(B * H, max_i64((B * H + 23) / 24, 1)), 1);  // bmm.pto:4:12
+        const int64_t bmm_f16_k0_blocks = max_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), max_i64((B * H * ((N + 127) / 128) * ((M + 255) / 256) + 23) / 24, 1)), 1);  // bmm.pto:4:12
         bmm_f16_k0_launch(bmm_f16_k0_blocks, ptodsl_stream, b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
         if (!launched("the launch of bmm_f16_k0")) {  // bmm.pto:4:12
             return -1;  // bmm.pto:4:12

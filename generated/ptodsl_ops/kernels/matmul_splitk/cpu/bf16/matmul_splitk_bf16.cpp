@@ -11,8 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* _ws0, int64_t N, int64_t K, int64_t M);
-extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t M, int64_t N, int64_t K, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* _ws0, int64_t K, int64_t N, int64_t M, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* bias, __gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t N, int64_t M, int64_t K, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -70,18 +70,41 @@ extern "C" int matmul_splitk_bf16(bfloat16_t* a, bfloat16_t* b, float* bias, bfl
 #endif
     try {
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_splitk.pto:5:12
-        std::vector<unsigned char> _ws0_bytes = workspace((M * 4 * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_splitk.pto:5:12
+        std::vector<unsigned char> _ws0_bytes = workspace(((M + 255) / 256 * 256 * 12 * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_splitk.pto:5:12
         float* _ws0 = reinterpret_cast<float*>(_ws0_bytes.data());  // matmul_splitk.pto:5:12
-        start_launch(poison);  // matmul_splitk.pto:5:12
-        matmul_splitk_bf16_k0(bias, b, a, _ws0, N, K, M);  // matmul_splitk.pto:5:12
         {  // matmul_splitk.pto:5:12
-            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k0_blocks = max_i64(ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), max_i64(ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), 24), 1)), 1);  // matmul_splitk.pto:5:12
+            bool matmul_splitk_bf16_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t matmul_splitk_bf16_k0_block = 0; matmul_splitk_bf16_k0_block < matmul_splitk_bf16_k0_blocks; ++matmul_splitk_bf16_k0_block) {  // matmul_splitk.pto:5:12
+                try {
+                    start_launch(poison);  // matmul_splitk.pto:5:12
+                    matmul_splitk_bf16_k0(b, a, _ws0, K, N, M, matmul_splitk_bf16_k0_block, matmul_splitk_bf16_k0_blocks);  // matmul_splitk.pto:5:12
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    matmul_splitk_bf16_k0_block_no_memory = true;
+                }
+            }
+            if (matmul_splitk_bf16_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1);  // matmul_splitk.pto:5:12
             bool matmul_splitk_bf16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_splitk_bf16_k1_block = 0; matmul_splitk_bf16_k1_block < matmul_splitk_bf16_k1_blocks; ++matmul_splitk_bf16_k1_block) {  // matmul_splitk.pto:5:12
                 try {
                     start_launch(poison);  // matmul_splitk.pto:5:12
-                    matmul_splitk_bf16_k1(_ws0, c, M, N, K, matmul_splitk_bf16_k1_block, matmul_splitk_bf16_k1_blocks);  // matmul_splitk.pto:5:12
+                    matmul_splitk_bf16_k1(bias, _ws0, c, N, M, K, matmul_splitk_bf16_k1_block, matmul_splitk_bf16_k1_blocks);  // matmul_splitk.pto:5:12
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif

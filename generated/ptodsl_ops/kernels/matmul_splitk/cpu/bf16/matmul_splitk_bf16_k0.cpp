@@ -25,207 +25,48 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* _ws0, int64_t N, int64_t K, int64_t M)
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* _ws0, int64_t K, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* _ws0, int64_t K, int64_t N, int64_t M)
+#endif
 {
-    using TileT4 = Tile<TileType::Mat, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5 = Tile<TileType::Bias, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
-    using TileT3 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT7 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT12B0 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT13B0 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT14B0 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT12B1 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT13B1 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT14B1 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
-    using TileT21 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT22 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
-    using TileT18 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT19 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT20 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT24B0 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT25B0 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT26B0 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT27B0 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT25B1 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Mat, bfloat16_t, 64, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT27B1 = TileRight<bfloat16_t, 64, 32, DYNAMIC, DYNAMIC>;
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
+    using TileT7 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT8 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT4 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT6 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B0 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B0 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B1 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B1 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g2 = 0; _g2 < (N + 31) / 32; ++_g2) {  // matmul_splitk.pto:5:12
-        TileT4 t4(min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-        TASSIGN(t4, 0);  // matmul_splitk.pto:5:12
-        TileT5 t5(min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-        TASSIGN(t5, 0);  // matmul_splitk.pto:5:12
-        TileT8 t8(min_i64(K, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-        TASSIGN(t8, 128);  // matmul_splitk.pto:5:12
-        TileT9 t9(min_i64(K, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-        TASSIGN(t9, 0);  // matmul_splitk.pto:5:12
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_splitk.pto:5:12
-        GmView0 biasGm0(bias + _g2 * 32, GmView0::Shape(t4.GetValidCol()));  // matmul_splitk.pto:5:12
-        TLOAD(t4, biasGm0);  // matmul_splitk.pto:5:12
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-        TMOV(t5, t4);  // matmul_splitk.pto:5:12
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-        GmView1 bGm1(b + _g2 * 32, GmView1::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView1::Stride(N));  // matmul_splitk.pto:5:12
-        TLOAD(t8, bGm1);  // matmul_splitk.pto:5:12
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-        TMOV(t9, t8);  // matmul_splitk.pto:5:12
-        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g1 = 0; _g1 < (M + 31) / 32; ++_g1) {  // matmul_splitk.pto:5:12
-            TileT3 t3(min_i64(M - _g1 * 32, 32), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-            TASSIGN(t3, 0);  // matmul_splitk.pto:5:12
-            TileT6 t6(min_i64(M - _g1 * 32, 32), min_i64(K, 64));  // matmul_splitk.pto:5:12
-            TASSIGN(t6, 0);  // matmul_splitk.pto:5:12
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-            GmView2 aGm2(a + _g1 * 32 * K, GmView2::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView2::Stride(K));  // matmul_splitk.pto:5:12
-            TLOAD(t6, aGm2);  // matmul_splitk.pto:5:12
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TileT7 t7(min_i64(M - _g1 * 32, 32), min_i64(K, 64));  // matmul_splitk.pto:5:12
-            TASSIGN(t7, 0);  // matmul_splitk.pto:5:12
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TMOV(t7, t6);  // matmul_splitk.pto:5:12
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL_BIAS(t3, t7, t9, t5);  // matmul_splitk.pto:5:12
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _k10_db = 0; _k10_db < (max_i64(min_i64(((K + 63) / 64 + 3) / 4, (K + 63) / 64) - 1, 0) + 1) / 2; ++_k10_db) {  // matmul_splitk.pto:5:12
-                TileT11B0 t11_b0(min_i64(M - _g1 * 32, 32), min_i64(K - (1 + _k10_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
-                TASSIGN(t11_b0, 0);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView3 aGm3(a + _g1 * 32 * K + (1 + _k10_db * 2) * 64, GmView3::Shape(t11_b0.GetValidRow(), t11_b0.GetValidCol()), GmView3::Stride(K));  // matmul_splitk.pto:5:12
-                TLOAD(t11_b0, aGm3);  // matmul_splitk.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT12B0 t12_b0(min_i64(M - _g1 * 32, 32), min_i64(K - (1 + _k10_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
-                TASSIGN(t12_b0, 0);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t12_b0, t11_b0);  // matmul_splitk.pto:5:12
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                TileT13B0 t13_b0(min_i64(K - (1 + _k10_db * 2) * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-                TASSIGN(t13_b0, 4096);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView4 bGm4(b + (1 + _k10_db * 2) * 64 * N + _g2 * 32, GmView4::Shape(t13_b0.GetValidRow(), t13_b0.GetValidCol()), GmView4::Stride(N));  // matmul_splitk.pto:5:12
-                TLOAD(t13_b0, bGm4);  // matmul_splitk.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT14B0 t14_b0(min_i64(K - (1 + _k10_db * 2) * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-                TASSIGN(t14_b0, 4096);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t14_b0, t13_b0);  // matmul_splitk.pto:5:12
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t3, t3, t12_b0, t14_b0);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                for (int64_t _k10_dr = 0; _k10_dr < min_i64(max_i64(min_i64(((K + 63) / 64 + 3) / 4, (K + 63) / 64) - 1, 0) - (_k10_db * 2 + 1), 1); ++_k10_dr) {  // matmul_splitk.pto:5:12
-                    TileT11B1 t11_b1(min_i64(M - _g1 * 32, 32), min_i64(K - (_k10_db * 2 + _k10_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
-                    TASSIGN(t11_b1, 8192);  // matmul_splitk.pto:5:12
-                    using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                    GmView5 aGm5(a + _g1 * 32 * K + (_k10_db * 2 + _k10_dr + 2) * 64, GmView5::Shape(t11_b1.GetValidRow(), t11_b1.GetValidCol()), GmView5::Stride(K));  // matmul_splitk.pto:5:12
-                    TLOAD(t11_b1, aGm5);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                    TileT12B1 t12_b1(min_i64(M - _g1 * 32, 32), min_i64(K - (_k10_db * 2 + _k10_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
-                    TASSIGN(t12_b1, 4096);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                    TMOV(t12_b1, t11_b1);  // matmul_splitk.pto:5:12
-                    TileT13B1 t13_b1(min_i64(K - (_k10_db * 2 + _k10_dr + 2) * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-                    TASSIGN(t13_b1, 12288);  // matmul_splitk.pto:5:12
-                    using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                    GmView6 bGm6(b + (_k10_db * 2 + _k10_dr + 2) * 64 * N + _g2 * 32, GmView6::Shape(t13_b1.GetValidRow(), t13_b1.GetValidCol()), GmView6::Stride(N));  // matmul_splitk.pto:5:12
-                    TLOAD(t13_b1, bGm6);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                    TileT14B1 t14_b1(min_i64(K - (_k10_db * 2 + _k10_dr + 2) * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
-                    TASSIGN(t14_b1, 8192);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                    TMOV(t14_b1, t13_b1);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t3, t3, t12_b1, t14_b1);  // matmul_splitk.pto:5:12
-                }
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-            GmView7 _ws0Gm7(_ws0 + _g1 * 32 * N + _g2 * 32, GmView7::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView7::Stride(N));  // matmul_splitk.pto:5:12
-            TSTORE(_ws0Gm7, t3);  // matmul_splitk.pto:5:12
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _split15 = 1; _split15 < ceil_div((K + 63) / 64, ((K + 63) / 64 + 3) / 4); ++_split15) {  // matmul_splitk.pto:5:12
+    for (int64_t _split1 = floor_div(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count), max_i64((M + 255) / 256 * ((N + 127) / 128), 1)); _split1 < ceil_div(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count), ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256 * ((N + 127) / 128), 1)); ++_split1) {  // matmul_splitk.pto:5:12
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g17 = 0; _g17 < (N + 31) / 32; ++_g17) {  // matmul_splitk.pto:5:12
-            TileT21 t21(min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
-            TASSIGN(t21, 0);  // matmul_splitk.pto:5:12
-            TileT22 t22(min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
-            TASSIGN(t22, 0);  // matmul_splitk.pto:5:12
+        for (int64_t _g3 = max_i64(floor_div(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count) - _split1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1), max_i64((M + 255) / 256, 1)), 0); _g3 < min_i64(ceil_div(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count), ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count)) - _split1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1), max_i64((M + 255) / 256, 1)), (N + 127) / 128); ++_g3) {  // matmul_splitk.pto:5:12
+            TileT7 t7(min_i64(K - _split1 * (((K + 63) / 64 + 11) / 12) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+            TASSIGN(t7, 0);  // matmul_splitk.pto:5:12
+            TileT8 t8(min_i64(K - _split1 * (((K + 63) / 64 + 11) / 12) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+            TASSIGN(t8, 0);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-            GmView8 bGm8(b + _split15 * (((K + 63) / 64 + 3) / 4) * 64 * N + _g17 * 32, GmView8::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView8::Stride(N));  // matmul_splitk.pto:5:12
-            TLOAD(t21, bGm8);  // matmul_splitk.pto:5:12
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+            GmView0 bGm0(b + _split1 * (((K + 63) / 64 + 11) / 12) * 64 * N + _g3 * 128, GmView0::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView0::Stride(N));  // matmul_splitk.pto:5:12
+            TLOAD(t7, bGm0);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t22, t21);  // matmul_splitk.pto:5:12
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TMOV(t8, t7);  // matmul_splitk.pto:5:12
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -233,26 +74,26 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g16 = 0; _g16 < (M + 31) / 32; ++_g16) {  // matmul_splitk.pto:5:12
-                TileT18 t18(min_i64(M - _g16 * 32, 32), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
-                TASSIGN(t18, 0);  // matmul_splitk.pto:5:12
-                TileT19 t19(min_i64(M - _g16 * 32, 32), min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64));  // matmul_splitk.pto:5:12
-                TASSIGN(t19, 0);  // matmul_splitk.pto:5:12
+            for (int64_t _g2 = max_i64(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count) - (_split1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1) + _g3 * max_i64((M + 255) / 256, 1)), 0); _g2 < min_i64(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count), ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count)) - (_split1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1) + _g3 * max_i64((M + 255) / 256, 1)), (M + 255) / 256); ++_g2) {  // matmul_splitk.pto:5:12
+                TileT4 t4(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                TASSIGN(t4, 0);  // matmul_splitk.pto:5:12
+                TileT5 t5(min_i64(M - _g2 * 256, 256), min_i64(K - _split1 * (((K + 63) / 64 + 11) / 12) * 64, 64));  // matmul_splitk.pto:5:12
+                TASSIGN(t5, 0);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView9 aGm9(a + _g16 * 32 * K + _split15 * (((K + 63) / 64 + 3) / 4) * 64, GmView9::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView9::Stride(K));  // matmul_splitk.pto:5:12
-                TLOAD(t19, aGm9);  // matmul_splitk.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT20 t20(min_i64(M - _g16 * 32, 32), min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64));  // matmul_splitk.pto:5:12
-                TASSIGN(t20, 0);  // matmul_splitk.pto:5:12
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                GmView1 aGm1(a + _g2 * 256 * K + _split1 * (((K + 63) / 64 + 11) / 12) * 64, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(K));  // matmul_splitk.pto:5:12
+                TLOAD(t5, aGm1);  // matmul_splitk.pto:5:12
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT6 t6(min_i64(M - _g2 * 256, 256), min_i64(K - _split1 * (((K + 63) / 64 + 11) / 12) * 64, 64));  // matmul_splitk.pto:5:12
+                TASSIGN(t6, 0);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t20, t19);  // matmul_splitk.pto:5:12
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TMOV(t6, t5);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t18, t20, t22);  // matmul_splitk.pto:5:12
+                TMATMUL(t4, t6, t8);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -261,62 +102,62 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k23_db = 0; _k23_db < (max_i64(min_i64((_split15 + 1) * (((K + 63) / 64 + 3) / 4), (K + 63) / 64) - (_split15 * (((K + 63) / 64 + 3) / 4) + 1), 0) + 1) / 2; ++_k23_db) {  // matmul_splitk.pto:5:12
-                    TileT24B0 t24_b0(min_i64(M - _g16 * 32, 32), min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
-                    TASSIGN(t24_b0, 0);  // matmul_splitk.pto:5:12
+                for (int64_t _k9_db = 0; _k9_db < (max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) + 1) / 2; ++_k9_db) {  // matmul_splitk.pto:5:12
+                    TileT10B0 t10_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
+                    TASSIGN(t10_b0, 0);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                    GmView10 aGm10(a + _g16 * 32 * K + (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, GmView10::Shape(t24_b0.GetValidRow(), t24_b0.GetValidCol()), GmView10::Stride(K));  // matmul_splitk.pto:5:12
-                    TLOAD(t24_b0, aGm10);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT25B0 t25_b0(min_i64(M - _g16 * 32, 32), min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
-                    TASSIGN(t25_b0, 0);  // matmul_splitk.pto:5:12
+                    using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                    GmView2 aGm2(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, GmView2::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView2::Stride(K));  // matmul_splitk.pto:5:12
+                    TLOAD(t10_b0, aGm2);  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT11B0 t11_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
+                    TASSIGN(t11_b0, 0);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t25_b0, t24_b0);  // matmul_splitk.pto:5:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t11_b0, t10_b0);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT26B0 t26_b0(min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
-                    TASSIGN(t26_b0, 4096);  // matmul_splitk.pto:5:12
+                    TileT12B0 t12_b0(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                    TASSIGN(t12_b0, 32768);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                    GmView11 bGm11(b + (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64 * N + _g17 * 32, GmView11::Shape(t26_b0.GetValidRow(), t26_b0.GetValidCol()), GmView11::Stride(N));  // matmul_splitk.pto:5:12
-                    TLOAD(t26_b0, bGm11);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT27B0 t27_b0(min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + 1 + _k23_db * 2) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
-                    TASSIGN(t27_b0, 4096);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t27_b0, t26_b0);  // matmul_splitk.pto:5:12
+                    using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                    GmView3 bGm3(b + (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64 * N + _g3 * 128, GmView3::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView3::Stride(N));  // matmul_splitk.pto:5:12
+                    TLOAD(t12_b0, bGm3);  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT13B0 t13_b0(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                    TASSIGN(t13_b0, 16384);  // matmul_splitk.pto:5:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t13_b0, t12_b0);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t18, t18, t25_b0, t27_b0);  // matmul_splitk.pto:5:12
+                    TMATMUL_ACC(t4, t4, t11_b0, t13_b0);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    for (int64_t _k23_dr = 0; _k23_dr < min_i64(max_i64(min_i64((_split15 + 1) * (((K + 63) / 64 + 3) / 4), (K + 63) / 64) - (_split15 * (((K + 63) / 64 + 3) / 4) + 1), 0) - (_k23_db * 2 + 1), 1); ++_k23_dr) {  // matmul_splitk.pto:5:12
-                        TileT24B1 t24_b1(min_i64(M - _g16 * 32, 32), min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
-                        TASSIGN(t24_b1, 8192);  // matmul_splitk.pto:5:12
-                        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                        GmView12 aGm12(a + _g16 * 32 * K + (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, GmView12::Shape(t24_b1.GetValidRow(), t24_b1.GetValidCol()), GmView12::Stride(K));  // matmul_splitk.pto:5:12
-                        TLOAD(t24_b1, aGm12);  // matmul_splitk.pto:5:12
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT25B1 t25_b1(min_i64(M - _g16 * 32, 32), min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
-                        TASSIGN(t25_b1, 4096);  // matmul_splitk.pto:5:12
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t25_b1, t24_b1);  // matmul_splitk.pto:5:12
-                        TileT26B1 t26_b1(min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
-                        TASSIGN(t26_b1, 12288);  // matmul_splitk.pto:5:12
-                        using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                        GmView13 bGm13(b + (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64 * N + _g17 * 32, GmView13::Shape(t26_b1.GetValidRow(), t26_b1.GetValidCol()), GmView13::Stride(N));  // matmul_splitk.pto:5:12
-                        TLOAD(t26_b1, bGm13);  // matmul_splitk.pto:5:12
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT27B1 t27_b1(min_i64(K - (_split15 * (((K + 63) / 64 + 3) / 4) + _k23_db * 2 + _k23_dr + 2) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
-                        TASSIGN(t27_b1, 8192);  // matmul_splitk.pto:5:12
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t27_b1, t26_b1);  // matmul_splitk.pto:5:12
+                    for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // matmul_splitk.pto:5:12
+                        TileT10B1 t10_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t10_b1, 49152);  // matmul_splitk.pto:5:12
+                        using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView4 aGm4(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, GmView4::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView4::Stride(K));  // matmul_splitk.pto:5:12
+                        TLOAD(t10_b1, aGm4);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B1 t11_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t11_b1, 32768);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b1, t10_b1);  // matmul_splitk.pto:5:12
+                        TileT12B1 t12_b1(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TASSIGN(t12_b1, 81920);  // matmul_splitk.pto:5:12
+                        using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView5 bGm5(b + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64 * N + _g3 * 128, GmView5::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView5::Stride(N));  // matmul_splitk.pto:5:12
+                        TLOAD(t12_b1, bGm5);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT13B1 t13_b1(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TASSIGN(t13_b1, 32768);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t13_b1, t12_b1);  // matmul_splitk.pto:5:12
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t18, t18, t25_b1, t27_b1);  // matmul_splitk.pto:5:12
+                        TMATMUL_ACC(t4, t4, t11_b1, t13_b1);  // matmul_splitk.pto:5:12
                     }
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
@@ -330,18 +171,20 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView14 _ws0Gm14(_ws0 + (_split15 * M + _g16 * 32) * N + _g17 * 32, GmView14::Shape(t18.GetValidRow(), t18.GetValidCol()), GmView14::Stride(N));  // matmul_splitk.pto:5:12
-                TSTORE(_ws0Gm14, t18);  // matmul_splitk.pto:5:12
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                GmView6 _ws0Gm6(_ws0 + (_split1 * ((M + 255) / 256 * 256) + _g2 * 256) * N + _g3 * 128, GmView6::Shape(t4.GetValidRow(), t4.GetValidCol()), GmView6::Stride(N));  // matmul_splitk.pto:5:12
+                TSTORE(_ws0Gm6, t4);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
 }

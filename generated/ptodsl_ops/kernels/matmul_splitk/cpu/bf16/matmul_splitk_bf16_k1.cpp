@@ -26,80 +26,94 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t M, int64_t N, int64_t K, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* bias, __gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t N, int64_t M, int64_t K, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t M, int64_t N, int64_t K)
+extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* bias, __gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t N, int64_t M, int64_t K)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT33 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT20B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT20B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT21 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g28 = block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g28 < block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (M + 15) / 16 - block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g28) {  // matmul_splitk.pto:5:12
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g15 = block_index / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)); _g15 < block_index / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + min_i64(ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)), (N + 63) / 64 - block_index / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1))); ++_g15) {  // matmul_splitk.pto:5:12
+        TileT17 t17(min_i64(N - _g15 * 64, 64));  // matmul_splitk.pto:5:12
+        TASSIGN(t17, 0);  // matmul_splitk.pto:5:12
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_splitk.pto:5:12
+        GmView0 biasGm0(bias + _g15 * 64, GmView0::Shape(t17.GetValidCol()));  // matmul_splitk.pto:5:12
+        TLOAD(t17, biasGm0);  // matmul_splitk.pto:5:12
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g29 = block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g29 < block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (N + 63) / 64 - block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g29) {  // matmul_splitk.pto:5:12
-            TileT30 t30(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
-            TASSIGN(t30, 0);  // matmul_splitk.pto:5:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-            GmView0 _ws0Gm0(_ws0 + _g28 * 16 * N + _g29 * 64, GmView0::Shape(t30.GetValidRow(), t30.GetValidCol()), GmView0::Stride(N));  // matmul_splitk.pto:5:12
-            TLOAD(t30, _ws0Gm0);  // matmul_splitk.pto:5:12
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g14 = block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)); _g14 < block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + min_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)), (M + 15) / 16 - block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1))); ++_g14) {  // matmul_splitk.pto:5:12
+            TileT16 t16(min_i64(M - _g14 * 16, 16), min_i64(N - _g15 * 64, 64));  // matmul_splitk.pto:5:12
+            TASSIGN(t16, 256);  // matmul_splitk.pto:5:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+            GmView1 _ws0Gm1(_ws0 + _g14 * 16 * N + _g15 * 64, GmView1::Shape(t16.GetValidRow(), t16.GetValidCol()), GmView1::Stride(N));  // matmul_splitk.pto:5:12
+            TLOAD(t16, _ws0Gm1);  // matmul_splitk.pto:5:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _split31_db = 0; _split31_db < (max_i64(ceil_div((K + 63) / 64, ((K + 63) / 64 + 3) / 4) - 1, 0) + 1) / 2; ++_split31_db) {  // matmul_splitk.pto:5:12
-                pipe_barrier(PIPE_V);
-                TileT32B0 t32_b0(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
-                TASSIGN(t32_b0, 4096);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView1 _ws0Gm1(_ws0 + ((1 + _split31_db * 2) * M + _g28 * 16) * N + _g29 * 64, GmView1::Shape(t32_b0.GetValidRow(), t32_b0.GetValidCol()), GmView1::Stride(N));  // matmul_splitk.pto:5:12
-                TLOAD(t32_b0, _ws0Gm1);  // matmul_splitk.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TADD(t30, t30, t32_b0);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _split31_dr = 0; _split31_dr < min_i64(max_i64(ceil_div((K + 63) / 64, ((K + 63) / 64 + 3) / 4) - 1, 0) - (_split31_db * 2 + 1), 1); ++_split31_dr) {  // matmul_splitk.pto:5:12
-                    TileT32B1 t32_b1(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
-                    TASSIGN(t32_b1, 8192);  // matmul_splitk.pto:5:12
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                    GmView2 _ws0Gm2(_ws0 + ((_split31_db * 2 + _split31_dr + 2) * M + _g28 * 16) * N + _g29 * 64, GmView2::Shape(t32_b1.GetValidRow(), t32_b1.GetValidCol()), GmView2::Stride(N));  // matmul_splitk.pto:5:12
-                    TLOAD(t32_b1, _ws0Gm2);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TADD(t30, t30, t32_b1);  // matmul_splitk.pto:5:12
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT33 t33(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
-            TASSIGN(t33, 4096);  // matmul_splitk.pto:5:12
+            TCOLEXPANDADD(t16, t16, t17);  // matmul_splitk.pto:5:12
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t33, t30, RoundMode::CAST_RINT);  // matmul_splitk.pto:5:12
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _split19_db = 0; _split19_db < (max_i64(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) - 1, 0) + 1) / 2; ++_split19_db) {  // matmul_splitk.pto:5:12
+                pipe_barrier(PIPE_V);
+                TileT20B0 t20_b0(min_i64(M - _g14 * 16, 16), min_i64(N - _g15 * 64, 64));  // matmul_splitk.pto:5:12
+                TASSIGN(t20_b0, 4352);  // matmul_splitk.pto:5:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                GmView2 _ws0Gm2(_ws0 + ((1 + _split19_db * 2) * ((M + 255) / 256 * 256) + _g14 * 16) * N + _g15 * 64, GmView2::Shape(t20_b0.GetValidRow(), t20_b0.GetValidCol()), GmView2::Stride(N));  // matmul_splitk.pto:5:12
+                TLOAD(t20_b0, _ws0Gm2);  // matmul_splitk.pto:5:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t16, t16, t20_b0);  // matmul_splitk.pto:5:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _split19_dr = 0; _split19_dr < min_i64(max_i64(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) - 1, 0) - (_split19_db * 2 + 1), 1); ++_split19_dr) {  // matmul_splitk.pto:5:12
+                    TileT20B1 t20_b1(min_i64(M - _g14 * 16, 16), min_i64(N - _g15 * 64, 64));  // matmul_splitk.pto:5:12
+                    TASSIGN(t20_b1, 8448);  // matmul_splitk.pto:5:12
+                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                    GmView3 _ws0Gm3(_ws0 + ((_split19_db * 2 + _split19_dr + 2) * ((M + 255) / 256 * 256) + _g14 * 16) * N + _g15 * 64, GmView3::Shape(t20_b1.GetValidRow(), t20_b1.GetValidCol()), GmView3::Stride(N));  // matmul_splitk.pto:5:12
+                    TLOAD(t20_b1, _ws0Gm3);  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TADD(t16, t16, t20_b1);  // matmul_splitk.pto:5:12
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT21 t21(min_i64(M - _g14 * 16, 16), min_i64(N - _g15 * 64, 64));  // matmul_splitk.pto:5:12
+            TASSIGN(t21, 4352);  // matmul_splitk.pto:5:12
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t21, t16, RoundMode::CAST_RINT);  // matmul_splitk.pto:5:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-            GmView3 cGm3(c + _g28 * 16 * N + _g29 * 64, GmView3::Shape(t33.GetValidRow(), t33.GetValidCol()), GmView3::Stride(N));  // matmul_splitk.pto:5:12
-            TSTORE(cGm3, t33);  // matmul_splitk.pto:5:12
+            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+            GmView4 cGm4(c + _g14 * 16 * N + _g15 * 64, GmView4::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView4::Stride(N));  // matmul_splitk.pto:5:12
+            TSTORE(cGm4, t21);  // matmul_splitk.pto:5:12
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

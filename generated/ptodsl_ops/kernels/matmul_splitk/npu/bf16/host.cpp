@@ -13,8 +13,8 @@
 #include <new>
 #include <vector>
 
-extern "C" void matmul_splitk_bf16_k0_launch(uint32_t block_dim, void* stream, float* bias, bfloat16_t* b, bfloat16_t* a, float* _ws0, int64_t N, int64_t K, int64_t M);
-extern "C" void matmul_splitk_bf16_k1_launch(uint32_t block_dim, void* stream, float* _ws0, bfloat16_t* c, int64_t M, int64_t N, int64_t K);
+extern "C" void matmul_splitk_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* b, bfloat16_t* a, float* _ws0, int64_t K, int64_t N, int64_t M);
+extern "C" void matmul_splitk_bf16_k1_launch(uint32_t block_dim, void* stream, float* bias, float* _ws0, bfloat16_t* c, int64_t N, int64_t M, int64_t K);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -217,18 +217,21 @@ extern "C" int matmul_splitk_bf16(int32_t device, void* stream, bfloat16_t* a, b
         return -1;
     }
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_splitk.pto:5:12
-        DeviceWorkspace _ws0_bytes((M * 4 * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_splitk.pto:5:12
+        DeviceWorkspace _ws0_bytes(((M + 255) / 256 * 256 * 12 * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_splitk.pto:5:12
         if (ptodsl_failed) {  // matmul_splitk.pto:5:12
             return -1;  // matmul_splitk.pto:5:12
         }
         float* _ws0 = reinterpret_cast<float*>(_ws0_bytes.data());  // matmul_splitk.pto:5:12
-        matmul_splitk_bf16_k0_launch(1, ptodsl_stream, bias, b, a, _ws0, N, K, M);  // matmul_splitk.pto:5:12
-        if (!launched("the launch of matmul_splitk_bf16_k0")) {  // matmul_splitk.pto:5:12
-            return -1;  // matmul_splitk.pto:5:12
+        {  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k0_blocks = max_i64(ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), max_i64(ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), 24), 1)), 1);  // matmul_splitk.pto:5:12
+            matmul_splitk_bf16_k0_launch(matmul_splitk_bf16_k0_blocks, ptodsl_stream, b, a, _ws0, K, N, M);  // matmul_splitk.pto:5:12
+            if (!launched("the launch of matmul_splitk_bf16_k0")) {  // matmul_splitk.pto:5:12
+                return -1;  // matmul_splitk.pto:5:12
+            }
         }
         {  // matmul_splitk.pto:5:12
-            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_splitk.pto:5:12
-            matmul_splitk_bf16_k1_launch(matmul_splitk_bf16_k1_blocks, ptodsl_stream, _ws0, c, M, N, K);  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1);  // matmul_splitk.pto:5:12
+            matmul_splitk_bf16_k1_launch(matmul_splitk_bf16_k1_blocks, ptodsl_stream, bias, _ws0, c, N, M, K);  // matmul_splitk.pto:5:12
             if (!launched("the launch of matmul_splitk_bf16_k1")) {  // matmul_splitk.pto:5:12
                 return -1;  // matmul_splitk.pto:5:12
             }

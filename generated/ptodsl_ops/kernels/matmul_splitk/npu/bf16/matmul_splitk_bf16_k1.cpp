@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/matmul_splitk_bf16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches matmul_splitk_bf16_k1 on an NPU stream (vector core).
-extern "C" void matmul_splitk_bf16_k1_launch(uint32_t block_dim, void* stream, float* _ws0, bfloat16_t* c, int64_t M, int64_t N, int64_t K)
+extern "C" void matmul_splitk_bf16_k1_launch(uint32_t block_dim, void* stream, float* bias, float* _ws0, bfloat16_t* c, int64_t N, int64_t M, int64_t K)
 {
-    matmul_splitk_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)_ws0, (__gm__ bfloat16_t*)c, M, N, K);
+    matmul_splitk_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)bias, (__gm__ float*)_ws0, (__gm__ bfloat16_t*)c, N, M, K);
 }

@@ -80,7 +80,7 @@ extern "C" int mha_sdpa_f16(half* q, half* k, half* v, half* o, float scale, int
         std::vector<unsigned char> s_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
         float* s = reinterpret_cast<float*>(s_bytes.data());  // mha_sdpa.pto:5:9
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k0_blocks = max_i64(ceil_div(B * H, max_i64((B * H + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f16_k0_blocks = max_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), max_i64((B * H * ((L + 31) / 32) * ((S + 31) / 32) + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
             bool mha_sdpa_f16_k0_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t mha_sdpa_f16_k0_block = 0; mha_sdpa_f16_k0_block < mha_sdpa_f16_k0_blocks; ++mha_sdpa_f16_k0_block) {  // mha_sdpa.pto:5:9
@@ -238,7 +238,7 @@ extern "C" int mha_sdpa_f16(half* q, half* k, half* v, half* o, float scale, int
 #endif
         }
         {  // mha_sdpa.pto:8:12
-            const int64_t mha_sdpa_f16_k2_blocks = max_i64(ceil_div(B * H, max_i64((B * H + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+            const int64_t mha_sdpa_f16_k2_blocks = max_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), max_i64((B * H * ((D + 31) / 32) * ((S + 31) / 32) + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
             bool mha_sdpa_f16_k2_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t mha_sdpa_f16_k2_block = 0; mha_sdpa_f16_k2_block < mha_sdpa_f16_k2_blocks; ++mha_sdpa_f16_k2_block) {  // mha_sdpa.pto:8:12

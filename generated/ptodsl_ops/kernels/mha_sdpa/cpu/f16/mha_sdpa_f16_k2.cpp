@@ -49,11 +49,11 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k2(__gm__ half* v, __gm__ half* t
     using TileT74B1 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT75B1 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _b62 = floor_div(block_index * ceil_div(B * H, block_count), max_i64(H, 1)); _b62 < ceil_div(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)), max_i64(H, 1)); ++_b62) {  // mha_sdpa.pto:8:12
-        for (int64_t _b63 = max_i64(block_index * ceil_div(B * H, block_count) - _b62 * max_i64(H, 1), 0); _b63 < min_i64(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)) - _b62 * max_i64(H, 1), H); ++_b63) {  // mha_sdpa.pto:8:12
+    for (int64_t _b62 = floor_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1)); _b62 < ceil_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)), max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1)); ++_b62) {  // mha_sdpa.pto:8:12
+        for (int64_t _b63 = max_i64(floor_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) - _b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), 0); _b63 < min_i64(ceil_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)) - _b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), H); ++_b63) {  // mha_sdpa.pto:8:12
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g65 = 0; _g65 < (D + 31) / 32; ++_g65) {  // mha_sdpa.pto:8:12
+            for (int64_t _g65 = max_i64(floor_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), max_i64((S + 31) / 32, 1)), 0); _g65 < min_i64(ceil_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), max_i64((S + 31) / 32, 1)), (D + 31) / 32); ++_g65) {  // mha_sdpa.pto:8:12
                 TileT69 t69(min_i64(L, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                 TASSIGN(t69, 0);  // mha_sdpa.pto:8:12
                 TileT70 t70(min_i64(L, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
@@ -73,7 +73,7 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k2(__gm__ half* v, __gm__ half* t
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g64 = 0; _g64 < (S + 31) / 32; ++_g64) {  // mha_sdpa.pto:8:12
+                for (int64_t _g64 = max_i64(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1) + _g65 * max_i64((S + 31) / 32, 1)), 0); _g64 < min_i64(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1) + _g65 * max_i64((S + 31) / 32, 1)), (S + 31) / 32); ++_g64) {  // mha_sdpa.pto:8:12
                     TileT66 t66(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                     TASSIGN(t66, 0);  // mha_sdpa.pto:8:12
                     TileT67 t67(min_i64(S - _g64 * 32, 32), min_i64(L, 32));  // mha_sdpa.pto:8:12

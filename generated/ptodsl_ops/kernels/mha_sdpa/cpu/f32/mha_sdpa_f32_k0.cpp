@@ -49,11 +49,11 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float*
     using TileT12B1 = Tile<TileType::Mat, float, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT13B1 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _b0 = floor_div(block_index * ceil_div(B * H, block_count), max_i64(H, 1)); _b0 < ceil_div(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)), max_i64(H, 1)); ++_b0) {  // mha_sdpa.pto:5:9
-        for (int64_t _b1 = max_i64(block_index * ceil_div(B * H, block_count) - _b0 * max_i64(H, 1), 0); _b1 < min_i64(block_index * ceil_div(B * H, block_count) + min_i64(ceil_div(B * H, block_count), B * H - block_index * ceil_div(B * H, block_count)) - _b0 * max_i64(H, 1), H); ++_b1) {  // mha_sdpa.pto:5:9
+    for (int64_t _b0 = floor_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1)); _b0 < ceil_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((L + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count)), max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1)); ++_b0) {  // mha_sdpa.pto:5:9
+        for (int64_t _b1 = max_i64(floor_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) - _b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((L + 31) / 32), 1)), 0); _b1 < min_i64(ceil_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((L + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count)) - _b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((L + 31) / 32), 1)), H); ++_b1) {  // mha_sdpa.pto:5:9
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g3 = 0; _g3 < (L + 31) / 32; ++_g3) {  // mha_sdpa.pto:5:9
+            for (int64_t _g3 = max_i64(floor_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1)), max_i64((S + 31) / 32, 1)), 0); _g3 < min_i64(ceil_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((L + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count)) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1)), max_i64((S + 31) / 32, 1)), (L + 31) / 32); ++_g3) {  // mha_sdpa.pto:5:9
                 TileT7 t7(min_i64(D, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
                 TASSIGN(t7, 0);  // mha_sdpa.pto:5:9
                 TileT8 t8(min_i64(D, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
@@ -73,7 +73,7 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float*
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g2 = 0; _g2 < (S + 31) / 32; ++_g2) {  // mha_sdpa.pto:5:9
+                for (int64_t _g2 = max_i64(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1) + _g3 * max_i64((S + 31) / 32, 1)), 0); _g2 < min_i64(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((L + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count)) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1) + _g3 * max_i64((S + 31) / 32, 1)), (S + 31) / 32); ++_g2) {  // mha_sdpa.pto:5:9
                     TileT4 t4(min_i64(S - _g2 * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
                     TASSIGN(t4, 0);  // mha_sdpa.pto:5:9
                     TileT5 t5(min_i64(S - _g2 * 32, 32), min_i64(D, 32));  // mha_sdpa.pto:5:9

@@ -233,7 +233,7 @@ extern "C" int mha_sdpa_f16(int32_t device, void* stream, half* q, half* k, half
         }
         float* s = reinterpret_cast<float*>(s_bytes.data());  // mha_sdpa.pto:5:9
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k0_blocks = max_i64(ceil_div(B * H, max_i64((B * H + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f16_k0_blocks = max_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), max_i64((B * H * ((L + 31) / 32) * ((S + 31) / 32) + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
             mha_sdpa_f16_k0_launch(mha_sdpa_f16_k0_blocks, ptodsl_stream, k, q, t0, B, H, L, D, S);  // mha_sdpa.pto:5:9
             if (!launched("the launch of mha_sdpa_f16_k0")) {  // mha_sdpa.pto:5:9
                 return -1;  // mha_sdpa.pto:5:9
@@ -295,7 +295,7 @@ extern "C" int mha_sdpa_f16(int32_t device, void* stream, half* q, half* k, half
             }
         }
         {  // mha_sdpa.pto:8:12
-            const int64_t mha_sdpa_f16_k2_blocks = max_i64(ceil_div(B * H, max_i64((B * H + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+            const int64_t mha_sdpa_f16_k2_blocks = max_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), max_i64((B * H * ((D + 31) / 32) * ((S + 31) / 32) + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
             mha_sdpa_f16_k2_launch(mha_sdpa_f16_k2_blocks, ptodsl_stream, v, t5, o, B, H, D, L, S);  // mha_sdpa.pto:8:12
             if (!launched("the launch of mha_sdpa_f16_k2")) {  // mha_sdpa.pto:8:12
                 return -1;  // mha_sdpa.pto:8:12
