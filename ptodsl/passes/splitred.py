@@ -8,7 +8,8 @@ accumulators, with ``c = cdiv(n, cores)`` (``n`` the trip count, at least 1; ``c
 target's ``chip:`` count of the kind of core the body needs) and ``P = cdiv(n, c)`` partials:
 
 - one GM workspace ``acc_parts: [P, m]`` per accumulator ``acc: [1, m]``, allocated once before
-  the loop and filled with the accumulation's identity;
+  the loop; partial ``p`` fills its row with the accumulation's identity before its share (so the
+  fill runs in the partials' blocks, not as a launch of its own);
 - a loop ``NAME_parts`` over ``p < P`` around the user's loop, which now runs the contiguous share
   ``[lo + p * c, min(hi, lo + (p + 1) * c))`` and accumulates into row ``p`` of the workspace. Its
   iterations touch only their own rows, so the parallel pass proves it independent and it runs as
@@ -241,7 +242,7 @@ def _split(loop: Op, plan: _Plan, names: _Names, cores: int) -> list[Op]:
         t = acc.value.type
         ws = Value(names.fresh(f"{name}_parts"), TensorType(t.dtype, (parts, t.shape[1])))
         rows[name] = ws
-        out.append(Op("alloc", [], {"fill": _identity(acc.op, t.dtype)}, [ws], [], span))
+        out.append(Op("alloc", [], {}, [ws], [], span))
     claimed = {id(o): name for name, acc in plan.accs.items() for o in acc.ops}
     body: list[Op] = []
     views: list[Op] = []
@@ -268,8 +269,13 @@ def _split(loop: Op, plan: _Plan, names: _Names, cores: int) -> list[Op]:
                        (write or op).span))
     inner = Op("loop", [], dict(a) | {"lo": first, "hi": sym.min_(a["hi"], sym.add(first, share))}, [],
                [views + body], span)
+    # each partial fills its own row with the identity before its share: the fill is then part of
+    # the partial's work (one launch of blocks), not a grid of its own before them
+    fills = [Op("fill", [ws], {"offsets": [sym.Sym(p), 0], "shape": [1, ws.type.shape[1]],
+                               "scalar": _identity(plan.accs[name].op, ws.type.dtype)}, [], [], span)
+             for name, ws in rows.items()]
     out.append(Op("loop", [], {"index": p, "lo": 0, "hi": parts, "step": 1, "name": names.fresh(f"{a['name']}_parts")},
-                  [], [[inner]], span))
+                  [], [fills + [inner]], span))
     combine: list[Op] = []
     for name, acc in plan.accs.items():
         t = acc.value.type

@@ -187,3 +187,20 @@ def test_a_split_share_gets_no_one_pass_version(spec):
         in_loops = [o for loop in control.walk() if loop.name == "loop" and loop.attrs.get("kind") != "implicit"
                     for o in loop.walk() if o.name == "launch"]
         assert in_loops == [], [o.attrs["kernel"] for o in in_loops]
+
+
+def test_each_partial_fills_its_own_row_so_the_partials_are_one_launch():
+    """The identity fill of the partials' workspace is each partial's first step, not a grid of its
+    own before them: tensor_sum is the partials' launch of blocks, then the combine's."""
+    op = load("specs/tensor_sum.yaml")
+    block = op.compiled.stages["block"]
+    control = block.func("tensor_sum_f32")
+    kernels = [o.attrs["kernel"] for o in control.walk() if o.name == "launch"]
+    assert len(kernels) == 2, kernels
+    parts = block.func(kernels[0])
+    assert "block_index" in parts.attrs
+    fills = [o for o in parts.walk() if o.name == "tile.fill"]
+    assert fills and all(o in loop.walk() for o in fills for loop in parts.body if loop.name == "loop")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((130, 300)).astype(np.float32)
+    np.testing.assert_allclose(op(x, backend="sim"), x.sum(0, keepdims=True), rtol=1e-5, atol=1e-5)

@@ -35,54 +35,54 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ float* acc_g, __g
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT115B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT116B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT115B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT116B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT113B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT114B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT113B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT114B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g114_db = 0; _g114_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g114_db) {  // layernorm_bwd.pto:18:22
+    for (int64_t _g112_db = 0; _g112_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g112_db) {  // layernorm_bwd.pto:18:22
         pipe_barrier(PIPE_V);
-        TileT115B0 t115_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g114_db * 2) * 1024, 1024));  // layernorm_bwd.pto:18:22
-        TASSIGN(t115_b0, 0);  // layernorm_bwd.pto:18:22
-        TileT116B0 t116_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g114_db * 2) * 1024, 1024));  // layernorm_bwd.pto:18:22
-        TASSIGN(t116_b0, 4096);  // layernorm_bwd.pto:18:22
+        TileT113B0 t113_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g112_db * 2) * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TASSIGN(t113_b0, 0);  // layernorm_bwd.pto:18:22
+        TileT114B0 t114_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g112_db * 2) * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TASSIGN(t114_b0, 4096);  // layernorm_bwd.pto:18:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-        GmView0 acc_gGm0(acc_g + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g114_db * 2) * 1024, GmView0::Shape(t116_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:18:22
-        TLOAD(t116_b0, acc_gGm0);  // layernorm_bwd.pto:18:22
+        GmView0 acc_gGm0(acc_g + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g112_db * 2) * 1024, GmView0::Shape(t114_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:18:22
+        TLOAD(t114_b0, acc_gGm0);  // layernorm_bwd.pto:18:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLSUM(t115_b0, t116_b0);  // layernorm_bwd.pto:18:22
+        TCOLSUM(t113_b0, t114_b0);  // layernorm_bwd.pto:18:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-        GmView1 t20Gm1(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g114_db * 2) * 1024, GmView1::Shape(t115_b0.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:18:22
-        TSTORE(t20Gm1, t115_b0);  // layernorm_bwd.pto:18:22
+        GmView1 t20Gm1(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g112_db * 2) * 1024, GmView1::Shape(t113_b0.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:18:22
+        TSTORE(t20Gm1, t113_b0);  // layernorm_bwd.pto:18:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g114_dr = 0; _g114_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g114_db * 2 + 1), 1); ++_g114_dr) {  // layernorm_bwd.pto:18:22
-            TileT115B1 t115_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g114_db * 2 + 1 + _g114_dr)) * 1024, 1024));  // layernorm_bwd.pto:18:22
-            TASSIGN(t115_b1, 8192);  // layernorm_bwd.pto:18:22
-            TileT116B1 t116_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g114_db * 2 + 1 + _g114_dr)) * 1024, 1024));  // layernorm_bwd.pto:18:22
-            TASSIGN(t116_b1, 12288);  // layernorm_bwd.pto:18:22
+        for (int64_t _g112_dr = 0; _g112_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g112_db * 2 + 1), 1); ++_g112_dr) {  // layernorm_bwd.pto:18:22
+            TileT113B1 t113_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g112_db * 2 + 1 + _g112_dr)) * 1024, 1024));  // layernorm_bwd.pto:18:22
+            TASSIGN(t113_b1, 8192);  // layernorm_bwd.pto:18:22
+            TileT114B1 t114_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g112_db * 2 + 1 + _g112_dr)) * 1024, 1024));  // layernorm_bwd.pto:18:22
+            TASSIGN(t114_b1, 12288);  // layernorm_bwd.pto:18:22
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-            GmView2 acc_gGm2(acc_g + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g114_db * 2 + 1 + _g114_dr)) * 1024, GmView2::Shape(t116_b1.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:18:22
-            TLOAD(t116_b1, acc_gGm2);  // layernorm_bwd.pto:18:22
+            GmView2 acc_gGm2(acc_g + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g112_db * 2 + 1 + _g112_dr)) * 1024, GmView2::Shape(t114_b1.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:18:22
+            TLOAD(t114_b1, acc_gGm2);  // layernorm_bwd.pto:18:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t115_b1, t116_b1);  // layernorm_bwd.pto:18:22
+            TCOLSUM(t113_b1, t114_b1);  // layernorm_bwd.pto:18:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-            GmView3 t20Gm3(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g114_db * 2 + 1 + _g114_dr)) * 1024, GmView3::Shape(t115_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:18:22
-            TSTORE(t20Gm3, t115_b1);  // layernorm_bwd.pto:18:22
+            GmView3 t20Gm3(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g112_db * 2 + 1 + _g112_dr)) * 1024, GmView3::Shape(t113_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:18:22
+            TSTORE(t20Gm3, t113_b1);  // layernorm_bwd.pto:18:22
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

@@ -25,36 +25,912 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void layernorm_bwd_f16_k0p1(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ half* x, __gm__ half* dy, __gm__ float* xhat, __gm__ half* gamma, __gm__ float* t10, __gm__ half* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
-#else
 extern "C" __global__ AICORE void layernorm_bwd_f16_k0p1(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ half* x, __gm__ half* dy, __gm__ float* xhat, __gm__ half* gamma, __gm__ float* t10, __gm__ half* dx, int64_t H, int64_t R, float eps)
-#endif
 {
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-    const int64_t block_index = static_cast<int64_t>(get_block_idx());
-    const int64_t block_count = static_cast<int64_t>(get_block_num());
-#endif
-    using TileT6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT16B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT16B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT27 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT19B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re2B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT19B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re2B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT32 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT34 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT48 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT36B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re2Re4B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT39B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re3B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT51B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT36B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re2Re4B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT39B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re3B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT51B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT61 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT53B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41Re5B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re3Re5B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT59B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT64B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT53B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41Re5B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re3Re5B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT59B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT64B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT66B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT71B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT73B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT78B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT81B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re6B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT85B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT87B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT91B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT93B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT66B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT71B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT73B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT78B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT81B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re6B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT85B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT87B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT91B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT93B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
-    for (int64_t _g4 = block_index / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)); _g4 < block_index / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)) + min_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)), ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - block_index / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1))); ++_g4) {  // layernorm_bwd.pto:8:5
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g5 = block_index % max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)); _g5 < block_index % max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)) + min_i64(ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)), (H + 1023) / 1024 - block_index % max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1))); ++_g5) {  // layernorm_bwd.pto:8:5
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    for (int64_t r_part = 0; r_part < ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48); ++r_part) {  // layernorm_bwd.pto:8:5
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        for (int64_t _g4 = 0; _g4 < (H + 1023) / 1024; ++_g4) {  // layernorm_bwd.pto:8:5
             pipe_barrier(PIPE_V);
-            TileT6 t6(min_i64(H - _g5 * 1024, 1024));  // layernorm_bwd.pto:8:5
-            TASSIGN(t6, 0);  // layernorm_bwd.pto:8:5
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t6, 0.0f);  // layernorm_bwd.pto:8:5
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            TileT5 t5(min_i64(H - _g4 * 1024, 1024));  // layernorm_bwd.pto:8:5
+            TASSIGN(t5, 0);  // layernorm_bwd.pto:8:5
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TEXPANDS(t5, 0.0f);  // layernorm_bwd.pto:8:5
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView0 acc_g_partsGm0(acc_g_parts + _g4 * H + _g5 * 1024, GmView0::Shape(t6.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:8:5
-            TSTORE(acc_g_partsGm0, t6);  // layernorm_bwd.pto:8:5
+            GmView0 acc_g_partsGm0(acc_g_parts + r_part * H + _g4 * 1024, GmView0::Shape(t5.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:8:5
+            TSTORE(acc_g_partsGm0, t5);  // layernorm_bwd.pto:8:5
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
-            GmView1 acc_b_partsGm1(acc_b_parts + _g4 * H + _g5 * 1024, GmView1::Shape(t6.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:8:5
-            TSTORE(acc_b_partsGm1, t6);  // layernorm_bwd.pto:8:5
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            GmView1 acc_b_partsGm1(acc_b_parts + r_part * H + _g4 * 1024, GmView1::Shape(t5.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:8:5
+            TSTORE(acc_b_partsGm1, t5);  // layernorm_bwd.pto:8:5
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // layernorm_bwd.pto:8:5
+            pipe_barrier(PIPE_V);
+            __gm__ float* acc_g_part = acc_g_parts + r_part * H;  // layernorm_bwd.pto:16:20
+            __gm__ float* acc_b_part = acc_b_parts + r_part * H;  // layernorm_bwd.pto:17:20
+            __gm__ half* v0 = x + r * H;  // layernorm_bwd.pto:9:19
+            __gm__ half* v1 = dy + r * H;  // layernorm_bwd.pto:10:18
+            TileT14 t14;  // layernorm_bwd.pto:11:18
+            TASSIGN(t14, 0);  // layernorm_bwd.pto:11:18
+            TEXPANDS(t14, 0.0f);  // layernorm_bwd.pto:11:18
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g11_db = 0; _g11_db < ((H + 1023) / 1024 + 1) / 2; ++_g11_db) {  // layernorm_bwd.pto:10:13
+                pipe_barrier(PIPE_V);
+                TileT16B0 t16_b0(min_i64(H - _g11_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:18
+                TASSIGN(t16_b0, 32);  // layernorm_bwd.pto:11:18
+                TileT9Re1B0 t9_re1_b0(min_i64(H - _g11_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
+                TASSIGN(t9_re1_b0, 4128);  // layernorm_bwd.pto:9:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+                GmView2 v0Gm2(v0 + _g11_db * 2 * 1024, GmView2::Shape(t9_re1_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
+                TLOAD(t9_re1_b0, v0Gm2);  // layernorm_bwd.pto:9:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TCVT(t16_b0, t9_re1_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                TileT17B0 t17_b0;  // layernorm_bwd.pto:11:18
+                TASSIGN(t17_b0, 4128);  // layernorm_bwd.pto:11:18
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
+                TASSIGN(tmp0, 32832);  // layernorm_bwd.pto:11:18
+                TROWSUM(t17_b0, t16_b0, tmp0);  // layernorm_bwd.pto:11:18
+                pipe_barrier(PIPE_V);
+                TADD(t14, t14, t17_b0);  // layernorm_bwd.pto:11:18
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g11_dr = 0; _g11_dr < min_i64((H + 1023) / 1024 - (_g11_db * 2 + 1), 1); ++_g11_dr) {  // layernorm_bwd.pto:10:13
+                    TileT16B1 t16_b1(min_i64(H - (_g11_db * 2 + 1 + _g11_dr) * 1024, 1024));  // layernorm_bwd.pto:11:18
+                    TASSIGN(t16_b1, 6176);  // layernorm_bwd.pto:11:18
+                    TileT9Re1B1 t9_re1_b1(min_i64(H - (_g11_db * 2 + 1 + _g11_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
+                    TASSIGN(t9_re1_b1, 10272);  // layernorm_bwd.pto:9:14
+                    using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+                    GmView3 v0Gm3(v0 + (_g11_db * 2 + 1 + _g11_dr) * 1024, GmView3::Shape(t9_re1_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
+                    TLOAD(t9_re1_b1, v0Gm3);  // layernorm_bwd.pto:9:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TCVT(t16_b1, t9_re1_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                    TileT17B1 t17_b1;  // layernorm_bwd.pto:11:18
+                    TASSIGN(t17_b1, 10272);  // layernorm_bwd.pto:11:18
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp1;  // layernorm_bwd.pto:11:18
+                    TASSIGN(tmp1, 32832);  // layernorm_bwd.pto:11:18
+                    TROWSUM(t17_b1, t16_b1, tmp1);  // layernorm_bwd.pto:11:18
+                    pipe_barrier(PIPE_V);
+                    TADD(t14, t14, t17_b1);  // layernorm_bwd.pto:11:18
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TMULS(t14, t14, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
+            TileT27 t27;  // layernorm_bwd.pto:12:22
+            TASSIGN(t27, 32);  // layernorm_bwd.pto:12:22
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t27, 0.0f);  // layernorm_bwd.pto:12:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g18_db = 0; _g18_db < ((H + 1023) / 1024 + 1) / 2; ++_g18_db) {  // layernorm_bwd.pto:11:13
+                pipe_barrier(PIPE_V);
+                TileT19B0 t19_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
+                TASSIGN(t19_b0, 64);  // layernorm_bwd.pto:11:13
+                TileT9Re2B0 t9_re2_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
+                TASSIGN(t9_re2_b0, 4160);  // layernorm_bwd.pto:9:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+                GmView4 v0Gm4(v0 + _g18_db * 2 * 1024, GmView4::Shape(t9_re2_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:9:14
+                TLOAD(t9_re2_b0, v0Gm4);  // layernorm_bwd.pto:9:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TCVT(t19_b0, t9_re2_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                TileT22B0 t22_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
+                TASSIGN(t22_b0, 4160);  // layernorm_bwd.pto:11:13
+                pipe_barrier(PIPE_V);
+                TileView1 view2;  // layernorm_bwd.pto:11:13
+                TASSIGN(view2, 0);  // layernorm_bwd.pto:11:13
+                TileTmp2 tmp3;  // layernorm_bwd.pto:11:13
+                TASSIGN(tmp3, 32832);  // layernorm_bwd.pto:11:13
+                TROWEXPANDSUB(t22_b0, t19_b0, view2, tmp3);  // layernorm_bwd.pto:11:13
+                TileT26B0 t26_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:12:27
+                TASSIGN(t26_b0, 64);  // layernorm_bwd.pto:12:27
+                pipe_barrier(PIPE_V);
+                TMUL(t26_b0, t22_b0, t22_b0);  // layernorm_bwd.pto:12:27
+                TileT30B0 t30_b0;  // layernorm_bwd.pto:12:22
+                TASSIGN(t30_b0, 4160);  // layernorm_bwd.pto:12:22
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp4;  // layernorm_bwd.pto:12:22
+                TASSIGN(tmp4, 32832);  // layernorm_bwd.pto:12:22
+                TROWSUM(t30_b0, t26_b0, tmp4);  // layernorm_bwd.pto:12:22
+                pipe_barrier(PIPE_V);
+                TADD(t27, t27, t30_b0);  // layernorm_bwd.pto:12:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g18_dr = 0; _g18_dr < min_i64((H + 1023) / 1024 - (_g18_db * 2 + 1), 1); ++_g18_dr) {  // layernorm_bwd.pto:11:13
+                    TileT19B1 t19_b1(min_i64(H - (_g18_db * 2 + 1 + _g18_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
+                    TASSIGN(t19_b1, 8256);  // layernorm_bwd.pto:11:13
+                    TileT9Re2B1 t9_re2_b1(min_i64(H - (_g18_db * 2 + 1 + _g18_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
+                    TASSIGN(t9_re2_b1, 12352);  // layernorm_bwd.pto:9:14
+                    using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+                    GmView5 v0Gm5(v0 + (_g18_db * 2 + 1 + _g18_dr) * 1024, GmView5::Shape(t9_re2_b1.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:9:14
+                    TLOAD(t9_re2_b1, v0Gm5);  // layernorm_bwd.pto:9:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TCVT(t19_b1, t9_re2_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                    TileT22B1 t22_b1(min_i64(H - (_g18_db * 2 + 1 + _g18_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
+                    TASSIGN(t22_b1, 12352);  // layernorm_bwd.pto:11:13
+                    pipe_barrier(PIPE_V);
+                    TileView1 view5;  // layernorm_bwd.pto:11:13
+                    TASSIGN(view5, 0);  // layernorm_bwd.pto:11:13
+                    TileTmp2 tmp6;  // layernorm_bwd.pto:11:13
+                    TASSIGN(tmp6, 32832);  // layernorm_bwd.pto:11:13
+                    TROWEXPANDSUB(t22_b1, t19_b1, view5, tmp6);  // layernorm_bwd.pto:11:13
+                    TileT26B1 t26_b1(min_i64(H - (_g18_db * 2 + 1 + _g18_dr) * 1024, 1024));  // layernorm_bwd.pto:12:27
+                    TASSIGN(t26_b1, 8256);  // layernorm_bwd.pto:12:27
+                    pipe_barrier(PIPE_V);
+                    TMUL(t26_b1, t22_b1, t22_b1);  // layernorm_bwd.pto:12:27
+                    TileT30B1 t30_b1;  // layernorm_bwd.pto:12:22
+                    TASSIGN(t30_b1, 12352);  // layernorm_bwd.pto:12:22
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp7;  // layernorm_bwd.pto:12:22
+                    TASSIGN(tmp7, 32832);  // layernorm_bwd.pto:12:22
+                    TROWSUM(t30_b1, t26_b1, tmp7);  // layernorm_bwd.pto:12:22
+                    pipe_barrier(PIPE_V);
+                    TADD(t27, t27, t30_b1);  // layernorm_bwd.pto:12:22
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            TMULS(t27, t27, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
+            TileT32 t32;  // layernorm_bwd.pto:12:22
+            TASSIGN(t32, 64);  // layernorm_bwd.pto:12:22
+            pipe_barrier(PIPE_V);
+            TADDS(t32, t27, eps);  // layernorm_bwd.pto:12:22
+            TileT34 t34;  // layernorm_bwd.pto:12:16
+            TASSIGN(t34, 32);  // layernorm_bwd.pto:12:16
+            pipe_barrier(PIPE_V);
+            TRSQRT(t34, t32);  // layernorm_bwd.pto:12:16
+            TileT48 t48;  // layernorm_bwd.pto:15:38
+            TASSIGN(t48, 64);  // layernorm_bwd.pto:15:38
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t48, 0.0f);  // layernorm_bwd.pto:15:38
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g35_db = 0; _g35_db < ((H + 1023) / 1024 + 1) / 2; ++_g35_db) {  // layernorm_bwd.pto:13:16
+                pipe_barrier(PIPE_V);
+                TileT36B0 t36_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
+                TASSIGN(t36_b0, 96);  // layernorm_bwd.pto:13:16
+                TileT19Re4B0 t19_re4_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
+                TASSIGN(t19_re4_b0, 4192);  // layernorm_bwd.pto:11:13
+                TileT9Re2Re4B0 t9_re2_re4_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
+                TASSIGN(t9_re2_re4_b0, 8288);  // layernorm_bwd.pto:9:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+                GmView6 v0Gm6(v0 + _g35_db * 2 * 1024, GmView6::Shape(t9_re2_re4_b0.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:9:14
+                TLOAD(t9_re2_re4_b0, v0Gm6);  // layernorm_bwd.pto:9:14
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                TCVT(t19_re4_b0, t9_re2_re4_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                TileView1 view8;  // layernorm_bwd.pto:11:13
+                TASSIGN(view8, 0);  // layernorm_bwd.pto:11:13
+                TileTmp2 tmp9;  // layernorm_bwd.pto:11:13
+                TASSIGN(tmp9, 32832);  // layernorm_bwd.pto:11:13
+                TROWEXPANDSUB(t36_b0, t19_re4_b0, view8, tmp9);  // layernorm_bwd.pto:11:13
+                TileT39B0 t39_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
+                TASSIGN(t39_b0, 4192);  // layernorm_bwd.pto:13:16
+                pipe_barrier(PIPE_V);
+                TileView1 view10;  // layernorm_bwd.pto:13:16
+                TASSIGN(view10, 32);  // layernorm_bwd.pto:13:16
+                TileTmp2 tmp11;  // layernorm_bwd.pto:13:16
+                TASSIGN(tmp11, 32832);  // layernorm_bwd.pto:13:16
+                TROWEXPANDMUL(t39_b0, t36_b0, view10, tmp11);  // layernorm_bwd.pto:13:16
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
+                GmView7 xhatGm7(xhat + _g35_db * 2 * 1024, GmView7::Shape(t39_b0.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:13:16
+                TSTORE(xhatGm7, t39_b0);  // layernorm_bwd.pto:13:16
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TileT41B0 t41_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
+                TASSIGN(t41_b0, 96);  // layernorm_bwd.pto:14:18
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                using GmView8 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+                GmView8 gammaGm8(gamma + _g35_db * 2 * 1024, GmView8::Shape(t41_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
+                TLOAD(t41_b0, gammaGm8);  // layernorm_bwd.pto:14:18
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                TileT42B0 t42_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
+                TASSIGN(t42_b0, 2144);  // layernorm_bwd.pto:14:18
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TCVT(t42_b0, t41_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT44B0 t44_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
+                TASSIGN(t44_b0, 6240);  // layernorm_bwd.pto:14:14
+                TileT12Re3B0 t12_re3_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
+                TASSIGN(t12_re3_b0, 96);  // layernorm_bwd.pto:10:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+                GmView9 v1Gm9(v1 + _g35_db * 2 * 1024, GmView9::Shape(t12_re3_b0.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:10:13
+                TLOAD(t12_re3_b0, v1Gm9);  // layernorm_bwd.pto:10:13
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                TCVT(t44_b0, t12_re3_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                TileT47B0 t47_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
+                TASSIGN(t47_b0, 10336);  // layernorm_bwd.pto:14:14
+                pipe_barrier(PIPE_V);
+                TCOLEXPANDMUL(t47_b0, t44_b0, t42_b0);  // layernorm_bwd.pto:14:14
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                TileT51B0 t51_b0;  // layernorm_bwd.pto:15:38
+                TASSIGN(t51_b0, 96);  // layernorm_bwd.pto:15:38
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp12;  // layernorm_bwd.pto:15:38
+                TASSIGN(tmp12, 32832);  // layernorm_bwd.pto:15:38
+                TROWSUM(t51_b0, t47_b0, tmp12);  // layernorm_bwd.pto:15:38
+                pipe_barrier(PIPE_V);
+                TADD(t48, t48, t51_b0);  // layernorm_bwd.pto:15:38
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                for (int64_t _g35_dr = 0; _g35_dr < min_i64((H + 1023) / 1024 - (_g35_db * 2 + 1), 1); ++_g35_dr) {  // layernorm_bwd.pto:13:16
+                    TileT36B1 t36_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
+                    TASSIGN(t36_b1, 14432);  // layernorm_bwd.pto:13:16
+                    TileT19Re4B1 t19_re4_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
+                    TASSIGN(t19_re4_b1, 18528);  // layernorm_bwd.pto:11:13
+                    TileT9Re2Re4B1 t9_re2_re4_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
+                    TASSIGN(t9_re2_re4_b1, 22624);  // layernorm_bwd.pto:9:14
+                    using GmView10 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+                    GmView10 v0Gm10(v0 + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView10::Shape(t9_re2_re4_b1.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:9:14
+                    TLOAD(t9_re2_re4_b1, v0Gm10);  // layernorm_bwd.pto:9:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                    TCVT(t19_re4_b1, t9_re2_re4_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                    pipe_barrier(PIPE_V);
+                    TileView1 view13;  // layernorm_bwd.pto:11:13
+                    TASSIGN(view13, 0);  // layernorm_bwd.pto:11:13
+                    TileTmp2 tmp14;  // layernorm_bwd.pto:11:13
+                    TASSIGN(tmp14, 32832);  // layernorm_bwd.pto:11:13
+                    TROWEXPANDSUB(t36_b1, t19_re4_b1, view13, tmp14);  // layernorm_bwd.pto:11:13
+                    TileT39B1 t39_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
+                    TASSIGN(t39_b1, 18528);  // layernorm_bwd.pto:13:16
+                    pipe_barrier(PIPE_V);
+                    TileView1 view15;  // layernorm_bwd.pto:13:16
+                    TASSIGN(view15, 32);  // layernorm_bwd.pto:13:16
+                    TileTmp2 tmp16;  // layernorm_bwd.pto:13:16
+                    TASSIGN(tmp16, 32832);  // layernorm_bwd.pto:13:16
+                    TROWEXPANDMUL(t39_b1, t36_b1, view15, tmp16);  // layernorm_bwd.pto:13:16
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
+                    GmView11 xhatGm11(xhat + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView11::Shape(t39_b1.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:13:16
+                    TSTORE(xhatGm11, t39_b1);  // layernorm_bwd.pto:13:16
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    TileT41B1 t41_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
+                    TASSIGN(t41_b1, 14432);  // layernorm_bwd.pto:14:18
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    using GmView12 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+                    GmView12 gammaGm12(gamma + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView12::Shape(t41_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
+                    TLOAD(t41_b1, gammaGm12);  // layernorm_bwd.pto:14:18
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                    TileT42B1 t42_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
+                    TASSIGN(t42_b1, 16480);  // layernorm_bwd.pto:14:18
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    TCVT(t42_b1, t41_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    TileT44B1 t44_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
+                    TASSIGN(t44_b1, 20576);  // layernorm_bwd.pto:14:14
+                    TileT12Re3B1 t12_re3_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
+                    TASSIGN(t12_re3_b1, 14432);  // layernorm_bwd.pto:10:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    using GmView13 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+                    GmView13 v1Gm13(v1 + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView13::Shape(t12_re3_b1.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:10:13
+                    TLOAD(t12_re3_b1, v1Gm13);  // layernorm_bwd.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                    TCVT(t44_b1, t12_re3_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                    TileT47B1 t47_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
+                    TASSIGN(t47_b1, 24672);  // layernorm_bwd.pto:14:14
+                    pipe_barrier(PIPE_V);
+                    TCOLEXPANDMUL(t47_b1, t44_b1, t42_b1);  // layernorm_bwd.pto:14:14
+                    TileT51B1 t51_b1;  // layernorm_bwd.pto:15:38
+                    TASSIGN(t51_b1, 14432);  // layernorm_bwd.pto:15:38
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp17;  // layernorm_bwd.pto:15:38
+                    TASSIGN(tmp17, 32832);  // layernorm_bwd.pto:15:38
+                    TROWSUM(t51_b1, t47_b1, tmp17);  // layernorm_bwd.pto:15:38
+                    pipe_barrier(PIPE_V);
+                    TADD(t48, t48, t51_b1);  // layernorm_bwd.pto:15:38
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TMULS(t48, t48, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
+            TileT61 t61;  // layernorm_bwd.pto:15:78
+            TASSIGN(t61, 0);  // layernorm_bwd.pto:15:78
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t61, 0.0f);  // layernorm_bwd.pto:15:78
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g52_db = 0; _g52_db < ((H + 1023) / 1024 + 1) / 2; ++_g52_db) {  // layernorm_bwd.pto:15:33
+                pipe_barrier(PIPE_V);
+                TileT53B0 t53_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
+                TASSIGN(t53_b0, 96);  // layernorm_bwd.pto:15:33
+                TileT41Re5B0 t41_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
+                TASSIGN(t41_re5_b0, 4192);  // layernorm_bwd.pto:14:18
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView14 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+                GmView14 gammaGm14(gamma + _g52_db * 2 * 1024, GmView14::Shape(t41_re5_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
+                TLOAD(t41_re5_b0, gammaGm14);  // layernorm_bwd.pto:14:18
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TileT42Re5B0 t42_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
+                TASSIGN(t42_re5_b0, 6240);  // layernorm_bwd.pto:14:18
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TCVT(t42_re5_b0, t41_re5_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT44Re5B0 t44_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
+                TASSIGN(t44_re5_b0, 10336);  // layernorm_bwd.pto:14:14
+                TileT12Re3Re5B0 t12_re3_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
+                TASSIGN(t12_re3_re5_b0, 4192);  // layernorm_bwd.pto:10:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+                GmView15 v1Gm15(v1 + _g52_db * 2 * 1024, GmView15::Shape(t12_re3_re5_b0.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:10:13
+                TLOAD(t12_re3_re5_b0, v1Gm15);  // layernorm_bwd.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TCVT(t44_re5_b0, t12_re3_re5_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                pipe_barrier(PIPE_V);
+                TCOLEXPANDMUL(t53_b0, t44_re5_b0, t42_re5_b0);  // layernorm_bwd.pto:14:14
+                TileT56B0 t56_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
+                TASSIGN(t56_b0, 4192);  // layernorm_bwd.pto:15:33
+                pipe_barrier(PIPE_V);
+                TileView1 view18;  // layernorm_bwd.pto:15:33
+                TASSIGN(view18, 64);  // layernorm_bwd.pto:15:33
+                TileTmp2 tmp19;  // layernorm_bwd.pto:15:33
+                TASSIGN(tmp19, 32832);  // layernorm_bwd.pto:15:33
+                TROWEXPANDSUB(t56_b0, t53_b0, view18, tmp19);  // layernorm_bwd.pto:15:33
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
+                GmView16 t10Gm16(t10 + _g52_db * 2 * 1024, GmView16::Shape(t56_b0.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:15:33
+                TSTORE(t10Gm16, t56_b0);  // layernorm_bwd.pto:15:33
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                TileT59B0 t59_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
+                TASSIGN(t59_b0, 4192);  // layernorm_bwd.pto:15:83
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
+                GmView17 xhatGm17(xhat + _g52_db * 2 * 1024, GmView17::Shape(t59_b0.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:15:83
+                TLOAD(t59_b0, xhatGm17);  // layernorm_bwd.pto:15:83
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT60B0 t60_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
+                TASSIGN(t60_b0, 8288);  // layernorm_bwd.pto:15:83
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TMUL(t60_b0, t53_b0, t59_b0);  // layernorm_bwd.pto:15:83
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                TileT64B0 t64_b0;  // layernorm_bwd.pto:15:78
+                TASSIGN(t64_b0, 96);  // layernorm_bwd.pto:15:78
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp20;  // layernorm_bwd.pto:15:78
+                TASSIGN(tmp20, 32832);  // layernorm_bwd.pto:15:78
+                TROWSUM(t64_b0, t60_b0, tmp20);  // layernorm_bwd.pto:15:78
+                pipe_barrier(PIPE_V);
+                TADD(t61, t61, t64_b0);  // layernorm_bwd.pto:15:78
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                for (int64_t _g52_dr = 0; _g52_dr < min_i64((H + 1023) / 1024 - (_g52_db * 2 + 1), 1); ++_g52_dr) {  // layernorm_bwd.pto:15:33
+                    TileT53B1 t53_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
+                    TASSIGN(t53_b1, 14432);  // layernorm_bwd.pto:15:33
+                    TileT41Re5B1 t41_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
+                    TASSIGN(t41_re5_b1, 18528);  // layernorm_bwd.pto:14:18
+                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+                    GmView18 gammaGm18(gamma + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView18::Shape(t41_re5_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
+                    TLOAD(t41_re5_b1, gammaGm18);  // layernorm_bwd.pto:14:18
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT42Re5B1 t42_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
+                    TASSIGN(t42_re5_b1, 20576);  // layernorm_bwd.pto:14:18
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TCVT(t42_re5_b1, t41_re5_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    TileT44Re5B1 t44_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
+                    TASSIGN(t44_re5_b1, 24672);  // layernorm_bwd.pto:14:14
+                    TileT12Re3Re5B1 t12_re3_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
+                    TASSIGN(t12_re3_re5_b1, 18528);  // layernorm_bwd.pto:10:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView19 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+                    GmView19 v1Gm19(v1 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView19::Shape(t12_re3_re5_b1.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:10:13
+                    TLOAD(t12_re3_re5_b1, v1Gm19);  // layernorm_bwd.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TCVT(t44_re5_b1, t12_re3_re5_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TCOLEXPANDMUL(t53_b1, t44_re5_b1, t42_re5_b1);  // layernorm_bwd.pto:14:14
+                    TileT56B1 t56_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
+                    TASSIGN(t56_b1, 18528);  // layernorm_bwd.pto:15:33
+                    pipe_barrier(PIPE_V);
+                    TileView1 view21;  // layernorm_bwd.pto:15:33
+                    TASSIGN(view21, 64);  // layernorm_bwd.pto:15:33
+                    TileTmp2 tmp22;  // layernorm_bwd.pto:15:33
+                    TASSIGN(tmp22, 32832);  // layernorm_bwd.pto:15:33
+                    TROWEXPANDSUB(t56_b1, t53_b1, view21, tmp22);  // layernorm_bwd.pto:15:33
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
+                    GmView20 t10Gm20(t10 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView20::Shape(t56_b1.GetValidCol()), GmView20::Stride(H));  // layernorm_bwd.pto:15:33
+                    TSTORE(t10Gm20, t56_b1);  // layernorm_bwd.pto:15:33
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                    TileT59B1 t59_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
+                    TASSIGN(t59_b1, 18528);  // layernorm_bwd.pto:15:83
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
+                    GmView21 xhatGm21(xhat + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView21::Shape(t59_b1.GetValidCol()), GmView21::Stride(H));  // layernorm_bwd.pto:15:83
+                    TLOAD(t59_b1, xhatGm21);  // layernorm_bwd.pto:15:83
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT60B1 t60_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
+                    TASSIGN(t60_b1, 22624);  // layernorm_bwd.pto:15:83
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TMUL(t60_b1, t53_b1, t59_b1);  // layernorm_bwd.pto:15:83
+                    TileT64B1 t64_b1;  // layernorm_bwd.pto:15:78
+                    TASSIGN(t64_b1, 14432);  // layernorm_bwd.pto:15:78
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp23;  // layernorm_bwd.pto:15:78
+                    TASSIGN(tmp23, 32832);  // layernorm_bwd.pto:15:78
+                    TROWSUM(t64_b1, t60_b1, tmp23);  // layernorm_bwd.pto:15:78
+                    pipe_barrier(PIPE_V);
+                    TADD(t61, t61, t64_b1);  // layernorm_bwd.pto:15:78
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            TMULS(t61, t61, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g65_db = 0; _g65_db < ((H + 1023) / 1024 + 1) / 2; ++_g65_db) {  // layernorm_bwd.pto:15:71
+                pipe_barrier(PIPE_V);
+                TileT66B0 t66_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
+                TASSIGN(t66_b0, 64);  // layernorm_bwd.pto:15:71
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
+                GmView22 xhatGm22(xhat + _g65_db * 2 * 1024, GmView22::Shape(t66_b0.GetValidCol()), GmView22::Stride(H));  // layernorm_bwd.pto:15:71
+                TLOAD(t66_b0, xhatGm22);  // layernorm_bwd.pto:15:71
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT69B0 t69_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
+                TASSIGN(t69_b0, 4160);  // layernorm_bwd.pto:15:71
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileView1 view24;  // layernorm_bwd.pto:15:71
+                TASSIGN(view24, 0);  // layernorm_bwd.pto:15:71
+                TileTmp2 tmp25;  // layernorm_bwd.pto:15:71
+                TASSIGN(tmp25, 32832);  // layernorm_bwd.pto:15:71
+                TROWEXPANDMUL(t69_b0, t66_b0, view24, tmp25);  // layernorm_bwd.pto:15:71
+                TileT71B0 t71_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
+                TASSIGN(t71_b0, 8256);  // layernorm_bwd.pto:15:33
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
+                GmView23 t10Gm23(t10 + _g65_db * 2 * 1024, GmView23::Shape(t71_b0.GetValidCol()), GmView23::Stride(H));  // layernorm_bwd.pto:15:33
+                TLOAD(t71_b0, t10Gm23);  // layernorm_bwd.pto:15:33
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT73B0 t73_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
+                TASSIGN(t73_b0, 12352);  // layernorm_bwd.pto:15:33
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TSUB(t73_b0, t71_b0, t69_b0);  // layernorm_bwd.pto:15:33
+                TileT78B0 t78_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:25
+                TASSIGN(t78_b0, 4160);  // layernorm_bwd.pto:15:25
+                pipe_barrier(PIPE_V);
+                TileTmp3 tmp26;  // layernorm_bwd.pto:15:25
+                TASSIGN(tmp26, 32832);  // layernorm_bwd.pto:15:25
+                TROWEXPAND(tmp26, t34);  // layernorm_bwd.pto:15:25
+                pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
+                TROWEXPANDMUL(t78_b0, tmp26, t73_b0);  // layernorm_bwd.pto:15:25
+                TileT81B0 t81_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:20
+                TASSIGN(t81_b0, 8256);  // layernorm_bwd.pto:15:20
+                pipe_barrier(PIPE_V);
+                TCVT(t81_b0, t78_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
+                GmView24 dxGm24(dx + r * H + _g65_db * 2 * 1024, GmView24::Shape(t81_b0.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:15:20
+                TSTORE(dxGm24, t81_b0);  // layernorm_bwd.pto:15:20
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                TileT83B0 t83_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
+                TASSIGN(t83_b0, 4160);  // layernorm_bwd.pto:16:28
+                TileT12Re6B0 t12_re6_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
+                TASSIGN(t12_re6_b0, 8256);  // layernorm_bwd.pto:10:13
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+                GmView25 v1Gm25(v1 + _g65_db * 2 * 1024, GmView25::Shape(t12_re6_b0.GetValidCol()), GmView25::Stride(H));  // layernorm_bwd.pto:10:13
+                TLOAD(t12_re6_b0, v1Gm25);  // layernorm_bwd.pto:10:13
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TCVT(t83_b0, t12_re6_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                TileT85B0 t85_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
+                TASSIGN(t85_b0, 8256);  // layernorm_bwd.pto:16:28
+                pipe_barrier(PIPE_V);
+                TMUL(t85_b0, t83_b0, t66_b0);  // layernorm_bwd.pto:16:28
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT87B0 t87_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
+                TASSIGN(t87_b0, 64);  // layernorm_bwd.pto:16:20
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+                GmView26 acc_g_partGm26(acc_g_part + _g65_db * 2 * 1024, GmView26::Shape(t87_b0.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:16:20
+                TLOAD(t87_b0, acc_g_partGm26);  // layernorm_bwd.pto:16:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT89B0 t89_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
+                TASSIGN(t89_b0, 12352);  // layernorm_bwd.pto:16:20
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TADD(t89_b0, t87_b0, t85_b0);  // layernorm_bwd.pto:16:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+                GmView27 acc_g_partsGm27(acc_g_parts + r_part * H + _g65_db * 2 * 1024, GmView27::Shape(t89_b0.GetValidCol()), GmView27::Stride(H));  // layernorm_bwd.pto:16:20
+                TSTORE(acc_g_partsGm27, t89_b0);  // layernorm_bwd.pto:16:20
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TileT91B0 t91_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
+                TASSIGN(t91_b0, 64);  // layernorm_bwd.pto:17:20
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+                GmView28 acc_b_partGm28(acc_b_part + _g65_db * 2 * 1024, GmView28::Shape(t91_b0.GetValidCol()), GmView28::Stride(H));  // layernorm_bwd.pto:17:20
+                TLOAD(t91_b0, acc_b_partGm28);  // layernorm_bwd.pto:17:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT93B0 t93_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
+                TASSIGN(t93_b0, 8256);  // layernorm_bwd.pto:17:20
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TADD(t93_b0, t91_b0, t83_b0);  // layernorm_bwd.pto:17:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+                GmView29 acc_b_partsGm29(acc_b_parts + r_part * H + _g65_db * 2 * 1024, GmView29::Shape(t93_b0.GetValidCol()), GmView29::Stride(H));  // layernorm_bwd.pto:17:20
+                TSTORE(acc_b_partsGm29, t93_b0);  // layernorm_bwd.pto:17:20
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g65_dr = 0; _g65_dr < min_i64((H + 1023) / 1024 - (_g65_db * 2 + 1), 1); ++_g65_dr) {  // layernorm_bwd.pto:15:71
+                    TileT66B1 t66_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
+                    TASSIGN(t66_b1, 16448);  // layernorm_bwd.pto:15:71
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
+                    GmView30 xhatGm30(xhat + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView30::Shape(t66_b1.GetValidCol()), GmView30::Stride(H));  // layernorm_bwd.pto:15:71
+                    TLOAD(t66_b1, xhatGm30);  // layernorm_bwd.pto:15:71
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT69B1 t69_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
+                    TASSIGN(t69_b1, 20544);  // layernorm_bwd.pto:15:71
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileView1 view27;  // layernorm_bwd.pto:15:71
+                    TASSIGN(view27, 0);  // layernorm_bwd.pto:15:71
+                    TileTmp2 tmp28;  // layernorm_bwd.pto:15:71
+                    TASSIGN(tmp28, 32832);  // layernorm_bwd.pto:15:71
+                    TROWEXPANDMUL(t69_b1, t66_b1, view27, tmp28);  // layernorm_bwd.pto:15:71
+                    TileT71B1 t71_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
+                    TASSIGN(t71_b1, 24640);  // layernorm_bwd.pto:15:33
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
+                    GmView31 t10Gm31(t10 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView31::Shape(t71_b1.GetValidCol()), GmView31::Stride(H));  // layernorm_bwd.pto:15:33
+                    TLOAD(t71_b1, t10Gm31);  // layernorm_bwd.pto:15:33
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT73B1 t73_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
+                    TASSIGN(t73_b1, 28736);  // layernorm_bwd.pto:15:33
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TSUB(t73_b1, t71_b1, t69_b1);  // layernorm_bwd.pto:15:33
+                    TileT78B1 t78_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:25
+                    TASSIGN(t78_b1, 20544);  // layernorm_bwd.pto:15:25
+                    pipe_barrier(PIPE_V);
+                    TileTmp3 tmp29;  // layernorm_bwd.pto:15:25
+                    TASSIGN(tmp29, 32832);  // layernorm_bwd.pto:15:25
+                    TROWEXPAND(tmp29, t34);  // layernorm_bwd.pto:15:25
+                    pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
+                    TROWEXPANDMUL(t78_b1, tmp29, t73_b1);  // layernorm_bwd.pto:15:25
+                    TileT81B1 t81_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:20
+                    TASSIGN(t81_b1, 24640);  // layernorm_bwd.pto:15:20
+                    pipe_barrier(PIPE_V);
+                    TCVT(t81_b1, t78_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    using GmView32 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
+                    GmView32 dxGm32(dx + r * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView32::Shape(t81_b1.GetValidCol()), GmView32::Stride(H));  // layernorm_bwd.pto:15:20
+                    TSTORE(dxGm32, t81_b1);  // layernorm_bwd.pto:15:20
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    TileT83B1 t83_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
+                    TASSIGN(t83_b1, 20544);  // layernorm_bwd.pto:16:28
+                    TileT12Re6B1 t12_re6_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
+                    TASSIGN(t12_re6_b1, 24640);  // layernorm_bwd.pto:10:13
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView33 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+                    GmView33 v1Gm33(v1 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView33::Shape(t12_re6_b1.GetValidCol()), GmView33::Stride(H));  // layernorm_bwd.pto:10:13
+                    TLOAD(t12_re6_b1, v1Gm33);  // layernorm_bwd.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TCVT(t83_b1, t12_re6_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                    TileT85B1 t85_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
+                    TASSIGN(t85_b1, 24640);  // layernorm_bwd.pto:16:28
+                    pipe_barrier(PIPE_V);
+                    TMUL(t85_b1, t83_b1, t66_b1);  // layernorm_bwd.pto:16:28
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    TileT87B1 t87_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
+                    TASSIGN(t87_b1, 16448);  // layernorm_bwd.pto:16:20
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+                    GmView34 acc_g_partGm34(acc_g_part + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView34::Shape(t87_b1.GetValidCol()), GmView34::Stride(H));  // layernorm_bwd.pto:16:20
+                    TLOAD(t87_b1, acc_g_partGm34);  // layernorm_bwd.pto:16:20
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT89B1 t89_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
+                    TASSIGN(t89_b1, 28736);  // layernorm_bwd.pto:16:20
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TADD(t89_b1, t87_b1, t85_b1);  // layernorm_bwd.pto:16:20
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+                    GmView35 acc_g_partsGm35(acc_g_parts + r_part * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView35::Shape(t89_b1.GetValidCol()), GmView35::Stride(H));  // layernorm_bwd.pto:16:20
+                    TSTORE(acc_g_partsGm35, t89_b1);  // layernorm_bwd.pto:16:20
+                    TileT91B1 t91_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
+                    TASSIGN(t91_b1, 16448);  // layernorm_bwd.pto:17:20
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+                    GmView36 acc_b_partGm36(acc_b_part + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView36::Shape(t91_b1.GetValidCol()), GmView36::Stride(H));  // layernorm_bwd.pto:17:20
+                    TLOAD(t91_b1, acc_b_partGm36);  // layernorm_bwd.pto:17:20
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT93B1 t93_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
+                    TASSIGN(t93_b1, 24640);  // layernorm_bwd.pto:17:20
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TADD(t93_b1, t91_b1, t83_b1);  // layernorm_bwd.pto:17:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+                    GmView37 acc_b_partsGm37(acc_b_parts + r_part * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView37::Shape(t93_b1.GetValidCol()), GmView37::Stride(H));  // layernorm_bwd.pto:17:20
+                    TSTORE(acc_b_partsGm37, t93_b1);  // layernorm_bwd.pto:17:20
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 }

@@ -14,7 +14,6 @@
 extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void layernorm_bwd_f32_k0p2(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void layernorm_bwd_f32_k0p3(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void layernorm_bwd_f32_k1p1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void layernorm_bwd_f32_k1p2(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H, int64_t block_index, int64_t block_count);
@@ -47,11 +46,6 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
-}
-
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
 }
 
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
@@ -108,7 +102,7 @@ extern "C" int layernorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, f
 #endif
     }
     {  // layernorm_bwd.pto:6:13
-        const int64_t layernorm_bwd_f32_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(48 / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1);  // layernorm_bwd.pto:6:13
+        const int64_t layernorm_bwd_f32_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:6:13
         bool layernorm_bwd_f32_k0p1_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t layernorm_bwd_f32_k0p1_block = 0; layernorm_bwd_f32_k0p1_block < layernorm_bwd_f32_k0p1_blocks; ++layernorm_bwd_f32_k0p1_block) {  // layernorm_bwd.pto:6:13
@@ -133,7 +127,7 @@ extern "C" int layernorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, f
 #endif
     }
     {  // layernorm_bwd.pto:6:13
-        const int64_t layernorm_bwd_f32_k0p2_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:6:13
+        const int64_t layernorm_bwd_f32_k0p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:6:13
         bool layernorm_bwd_f32_k0p2_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t layernorm_bwd_f32_k0p2_block = 0; layernorm_bwd_f32_k0p2_block < layernorm_bwd_f32_k0p2_blocks; ++layernorm_bwd_f32_k0p2_block) {  // layernorm_bwd.pto:6:13
@@ -149,31 +143,6 @@ extern "C" int layernorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, f
             }
         }
         if (layernorm_bwd_f32_k0p2_block_no_memory) {
-            throw std::bad_alloc();
-        }
-#ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
-#endif
-    }
-    {  // layernorm_bwd.pto:6:13
-        const int64_t layernorm_bwd_f32_k0p3_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:6:13
-        bool layernorm_bwd_f32_k0p3_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t layernorm_bwd_f32_k0p3_block = 0; layernorm_bwd_f32_k0p3_block < layernorm_bwd_f32_k0p3_blocks; ++layernorm_bwd_f32_k0p3_block) {  // layernorm_bwd.pto:6:13
-            try {
-                start_launch(poison);  // layernorm_bwd.pto:6:13
-                layernorm_bwd_f32_k0p3(acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, gamma, dx, H, R, eps, layernorm_bwd_f32_k0p3_block, layernorm_bwd_f32_k0p3_blocks);  // layernorm_bwd.pto:6:13
-#ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
-#endif
-            } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                layernorm_bwd_f32_k0p3_block_no_memory = true;
-            }
-        }
-        if (layernorm_bwd_f32_k0p3_block_no_memory) {
             throw std::bad_alloc();
         }
 #ifdef PTO_CPU_SUBSET

@@ -35,711 +35,169 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p2(__gm__ float* acc_g, __
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT16 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT18B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT18B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT29 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT21B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT21B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT34 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT36 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT50 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT53B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT53B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT63 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT55B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT61B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT62B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT66B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT55B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT61B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT62B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT66B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT68B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT71B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT73B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43Re6Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46Re6Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT75B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT80B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT87B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT91B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT93B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT95B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT68B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT71B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT73B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43Re6Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46Re6Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT75B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT80B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT87B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT91B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT93B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT95B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
-    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
-    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
+    using TileT95 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT97B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT98B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT97B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT98B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT100 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT102 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT104 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT106B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT107B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT106B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT107B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT109 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT111 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t r_part = block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count); r_part < block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count) + min_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count), ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count)); ++r_part) {  // layernorm_bwd.pto:8:5
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t _split = 0; _split < 1; ++_split) {  // layernorm_bwd.pto:8:5
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // layernorm_bwd.pto:8:5
+        for (int64_t _g94 = block_index * ceil_div((H + 1023) / 1024, block_count); _g94 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g94) {  // layernorm_bwd.pto:8:5
             pipe_barrier(PIPE_V);
-            __gm__ float* acc_g_part = acc_g_parts + r_part * H;  // layernorm_bwd.pto:16:20
-            __gm__ float* acc_b_part = acc_b_parts + r_part * H;  // layernorm_bwd.pto:17:20
-            __gm__ float* v0 = x + r * H;  // layernorm_bwd.pto:9:19
-            __gm__ float* v1 = dy + r * H;  // layernorm_bwd.pto:10:18
-            TileT16 t16;  // layernorm_bwd.pto:11:18
-            TASSIGN(t16, 0);  // layernorm_bwd.pto:11:18
-            TEXPANDS(t16, 0.0f);  // layernorm_bwd.pto:11:18
+            TileT95 t95(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+            TASSIGN(t95, 0);  // layernorm_bwd.pto:8:5
+            TEXPANDS(t95, 0.0f);  // layernorm_bwd.pto:8:5
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g13_db = 0; _g13_db < ((H + 1023) / 1024 + 1) / 2; ++_g13_db) {  // layernorm_bwd.pto:10:13
+            for (int64_t _k96_db = 0; _k96_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k96_db) {  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileT18B0 t18_b0(min_i64(H - _g13_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:18
-                TASSIGN(t18_b0, 32);  // layernorm_bwd.pto:11:18
+                TileT97B0 t97_b0(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t97_b0, 4096);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView0 v0Gm0(v0 + _g13_db * 2 * 1024, GmView0::Shape(t18_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t18_b0, v0Gm0);  // layernorm_bwd.pto:9:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT19B0 t19_b0;  // layernorm_bwd.pto:11:18
-                TASSIGN(t19_b0, 4128);  // layernorm_bwd.pto:11:18
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-                TASSIGN(tmp0, 49280);  // layernorm_bwd.pto:11:18
-                TROWSUM(t19_b0, t18_b0, tmp0);  // layernorm_bwd.pto:11:18
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+                GmView0 acc_g_partsGm0(acc_g_parts + _k96_db * 2 * H + _g94 * 1024, GmView0::Shape(t97_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:8:5
+                TLOAD(t97_b0, acc_g_partsGm0);  // layernorm_bwd.pto:8:5
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT98B0 t98_b0(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t98_b0, 8192);  // layernorm_bwd.pto:8:5
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t98_b0, t97_b0);  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t16, t16, t19_b0);  // layernorm_bwd.pto:11:18
+                TADD(t95, t95, t98_b0);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _g13_dr = 0; _g13_dr < min_i64((H + 1023) / 1024 - (_g13_db * 2 + 1), 1); ++_g13_dr) {  // layernorm_bwd.pto:10:13
-                    TileT18B1 t18_b1(min_i64(H - (_g13_db * 2 + 1 + _g13_dr) * 1024, 1024));  // layernorm_bwd.pto:11:18
-                    TASSIGN(t18_b1, 4160);  // layernorm_bwd.pto:11:18
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView1 v0Gm1(v0 + (_g13_db * 2 + 1 + _g13_dr) * 1024, GmView1::Shape(t18_b1.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t18_b1, v0Gm1);  // layernorm_bwd.pto:9:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT19B1 t19_b1;  // layernorm_bwd.pto:11:18
-                    TASSIGN(t19_b1, 8256);  // layernorm_bwd.pto:11:18
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp0 tmp1;  // layernorm_bwd.pto:11:18
-                    TASSIGN(tmp1, 49280);  // layernorm_bwd.pto:11:18
-                    TROWSUM(t19_b1, t18_b1, tmp1);  // layernorm_bwd.pto:11:18
+                for (int64_t _k96_dr = 0; _k96_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k96_db * 2 + 1), 1); ++_k96_dr) {  // layernorm_bwd.pto:8:5
+                    TileT97B1 t97_b1(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                    TASSIGN(t97_b1, 12288);  // layernorm_bwd.pto:8:5
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+                    GmView1 acc_g_partsGm1(acc_g_parts + (_k96_db * 2 + 1 + _k96_dr) * H + _g94 * 1024, GmView1::Shape(t97_b1.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:8:5
+                    TLOAD(t97_b1, acc_g_partsGm1);  // layernorm_bwd.pto:8:5
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT98B1 t98_b1(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                    TASSIGN(t98_b1, 16384);  // layernorm_bwd.pto:8:5
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t98_b1, t97_b1);  // layernorm_bwd.pto:8:5
                     pipe_barrier(PIPE_V);
-                    TADD(t16, t16, t19_b1);  // layernorm_bwd.pto:11:18
+                    TADD(t95, t95, t98_b1);  // layernorm_bwd.pto:8:5
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t16, t16, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
-            TileT29 t29;  // layernorm_bwd.pto:12:22
-            TASSIGN(t29, 32);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXPANDS(t29, 0.0f);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
+            TileT100 t100(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+            TASSIGN(t100, 4096);  // layernorm_bwd.pto:8:5
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g20_db = 0; _g20_db < ((H + 1023) / 1024 + 1) / 2; ++_g20_db) {  // layernorm_bwd.pto:11:13
-                pipe_barrier(PIPE_V);
-                TileT21B0 t21_b0(min_i64(H - _g20_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t21_b0, 64);  // layernorm_bwd.pto:11:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView2 v0Gm2(v0 + _g20_db * 2 * 1024, GmView2::Shape(t21_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t21_b0, v0Gm2);  // layernorm_bwd.pto:9:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT24B0 t24_b0(min_i64(H - _g20_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t24_b0, 4160);  // layernorm_bwd.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileView1 view2;  // layernorm_bwd.pto:11:13
-                TASSIGN(view2, 0);  // layernorm_bwd.pto:11:13
-                TileTmp2 tmp3;  // layernorm_bwd.pto:11:13
-                TASSIGN(tmp3, 49280);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t24_b0, t21_b0, view2, tmp3);  // layernorm_bwd.pto:11:13
-                TileT28B0 t28_b0(min_i64(H - _g20_db * 2 * 1024, 1024));  // layernorm_bwd.pto:12:27
-                TASSIGN(t28_b0, 64);  // layernorm_bwd.pto:12:27
-                pipe_barrier(PIPE_V);
-                TMUL(t28_b0, t24_b0, t24_b0);  // layernorm_bwd.pto:12:27
-                TileT32B0 t32_b0;  // layernorm_bwd.pto:12:22
-                TASSIGN(t32_b0, 4160);  // layernorm_bwd.pto:12:22
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp4;  // layernorm_bwd.pto:12:22
-                TASSIGN(tmp4, 49280);  // layernorm_bwd.pto:12:22
-                TROWSUM(t32_b0, t28_b0, tmp4);  // layernorm_bwd.pto:12:22
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t29, t29, t32_b0);  // layernorm_bwd.pto:12:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g20_dr = 0; _g20_dr < min_i64((H + 1023) / 1024 - (_g20_db * 2 + 1), 1); ++_g20_dr) {  // layernorm_bwd.pto:11:13
-                    TileT21B1 t21_b1(min_i64(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                    TASSIGN(t21_b1, 8256);  // layernorm_bwd.pto:11:13
-                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView3 v0Gm3(v0 + (_g20_db * 2 + 1 + _g20_dr) * 1024, GmView3::Shape(t21_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t21_b1, v0Gm3);  // layernorm_bwd.pto:9:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT24B1 t24_b1(min_i64(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                    TASSIGN(t24_b1, 12352);  // layernorm_bwd.pto:11:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileView1 view5;  // layernorm_bwd.pto:11:13
-                    TASSIGN(view5, 0);  // layernorm_bwd.pto:11:13
-                    TileTmp2 tmp6;  // layernorm_bwd.pto:11:13
-                    TASSIGN(tmp6, 49280);  // layernorm_bwd.pto:11:13
-                    TROWEXPANDSUB(t24_b1, t21_b1, view5, tmp6);  // layernorm_bwd.pto:11:13
-                    TileT28B1 t28_b1(min_i64(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // layernorm_bwd.pto:12:27
-                    TASSIGN(t28_b1, 8256);  // layernorm_bwd.pto:12:27
-                    pipe_barrier(PIPE_V);
-                    TMUL(t28_b1, t24_b1, t24_b1);  // layernorm_bwd.pto:12:27
-                    TileT32B1 t32_b1;  // layernorm_bwd.pto:12:22
-                    TASSIGN(t32_b1, 12352);  // layernorm_bwd.pto:12:22
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp7;  // layernorm_bwd.pto:12:22
-                    TASSIGN(tmp7, 49280);  // layernorm_bwd.pto:12:22
-                    TROWSUM(t32_b1, t28_b1, tmp7);  // layernorm_bwd.pto:12:22
-                    pipe_barrier(PIPE_V);
-                    TADD(t29, t29, t32_b1);  // layernorm_bwd.pto:12:22
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            TMULS(t29, t29, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
-            TileT34 t34;  // layernorm_bwd.pto:12:22
-            TASSIGN(t34, 64);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
-            TADDS(t34, t29, eps);  // layernorm_bwd.pto:12:22
-            TileT36 t36;  // layernorm_bwd.pto:12:16
-            TASSIGN(t36, 32);  // layernorm_bwd.pto:12:16
-            pipe_barrier(PIPE_V);
-            TRSQRT(t36, t34);  // layernorm_bwd.pto:12:16
-            TileT50 t50;  // layernorm_bwd.pto:15:38
-            TASSIGN(t50, 64);  // layernorm_bwd.pto:15:38
-            pipe_barrier(PIPE_V);
-            TEXPANDS(t50, 0.0f);  // layernorm_bwd.pto:15:38
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g37_db = 0; _g37_db < ((H + 1023) / 1024 + 1) / 2; ++_g37_db) {  // layernorm_bwd.pto:13:16
-                pipe_barrier(PIPE_V);
-                TileT43B0 t43_b0(min_i64(H - _g37_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t43_b0, 96);  // layernorm_bwd.pto:14:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView4 gammaGm4(gamma + _g37_db * 2 * 1024, GmView4::Shape(t43_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t43_b0, gammaGm4);  // layernorm_bwd.pto:14:18
-                TileT46B0 t46_b0(min_i64(H - _g37_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t46_b0, 4192);  // layernorm_bwd.pto:14:14
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView5 v1Gm5(v1 + _g37_db * 2 * 1024, GmView5::Shape(t46_b0.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t46_b0, v1Gm5);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT49B0 t49_b0(min_i64(H - _g37_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t49_b0, 8288);  // layernorm_bwd.pto:14:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCOLEXPANDMUL(t49_b0, t46_b0, t43_b0);  // layernorm_bwd.pto:14:14
-                TileT53B0 t53_b0;  // layernorm_bwd.pto:15:38
-                TASSIGN(t53_b0, 96);  // layernorm_bwd.pto:15:38
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp8;  // layernorm_bwd.pto:15:38
-                TASSIGN(tmp8, 49280);  // layernorm_bwd.pto:15:38
-                TROWSUM(t53_b0, t49_b0, tmp8);  // layernorm_bwd.pto:15:38
-                pipe_barrier(PIPE_V);
-                TADD(t50, t50, t53_b0);  // layernorm_bwd.pto:15:38
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g37_dr = 0; _g37_dr < min_i64((H + 1023) / 1024 - (_g37_db * 2 + 1), 1); ++_g37_dr) {  // layernorm_bwd.pto:13:16
-                    TileT43B1 t43_b1(min_i64(H - (_g37_db * 2 + 1 + _g37_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                    TASSIGN(t43_b1, 12384);  // layernorm_bwd.pto:14:18
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                    GmView6 gammaGm6(gamma + (_g37_db * 2 + 1 + _g37_dr) * 1024, GmView6::Shape(t43_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                    TLOAD(t43_b1, gammaGm6);  // layernorm_bwd.pto:14:18
-                    TileT46B1 t46_b1(min_i64(H - (_g37_db * 2 + 1 + _g37_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                    TASSIGN(t46_b1, 16480);  // layernorm_bwd.pto:14:14
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                    GmView7 v1Gm7(v1 + (_g37_db * 2 + 1 + _g37_dr) * 1024, GmView7::Shape(t46_b1.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
-                    TLOAD(t46_b1, v1Gm7);  // layernorm_bwd.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT49B1 t49_b1(min_i64(H - (_g37_db * 2 + 1 + _g37_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                    TASSIGN(t49_b1, 20576);  // layernorm_bwd.pto:14:14
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TCOLEXPANDMUL(t49_b1, t46_b1, t43_b1);  // layernorm_bwd.pto:14:14
-                    TileT53B1 t53_b1;  // layernorm_bwd.pto:15:38
-                    TASSIGN(t53_b1, 12384);  // layernorm_bwd.pto:15:38
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp9;  // layernorm_bwd.pto:15:38
-                    TASSIGN(tmp9, 49280);  // layernorm_bwd.pto:15:38
-                    TROWSUM(t53_b1, t49_b1, tmp9);  // layernorm_bwd.pto:15:38
-                    pipe_barrier(PIPE_V);
-                    TADD(t50, t50, t53_b1);  // layernorm_bwd.pto:15:38
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView2 acc_gGm2(acc_g + _g94 * 1024, GmView2::Shape(t100.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:8:5
+            TLOAD(t100, acc_gGm2);  // layernorm_bwd.pto:8:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT102 t102(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+            TASSIGN(t102, 8192);  // layernorm_bwd.pto:8:5
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(t102, t100, t95);  // layernorm_bwd.pto:8:5
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t50, t50, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
-            TileT63 t63;  // layernorm_bwd.pto:15:78
-            TASSIGN(t63, 96);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXPANDS(t63, 0.0f);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g54_db = 0; _g54_db < ((H + 1023) / 1024 + 1) / 2; ++_g54_db) {  // layernorm_bwd.pto:15:33
-                pipe_barrier(PIPE_V);
-                TileT55B0 t55_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t55_b0, 128);  // layernorm_bwd.pto:15:33
-                TileT43Re6B0 t43_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t43_re6_b0, 4224);  // layernorm_bwd.pto:14:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView8 gammaGm8(gamma + _g54_db * 2 * 1024, GmView8::Shape(t43_re6_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t43_re6_b0, gammaGm8);  // layernorm_bwd.pto:14:18
-                TileT46Re6B0 t46_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t46_re6_b0, 8320);  // layernorm_bwd.pto:14:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView9 v1Gm9(v1 + _g54_db * 2 * 1024, GmView9::Shape(t46_re6_b0.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t46_re6_b0, v1Gm9);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCOLEXPANDMUL(t55_b0, t46_re6_b0, t43_re6_b0);  // layernorm_bwd.pto:14:14
-                TileT61B0 t61_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-                TASSIGN(t61_b0, 4224);  // layernorm_bwd.pto:15:83
-                TileT38Re5B0 t38_re5_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-                TASSIGN(t38_re5_b0, 8320);  // layernorm_bwd.pto:13:16
-                TileT21Re4Re5B0 t21_re4_re5_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t21_re4_re5_b0, 12416);  // layernorm_bwd.pto:11:13
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView10 v0Gm10(v0 + _g54_db * 2 * 1024, GmView10::Shape(t21_re4_re5_b0.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t21_re4_re5_b0, v0Gm10);  // layernorm_bwd.pto:9:14
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileView1 view10;  // layernorm_bwd.pto:11:13
-                TASSIGN(view10, 0);  // layernorm_bwd.pto:11:13
-                TileTmp2 tmp11;  // layernorm_bwd.pto:11:13
-                TASSIGN(tmp11, 49280);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t38_re5_b0, t21_re4_re5_b0, view10, tmp11);  // layernorm_bwd.pto:11:13
-                pipe_barrier(PIPE_V);
-                TileView1 view12;  // layernorm_bwd.pto:13:16
-                TASSIGN(view12, 32);  // layernorm_bwd.pto:13:16
-                TileTmp2 tmp13;  // layernorm_bwd.pto:13:16
-                TASSIGN(tmp13, 49280);  // layernorm_bwd.pto:13:16
-                TROWEXPANDMUL(t61_b0, t38_re5_b0, view12, tmp13);  // layernorm_bwd.pto:13:16
-                TileT62B0 t62_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-                TASSIGN(t62_b0, 8320);  // layernorm_bwd.pto:15:83
-                pipe_barrier(PIPE_V);
-                TMUL(t62_b0, t55_b0, t61_b0);  // layernorm_bwd.pto:15:83
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT66B0 t66_b0;  // layernorm_bwd.pto:15:78
-                TASSIGN(t66_b0, 128);  // layernorm_bwd.pto:15:78
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp14;  // layernorm_bwd.pto:15:78
-                TASSIGN(tmp14, 49280);  // layernorm_bwd.pto:15:78
-                TROWSUM(t66_b0, t62_b0, tmp14);  // layernorm_bwd.pto:15:78
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TADD(t63, t63, t66_b0);  // layernorm_bwd.pto:15:78
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g54_dr = 0; _g54_dr < min_i64((H + 1023) / 1024 - (_g54_db * 2 + 1), 1); ++_g54_dr) {  // layernorm_bwd.pto:15:33
-                    TileT55B1 t55_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                    TASSIGN(t55_b1, 16512);  // layernorm_bwd.pto:15:33
-                    TileT43Re6B1 t43_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                    TASSIGN(t43_re6_b1, 20608);  // layernorm_bwd.pto:14:18
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                    GmView11 gammaGm11(gamma + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView11::Shape(t43_re6_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                    TLOAD(t43_re6_b1, gammaGm11);  // layernorm_bwd.pto:14:18
-                    TileT46Re6B1 t46_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                    TASSIGN(t46_re6_b1, 24704);  // layernorm_bwd.pto:14:14
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                    GmView12 v1Gm12(v1 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView12::Shape(t46_re6_b1.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:10:13
-                    TLOAD(t46_re6_b1, v1Gm12);  // layernorm_bwd.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TCOLEXPANDMUL(t55_b1, t46_re6_b1, t43_re6_b1);  // layernorm_bwd.pto:14:14
-                    TileT61B1 t61_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-                    TASSIGN(t61_b1, 20608);  // layernorm_bwd.pto:15:83
-                    TileT38Re5B1 t38_re5_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-                    TASSIGN(t38_re5_b1, 24704);  // layernorm_bwd.pto:13:16
-                    TileT21Re4Re5B1 t21_re4_re5_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                    TASSIGN(t21_re4_re5_b1, 28800);  // layernorm_bwd.pto:11:13
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView13 v0Gm13(v0 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView13::Shape(t21_re4_re5_b1.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t21_re4_re5_b1, v0Gm13);  // layernorm_bwd.pto:9:14
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileView1 view15;  // layernorm_bwd.pto:11:13
-                    TASSIGN(view15, 0);  // layernorm_bwd.pto:11:13
-                    TileTmp2 tmp16;  // layernorm_bwd.pto:11:13
-                    TASSIGN(tmp16, 49280);  // layernorm_bwd.pto:11:13
-                    TROWEXPANDSUB(t38_re5_b1, t21_re4_re5_b1, view15, tmp16);  // layernorm_bwd.pto:11:13
-                    pipe_barrier(PIPE_V);
-                    TileView1 view17;  // layernorm_bwd.pto:13:16
-                    TASSIGN(view17, 32);  // layernorm_bwd.pto:13:16
-                    TileTmp2 tmp18;  // layernorm_bwd.pto:13:16
-                    TASSIGN(tmp18, 49280);  // layernorm_bwd.pto:13:16
-                    TROWEXPANDMUL(t61_b1, t38_re5_b1, view17, tmp18);  // layernorm_bwd.pto:13:16
-                    TileT62B1 t62_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-                    TASSIGN(t62_b1, 24704);  // layernorm_bwd.pto:15:83
-                    pipe_barrier(PIPE_V);
-                    TMUL(t62_b1, t55_b1, t61_b1);  // layernorm_bwd.pto:15:83
-                    TileT66B1 t66_b1;  // layernorm_bwd.pto:15:78
-                    TASSIGN(t66_b1, 16512);  // layernorm_bwd.pto:15:78
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp19;  // layernorm_bwd.pto:15:78
-                    TASSIGN(tmp19, 49280);  // layernorm_bwd.pto:15:78
-                    TROWSUM(t66_b1, t62_b1, tmp19);  // layernorm_bwd.pto:15:78
-                    pipe_barrier(PIPE_V);
-                    TADD(t63, t63, t66_b1);  // layernorm_bwd.pto:15:78
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-            TMULS(t63, t63, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView3 acc_gGm3(acc_g + _g94 * 1024, GmView3::Shape(t102.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:8:5
+            TSTORE(acc_gGm3, t102);  // layernorm_bwd.pto:8:5
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            TileT104 t104(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+            TASSIGN(t104, 0);  // layernorm_bwd.pto:8:5
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t104, 0.0f);  // layernorm_bwd.pto:8:5
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g67_db = 0; _g67_db < ((H + 1023) / 1024 + 1) / 2; ++_g67_db) {  // layernorm_bwd.pto:15:71
+            for (int64_t _k105_db = 0; _k105_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k105_db) {  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileT68B0 t68_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-                TASSIGN(t68_b0, 128);  // layernorm_bwd.pto:15:71
-                TileT38Re8B0 t38_re8_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-                TASSIGN(t38_re8_b0, 4224);  // layernorm_bwd.pto:13:16
-                TileT21Re4Re8B0 t21_re4_re8_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t21_re4_re8_b0, 8320);  // layernorm_bwd.pto:11:13
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView14 v0Gm14(v0 + _g67_db * 2 * 1024, GmView14::Shape(t21_re4_re8_b0.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t21_re4_re8_b0, v0Gm14);  // layernorm_bwd.pto:9:14
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileView1 view20;  // layernorm_bwd.pto:11:13
-                TASSIGN(view20, 0);  // layernorm_bwd.pto:11:13
-                TileTmp2 tmp21;  // layernorm_bwd.pto:11:13
-                TASSIGN(tmp21, 49280);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t38_re8_b0, t21_re4_re8_b0, view20, tmp21);  // layernorm_bwd.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                TileView1 view22;  // layernorm_bwd.pto:13:16
-                TASSIGN(view22, 32);  // layernorm_bwd.pto:13:16
-                TileTmp2 tmp23;  // layernorm_bwd.pto:13:16
-                TASSIGN(tmp23, 49280);  // layernorm_bwd.pto:13:16
-                TROWEXPANDMUL(t68_b0, t38_re8_b0, view22, tmp23);  // layernorm_bwd.pto:13:16
-                TileT71B0 t71_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-                TASSIGN(t71_b0, 4224);  // layernorm_bwd.pto:15:71
-                pipe_barrier(PIPE_V);
-                TileView1 view24;  // layernorm_bwd.pto:15:71
-                TASSIGN(view24, 96);  // layernorm_bwd.pto:15:71
-                TileTmp2 tmp25;  // layernorm_bwd.pto:15:71
-                TASSIGN(tmp25, 49280);  // layernorm_bwd.pto:15:71
-                TROWEXPANDMUL(t71_b0, t68_b0, view24, tmp25);  // layernorm_bwd.pto:15:71
-                TileT73B0 t73_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t73_b0, 8320);  // layernorm_bwd.pto:15:33
-                TileT55Re9B0 t55_re9_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t55_re9_b0, 12416);  // layernorm_bwd.pto:15:33
-                TileT43Re6Re9B0 t43_re6_re9_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t43_re6_re9_b0, 16512);  // layernorm_bwd.pto:14:18
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView15 gammaGm15(gamma + _g67_db * 2 * 1024, GmView15::Shape(t43_re6_re9_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t43_re6_re9_b0, gammaGm15);  // layernorm_bwd.pto:14:18
-                TileT46Re6Re9B0 t46_re6_re9_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t46_re6_re9_b0, 20608);  // layernorm_bwd.pto:14:14
+                TileT106B0 t106_b0(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t106_b0, 4096);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView16 v1Gm16(v1 + _g67_db * 2 * 1024, GmView16::Shape(t46_re6_re9_b0.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t46_re6_re9_b0, v1Gm16);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCOLEXPANDMUL(t55_re9_b0, t46_re6_re9_b0, t43_re6_re9_b0);  // layernorm_bwd.pto:14:14
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+                GmView4 acc_b_partsGm4(acc_b_parts + _k105_db * 2 * H + _g94 * 1024, GmView4::Shape(t106_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:8:5
+                TLOAD(t106_b0, acc_b_partsGm4);  // layernorm_bwd.pto:8:5
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT107B0 t107_b0(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                TASSIGN(t107_b0, 8192);  // layernorm_bwd.pto:8:5
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t107_b0, t106_b0);  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileView1 view26;  // layernorm_bwd.pto:15:33
-                TASSIGN(view26, 64);  // layernorm_bwd.pto:15:33
-                TileTmp2 tmp27;  // layernorm_bwd.pto:15:33
-                TASSIGN(tmp27, 49280);  // layernorm_bwd.pto:15:33
-                TROWEXPANDSUB(t73_b0, t55_re9_b0, view26, tmp27);  // layernorm_bwd.pto:15:33
-                TileT75B0 t75_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t75_b0, 12416);  // layernorm_bwd.pto:15:33
-                pipe_barrier(PIPE_V);
-                TSUB(t75_b0, t73_b0, t71_b0);  // layernorm_bwd.pto:15:33
-                TileT80B0 t80_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:25
-                TASSIGN(t80_b0, 4224);  // layernorm_bwd.pto:15:25
-                pipe_barrier(PIPE_V);
-                TileTmp3 tmp28;  // layernorm_bwd.pto:15:25
-                TASSIGN(tmp28, 49280);  // layernorm_bwd.pto:15:25
-                TROWEXPAND(tmp28, t36);  // layernorm_bwd.pto:15:25
-                pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
-                TROWEXPANDMUL(t80_b0, tmp28, t75_b0);  // layernorm_bwd.pto:15:25
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-                GmView17 dxGm17(dx + r * H + _g67_db * 2 * 1024, GmView17::Shape(t80_b0.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:15:20
-                TSTORE(dxGm17, t80_b0);  // layernorm_bwd.pto:15:20
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT87B0 t87_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
-                TASSIGN(t87_b0, 4224);  // layernorm_bwd.pto:16:28
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TMUL(t87_b0, t46_re6_re9_b0, t68_b0);  // layernorm_bwd.pto:16:28
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT89B0 t89_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-                TASSIGN(t89_b0, 128);  // layernorm_bwd.pto:16:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-                GmView18 acc_g_partGm18(acc_g_part + _g67_db * 2 * 1024, GmView18::Shape(t89_b0.GetValidCol()), GmView18::Stride(H));  // layernorm_bwd.pto:16:20
-                TLOAD(t89_b0, acc_g_partGm18);  // layernorm_bwd.pto:16:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT91B0 t91_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-                TASSIGN(t91_b0, 8320);  // layernorm_bwd.pto:16:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t91_b0, t89_b0, t87_b0);  // layernorm_bwd.pto:16:20
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-                GmView19 acc_g_partsGm19(acc_g_parts + r_part * H + _g67_db * 2 * 1024, GmView19::Shape(t91_b0.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:16:20
-                TSTORE(acc_g_partsGm19, t91_b0);  // layernorm_bwd.pto:16:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                TileT93B0 t93_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-                TASSIGN(t93_b0, 128);  // layernorm_bwd.pto:17:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-                GmView20 acc_b_partGm20(acc_b_part + _g67_db * 2 * 1024, GmView20::Shape(t93_b0.GetValidCol()), GmView20::Stride(H));  // layernorm_bwd.pto:17:20
-                TLOAD(t93_b0, acc_b_partGm20);  // layernorm_bwd.pto:17:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT95B0 t95_b0(min_i64(H - _g67_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-                TASSIGN(t95_b0, 4224);  // layernorm_bwd.pto:17:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t95_b0, t93_b0, t46_re6_re9_b0);  // layernorm_bwd.pto:17:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-                GmView21 acc_b_partsGm21(acc_b_parts + r_part * H + _g67_db * 2 * 1024, GmView21::Shape(t95_b0.GetValidCol()), GmView21::Stride(H));  // layernorm_bwd.pto:17:20
-                TSTORE(acc_b_partsGm21, t95_b0);  // layernorm_bwd.pto:17:20
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                TADD(t104, t104, t107_b0);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _g67_dr = 0; _g67_dr < min_i64((H + 1023) / 1024 - (_g67_db * 2 + 1), 1); ++_g67_dr) {  // layernorm_bwd.pto:15:71
-                    TileT68B1 t68_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-                    TASSIGN(t68_b1, 24704);  // layernorm_bwd.pto:15:71
-                    TileT38Re8B1 t38_re8_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-                    TASSIGN(t38_re8_b1, 28800);  // layernorm_bwd.pto:13:16
-                    TileT21Re4Re8B1 t21_re4_re8_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                    TASSIGN(t21_re4_re8_b1, 32896);  // layernorm_bwd.pto:11:13
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView22 v0Gm22(v0 + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView22::Shape(t21_re4_re8_b1.GetValidCol()), GmView22::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t21_re4_re8_b1, v0Gm22);  // layernorm_bwd.pto:9:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileView1 view29;  // layernorm_bwd.pto:11:13
-                    TASSIGN(view29, 0);  // layernorm_bwd.pto:11:13
-                    TileTmp2 tmp30;  // layernorm_bwd.pto:11:13
-                    TASSIGN(tmp30, 49280);  // layernorm_bwd.pto:11:13
-                    TROWEXPANDSUB(t38_re8_b1, t21_re4_re8_b1, view29, tmp30);  // layernorm_bwd.pto:11:13
+                pipe_barrier(PIPE_V);
+                for (int64_t _k105_dr = 0; _k105_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k105_db * 2 + 1), 1); ++_k105_dr) {  // layernorm_bwd.pto:8:5
+                    TileT106B1 t106_b1(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                    TASSIGN(t106_b1, 12288);  // layernorm_bwd.pto:8:5
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+                    GmView5 acc_b_partsGm5(acc_b_parts + (_k105_db * 2 + 1 + _k105_dr) * H + _g94 * 1024, GmView5::Shape(t106_b1.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:8:5
+                    TLOAD(t106_b1, acc_b_partsGm5);  // layernorm_bwd.pto:8:5
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT107B1 t107_b1(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+                    TASSIGN(t107_b1, 16384);  // layernorm_bwd.pto:8:5
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t107_b1, t106_b1);  // layernorm_bwd.pto:8:5
                     pipe_barrier(PIPE_V);
-                    TileView1 view31;  // layernorm_bwd.pto:13:16
-                    TASSIGN(view31, 32);  // layernorm_bwd.pto:13:16
-                    TileTmp2 tmp32;  // layernorm_bwd.pto:13:16
-                    TASSIGN(tmp32, 49280);  // layernorm_bwd.pto:13:16
-                    TROWEXPANDMUL(t68_b1, t38_re8_b1, view31, tmp32);  // layernorm_bwd.pto:13:16
-                    TileT71B1 t71_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-                    TASSIGN(t71_b1, 28800);  // layernorm_bwd.pto:15:71
-                    pipe_barrier(PIPE_V);
-                    TileView1 view33;  // layernorm_bwd.pto:15:71
-                    TASSIGN(view33, 96);  // layernorm_bwd.pto:15:71
-                    TileTmp2 tmp34;  // layernorm_bwd.pto:15:71
-                    TASSIGN(tmp34, 49280);  // layernorm_bwd.pto:15:71
-                    TROWEXPANDMUL(t71_b1, t68_b1, view33, tmp34);  // layernorm_bwd.pto:15:71
-                    TileT73B1 t73_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                    TASSIGN(t73_b1, 32896);  // layernorm_bwd.pto:15:33
-                    TileT55Re9B1 t55_re9_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                    TASSIGN(t55_re9_b1, 36992);  // layernorm_bwd.pto:15:33
-                    TileT43Re6Re9B1 t43_re6_re9_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                    TASSIGN(t43_re6_re9_b1, 41088);  // layernorm_bwd.pto:14:18
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                    GmView23 gammaGm23(gamma + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView23::Shape(t43_re6_re9_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                    TLOAD(t43_re6_re9_b1, gammaGm23);  // layernorm_bwd.pto:14:18
-                    TileT46Re6Re9B1 t46_re6_re9_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                    TASSIGN(t46_re6_re9_b1, 45184);  // layernorm_bwd.pto:14:14
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                    GmView24 v1Gm24(v1 + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView24::Shape(t46_re6_re9_b1.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:10:13
-                    TLOAD(t46_re6_re9_b1, v1Gm24);  // layernorm_bwd.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCOLEXPANDMUL(t55_re9_b1, t46_re6_re9_b1, t43_re6_re9_b1);  // layernorm_bwd.pto:14:14
-                    pipe_barrier(PIPE_V);
-                    TileView1 view35;  // layernorm_bwd.pto:15:33
-                    TASSIGN(view35, 64);  // layernorm_bwd.pto:15:33
-                    TileTmp2 tmp36;  // layernorm_bwd.pto:15:33
-                    TASSIGN(tmp36, 49280);  // layernorm_bwd.pto:15:33
-                    TROWEXPANDSUB(t73_b1, t55_re9_b1, view35, tmp36);  // layernorm_bwd.pto:15:33
-                    TileT75B1 t75_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                    TASSIGN(t75_b1, 36992);  // layernorm_bwd.pto:15:33
-                    pipe_barrier(PIPE_V);
-                    TSUB(t75_b1, t73_b1, t71_b1);  // layernorm_bwd.pto:15:33
-                    TileT80B1 t80_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:15:25
-                    TASSIGN(t80_b1, 28800);  // layernorm_bwd.pto:15:25
-                    pipe_barrier(PIPE_V);
-                    TileTmp3 tmp37;  // layernorm_bwd.pto:15:25
-                    TASSIGN(tmp37, 49280);  // layernorm_bwd.pto:15:25
-                    TROWEXPAND(tmp37, t36);  // layernorm_bwd.pto:15:25
-                    pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
-                    TROWEXPANDMUL(t80_b1, tmp37, t75_b1);  // layernorm_bwd.pto:15:25
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-                    GmView25 dxGm25(dx + r * H + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView25::Shape(t80_b1.GetValidCol()), GmView25::Stride(H));  // layernorm_bwd.pto:15:20
-                    TSTORE(dxGm25, t80_b1);  // layernorm_bwd.pto:15:20
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    TileT87B1 t87_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
-                    TASSIGN(t87_b1, 28800);  // layernorm_bwd.pto:16:28
-                    pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    TMUL(t87_b1, t46_re6_re9_b1, t68_b1);  // layernorm_bwd.pto:16:28
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    TileT89B1 t89_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-                    TASSIGN(t89_b1, 24704);  // layernorm_bwd.pto:16:20
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-                    GmView26 acc_g_partGm26(acc_g_part + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView26::Shape(t89_b1.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:16:20
-                    TLOAD(t89_b1, acc_g_partGm26);  // layernorm_bwd.pto:16:20
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT91B1 t91_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-                    TASSIGN(t91_b1, 32896);  // layernorm_bwd.pto:16:20
-                    pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t91_b1, t89_b1, t87_b1);  // layernorm_bwd.pto:16:20
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-                    GmView27 acc_g_partsGm27(acc_g_parts + r_part * H + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView27::Shape(t91_b1.GetValidCol()), GmView27::Stride(H));  // layernorm_bwd.pto:16:20
-                    TSTORE(acc_g_partsGm27, t91_b1);  // layernorm_bwd.pto:16:20
-                    TileT93B1 t93_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-                    TASSIGN(t93_b1, 24704);  // layernorm_bwd.pto:17:20
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-                    GmView28 acc_b_partGm28(acc_b_part + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView28::Shape(t93_b1.GetValidCol()), GmView28::Stride(H));  // layernorm_bwd.pto:17:20
-                    TLOAD(t93_b1, acc_b_partGm28);  // layernorm_bwd.pto:17:20
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT95B1 t95_b1(min_i64(H - (_g67_db * 2 + 1 + _g67_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-                    TASSIGN(t95_b1, 28800);  // layernorm_bwd.pto:17:20
-                    pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t95_b1, t93_b1, t46_re6_re9_b1);  // layernorm_bwd.pto:17:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-                    GmView29 acc_b_partsGm29(acc_b_parts + r_part * H + (_g67_db * 2 + 1 + _g67_dr) * 1024, GmView29::Shape(t95_b1.GetValidCol()), GmView29::Stride(H));  // layernorm_bwd.pto:17:20
-                    TSTORE(acc_b_partsGm29, t95_b1);  // layernorm_bwd.pto:17:20
+                    TADD(t104, t104, t107_b1);  // layernorm_bwd.pto:8:5
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             }
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            TileT109 t109(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+            TASSIGN(t109, 4096);  // layernorm_bwd.pto:8:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView6 acc_bGm6(acc_b + _g94 * 1024, GmView6::Shape(t109.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:8:5
+            TLOAD(t109, acc_bGm6);  // layernorm_bwd.pto:8:5
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT111 t111(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
+            TASSIGN(t111, 8192);  // layernorm_bwd.pto:8:5
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(t111, t109, t104);  // layernorm_bwd.pto:8:5
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+            GmView7 acc_bGm7(acc_b + _g94 * 1024, GmView7::Shape(t111.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:8:5
+            TSTORE(acc_bGm7, t111);  // layernorm_bwd.pto:8:5
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -35,79 +35,79 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1p1(__gm__ float* acc_g, __
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT118B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT121B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT122B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT118B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT121B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT122B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT116B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT119B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT120B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT116B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT119B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT120B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g117_db = 0; _g117_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g117_db) {  // layernorm_bwd.pto:18:17
-        TileT118B0 t118_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g117_db * 2) * 1024, 1024));  // layernorm_bwd.pto:18:17
-        TASSIGN(t118_b0, 0);  // layernorm_bwd.pto:18:17
+    for (int64_t _g115_db = 0; _g115_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g115_db) {  // layernorm_bwd.pto:18:17
+        TileT116B0 t116_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g115_db * 2) * 1024, 1024));  // layernorm_bwd.pto:18:17
+        TASSIGN(t116_b0, 0);  // layernorm_bwd.pto:18:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-        GmView0 t19Gm0(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g117_db * 2) * 1024, GmView0::Shape(t118_b0.GetValidCol()));  // layernorm_bwd.pto:18:17
-        TLOAD(t118_b0, t19Gm0);  // layernorm_bwd.pto:18:17
+        GmView0 t19Gm0(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g115_db * 2) * 1024, GmView0::Shape(t116_b0.GetValidCol()));  // layernorm_bwd.pto:18:17
+        TLOAD(t116_b0, t19Gm0);  // layernorm_bwd.pto:18:17
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-        GmView1 dgammaGm1(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g117_db * 2) * 1024, GmView1::Shape(t118_b0.GetValidCol()));  // layernorm_bwd.pto:18:17
-        TSTORE(dgammaGm1, t118_b0);  // layernorm_bwd.pto:18:17
+        GmView1 dgammaGm1(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g115_db * 2) * 1024, GmView1::Shape(t116_b0.GetValidCol()));  // layernorm_bwd.pto:18:17
+        TSTORE(dgammaGm1, t116_b0);  // layernorm_bwd.pto:18:17
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT121B0 t121_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g117_db * 2) * 1024, 1024));  // layernorm_bwd.pto:19:21
-        TASSIGN(t121_b0, 0);  // layernorm_bwd.pto:19:21
-        TileT122B0 t122_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g117_db * 2) * 1024, 1024));  // layernorm_bwd.pto:19:21
-        TASSIGN(t122_b0, 4096);  // layernorm_bwd.pto:19:21
+        TileT119B0 t119_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g115_db * 2) * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TASSIGN(t119_b0, 0);  // layernorm_bwd.pto:19:21
+        TileT120B0 t120_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g115_db * 2) * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TASSIGN(t120_b0, 4096);  // layernorm_bwd.pto:19:21
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-        GmView2 acc_bGm2(acc_b + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g117_db * 2) * 1024, GmView2::Shape(t122_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:19:21
-        TLOAD(t122_b0, acc_bGm2);  // layernorm_bwd.pto:19:21
+        GmView2 acc_bGm2(acc_b + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g115_db * 2) * 1024, GmView2::Shape(t120_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:19:21
+        TLOAD(t120_b0, acc_bGm2);  // layernorm_bwd.pto:19:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLSUM(t121_b0, t122_b0);  // layernorm_bwd.pto:19:21
+        TCOLSUM(t119_b0, t120_b0);  // layernorm_bwd.pto:19:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-        GmView3 t23Gm3(t23 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g117_db * 2) * 1024, GmView3::Shape(t121_b0.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:19:21
-        TSTORE(t23Gm3, t121_b0);  // layernorm_bwd.pto:19:21
+        GmView3 t23Gm3(t23 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g115_db * 2) * 1024, GmView3::Shape(t119_b0.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:19:21
+        TSTORE(t23Gm3, t119_b0);  // layernorm_bwd.pto:19:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g117_dr = 0; _g117_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g117_db * 2 + 1), 1); ++_g117_dr) {  // layernorm_bwd.pto:18:17
-            TileT118B1 t118_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g117_db * 2 + 1 + _g117_dr)) * 1024, 1024));  // layernorm_bwd.pto:18:17
-            TASSIGN(t118_b1, 8192);  // layernorm_bwd.pto:18:17
+        for (int64_t _g115_dr = 0; _g115_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g115_db * 2 + 1), 1); ++_g115_dr) {  // layernorm_bwd.pto:18:17
+            TileT116B1 t116_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g115_db * 2 + 1 + _g115_dr)) * 1024, 1024));  // layernorm_bwd.pto:18:17
+            TASSIGN(t116_b1, 8192);  // layernorm_bwd.pto:18:17
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-            GmView4 t19Gm4(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g117_db * 2 + 1 + _g117_dr)) * 1024, GmView4::Shape(t118_b1.GetValidCol()));  // layernorm_bwd.pto:18:17
-            TLOAD(t118_b1, t19Gm4);  // layernorm_bwd.pto:18:17
+            GmView4 t19Gm4(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g115_db * 2 + 1 + _g115_dr)) * 1024, GmView4::Shape(t116_b1.GetValidCol()));  // layernorm_bwd.pto:18:17
+            TLOAD(t116_b1, t19Gm4);  // layernorm_bwd.pto:18:17
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-            GmView5 dgammaGm5(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g117_db * 2 + 1 + _g117_dr)) * 1024, GmView5::Shape(t118_b1.GetValidCol()));  // layernorm_bwd.pto:18:17
-            TSTORE(dgammaGm5, t118_b1);  // layernorm_bwd.pto:18:17
+            GmView5 dgammaGm5(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g115_db * 2 + 1 + _g115_dr)) * 1024, GmView5::Shape(t116_b1.GetValidCol()));  // layernorm_bwd.pto:18:17
+            TSTORE(dgammaGm5, t116_b1);  // layernorm_bwd.pto:18:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT121B1 t121_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g117_db * 2 + 1 + _g117_dr)) * 1024, 1024));  // layernorm_bwd.pto:19:21
-            TASSIGN(t121_b1, 8192);  // layernorm_bwd.pto:19:21
-            TileT122B1 t122_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g117_db * 2 + 1 + _g117_dr)) * 1024, 1024));  // layernorm_bwd.pto:19:21
-            TASSIGN(t122_b1, 12288);  // layernorm_bwd.pto:19:21
+            TileT119B1 t119_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g115_db * 2 + 1 + _g115_dr)) * 1024, 1024));  // layernorm_bwd.pto:19:21
+            TASSIGN(t119_b1, 8192);  // layernorm_bwd.pto:19:21
+            TileT120B1 t120_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g115_db * 2 + 1 + _g115_dr)) * 1024, 1024));  // layernorm_bwd.pto:19:21
+            TASSIGN(t120_b1, 12288);  // layernorm_bwd.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-            GmView6 acc_bGm6(acc_b + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g117_db * 2 + 1 + _g117_dr)) * 1024, GmView6::Shape(t122_b1.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:19:21
-            TLOAD(t122_b1, acc_bGm6);  // layernorm_bwd.pto:19:21
+            GmView6 acc_bGm6(acc_b + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g115_db * 2 + 1 + _g115_dr)) * 1024, GmView6::Shape(t120_b1.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:19:21
+            TLOAD(t120_b1, acc_bGm6);  // layernorm_bwd.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t121_b1, t122_b1);  // layernorm_bwd.pto:19:21
+            TCOLSUM(t119_b1, t120_b1);  // layernorm_bwd.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-            GmView7 t23Gm7(t23 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g117_db * 2 + 1 + _g117_dr)) * 1024, GmView7::Shape(t121_b1.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:19:21
-            TSTORE(t23Gm7, t121_b1);  // layernorm_bwd.pto:19:21
+            GmView7 t23Gm7(t23 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g115_db * 2 + 1 + _g115_dr)) * 1024, GmView7::Shape(t119_b1.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:19:21
+            TSTORE(t23Gm7, t119_b1);  // layernorm_bwd.pto:19:21
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

@@ -35,36 +35,36 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1p2(__gm__ float* acc_g, __
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT124B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT124B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT122B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT122B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g123_db = 0; _g123_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g123_db) {  // layernorm_bwd.pto:19:16
-        TileT124B0 t124_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g123_db * 2) * 1024, 1024));  // layernorm_bwd.pto:19:16
-        TASSIGN(t124_b0, 0);  // layernorm_bwd.pto:19:16
+    for (int64_t _g121_db = 0; _g121_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g121_db) {  // layernorm_bwd.pto:19:16
+        TileT122B0 t122_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g121_db * 2) * 1024, 1024));  // layernorm_bwd.pto:19:16
+        TASSIGN(t122_b0, 0);  // layernorm_bwd.pto:19:16
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-        GmView0 t22Gm0(t22 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g123_db * 2) * 1024, GmView0::Shape(t124_b0.GetValidCol()));  // layernorm_bwd.pto:19:16
-        TLOAD(t124_b0, t22Gm0);  // layernorm_bwd.pto:19:16
+        GmView0 t22Gm0(t22 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g121_db * 2) * 1024, GmView0::Shape(t122_b0.GetValidCol()));  // layernorm_bwd.pto:19:16
+        TLOAD(t122_b0, t22Gm0);  // layernorm_bwd.pto:19:16
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-        GmView1 dbetaGm1(dbeta + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g123_db * 2) * 1024, GmView1::Shape(t124_b0.GetValidCol()));  // layernorm_bwd.pto:19:16
-        TSTORE(dbetaGm1, t124_b0);  // layernorm_bwd.pto:19:16
+        GmView1 dbetaGm1(dbeta + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g121_db * 2) * 1024, GmView1::Shape(t122_b0.GetValidCol()));  // layernorm_bwd.pto:19:16
+        TSTORE(dbetaGm1, t122_b0);  // layernorm_bwd.pto:19:16
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g123_dr = 0; _g123_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g123_db * 2 + 1), 1); ++_g123_dr) {  // layernorm_bwd.pto:19:16
-            TileT124B1 t124_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g123_db * 2 + 1 + _g123_dr)) * 1024, 1024));  // layernorm_bwd.pto:19:16
-            TASSIGN(t124_b1, 4096);  // layernorm_bwd.pto:19:16
+        for (int64_t _g121_dr = 0; _g121_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g121_db * 2 + 1), 1); ++_g121_dr) {  // layernorm_bwd.pto:19:16
+            TileT122B1 t122_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g121_db * 2 + 1 + _g121_dr)) * 1024, 1024));  // layernorm_bwd.pto:19:16
+            TASSIGN(t122_b1, 4096);  // layernorm_bwd.pto:19:16
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-            GmView2 t22Gm2(t22 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g123_db * 2 + 1 + _g123_dr)) * 1024, GmView2::Shape(t124_b1.GetValidCol()));  // layernorm_bwd.pto:19:16
-            TLOAD(t124_b1, t22Gm2);  // layernorm_bwd.pto:19:16
+            GmView2 t22Gm2(t22 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g121_db * 2 + 1 + _g121_dr)) * 1024, GmView2::Shape(t122_b1.GetValidCol()));  // layernorm_bwd.pto:19:16
+            TLOAD(t122_b1, t22Gm2);  // layernorm_bwd.pto:19:16
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-            GmView3 dbetaGm3(dbeta + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g123_db * 2 + 1 + _g123_dr)) * 1024, GmView3::Shape(t124_b1.GetValidCol()));  // layernorm_bwd.pto:19:16
-            TSTORE(dbetaGm3, t124_b1);  // layernorm_bwd.pto:19:16
+            GmView3 dbetaGm3(dbeta + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g121_db * 2 + 1 + _g121_dr)) * 1024, GmView3::Shape(t122_b1.GetValidCol()));  // layernorm_bwd.pto:19:16
+            TSTORE(dbetaGm3, t122_b1);  // layernorm_bwd.pto:19:16
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }

@@ -16,7 +16,6 @@
 extern "C" void layernorm_bwd_bf16_k0_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, float* acc_g_parts, float* acc_b_parts, bfloat16_t* x, bfloat16_t* dy, float* xhat, bfloat16_t* gamma, float* t10, bfloat16_t* dx, int64_t H, int64_t R, float eps);
 extern "C" void layernorm_bwd_bf16_k0p1_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, float* acc_g_parts, float* acc_b_parts, bfloat16_t* x, bfloat16_t* dy, float* xhat, bfloat16_t* gamma, float* t10, bfloat16_t* dx, int64_t H, int64_t R, float eps);
 extern "C" void layernorm_bwd_bf16_k0p2_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, float* acc_g_parts, float* acc_b_parts, bfloat16_t* x, bfloat16_t* dy, float* xhat, bfloat16_t* gamma, float* t10, bfloat16_t* dx, int64_t H, int64_t R, float eps);
-extern "C" void layernorm_bwd_bf16_k0p3_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, float* acc_g_parts, float* acc_b_parts, bfloat16_t* x, bfloat16_t* dy, float* xhat, bfloat16_t* gamma, float* t10, bfloat16_t* dx, int64_t H, int64_t R, float eps);
 extern "C" void layernorm_bwd_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, bfloat16_t* dgamma, float* acc_b, float* t23, float* t22, bfloat16_t* dbeta, int64_t H);
 extern "C" void layernorm_bwd_bf16_k1p1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, bfloat16_t* dgamma, float* acc_b, float* t23, float* t22, bfloat16_t* dbeta, int64_t H);
 extern "C" void layernorm_bwd_bf16_k1p2_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, bfloat16_t* dgamma, float* acc_b, float* t23, float* t22, bfloat16_t* dbeta, int64_t H);
@@ -200,11 +199,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -258,21 +252,14 @@ extern "C" int layernorm_bwd_bf16(int32_t device, void* stream, bfloat16_t* x, b
             return -1;  // layernorm_bwd.pto:6:13
         }
     }
-    {  // layernorm_bwd.pto:6:13
-        const int64_t layernorm_bwd_bf16_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(48 / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1);  // layernorm_bwd.pto:6:13
-        layernorm_bwd_bf16_k0p1_launch(layernorm_bwd_bf16_k0p1_blocks, ptodsl_stream, acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, xhat, gamma, t10, dx, H, R, eps);  // layernorm_bwd.pto:6:13
-        if (!launched("the launch of layernorm_bwd_bf16_k0p1")) {  // layernorm_bwd.pto:6:13
-            return -1;  // layernorm_bwd.pto:6:13
-        }
-    }
-    layernorm_bwd_bf16_k0p2_launch(1, ptodsl_stream, acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, xhat, gamma, t10, dx, H, R, eps);  // layernorm_bwd.pto:6:13
-    if (!launched("the launch of layernorm_bwd_bf16_k0p2")) {  // layernorm_bwd.pto:6:13
+    layernorm_bwd_bf16_k0p1_launch(1, ptodsl_stream, acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, xhat, gamma, t10, dx, H, R, eps);  // layernorm_bwd.pto:6:13
+    if (!launched("the launch of layernorm_bwd_bf16_k0p1")) {  // layernorm_bwd.pto:6:13
         return -1;  // layernorm_bwd.pto:6:13
     }
     {  // layernorm_bwd.pto:6:13
-        const int64_t layernorm_bwd_bf16_k0p3_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:6:13
-        layernorm_bwd_bf16_k0p3_launch(layernorm_bwd_bf16_k0p3_blocks, ptodsl_stream, acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, xhat, gamma, t10, dx, H, R, eps);  // layernorm_bwd.pto:6:13
-        if (!launched("the launch of layernorm_bwd_bf16_k0p3")) {  // layernorm_bwd.pto:6:13
+        const int64_t layernorm_bwd_bf16_k0p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:6:13
+        layernorm_bwd_bf16_k0p2_launch(layernorm_bwd_bf16_k0p2_blocks, ptodsl_stream, acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, xhat, gamma, t10, dx, H, R, eps);  // layernorm_bwd.pto:6:13
+        if (!launched("the launch of layernorm_bwd_bf16_k0p2")) {  // layernorm_bwd.pto:6:13
             return -1;  // layernorm_bwd.pto:6:13
         }
     }

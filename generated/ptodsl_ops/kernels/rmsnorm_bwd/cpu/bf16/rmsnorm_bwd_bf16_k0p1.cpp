@@ -25,33 +25,698 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0p1(__gm__ float* acc, __gm__ float* acc_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* gamma, __gm__ float* t8, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
-#else
 extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0p1(__gm__ float* acc, __gm__ float* acc_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* gamma, __gm__ float* t8, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps)
-#endif
 {
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-    const int64_t block_index = static_cast<int64_t>(get_block_idx());
-    const int64_t block_count = static_cast<int64_t>(get_block_num());
-#endif
-    using TileT4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re1B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re1B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT21 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT23B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re2B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re2B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT37 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT40 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT50 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re3B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re4B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re2Re4B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re3B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re4B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re2Re4B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT55B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re3Re7B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT58B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT62B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT67B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re6B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT74B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT76B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT78B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT55B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re3Re7B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT58B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT62B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT67B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re6B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT74B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT76B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT78B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
+    using TileView2 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    for (int64_t _g2 = block_index / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)); _g2 < block_index / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)) + min_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)), ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - block_index / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1))); ++_g2) {  // rmsnorm_bwd.pto:6:5
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g3 = block_index % max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)); _g3 < block_index % max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)) + min_i64(ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)), (H + 1023) / 1024 - block_index % max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1))); ++_g3) {  // rmsnorm_bwd.pto:6:5
-            pipe_barrier(PIPE_V);
-            TileT4 t4(min_i64(H - _g3 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
-            TASSIGN(t4, 0);  // rmsnorm_bwd.pto:6:5
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t4, 0.0f);  // rmsnorm_bwd.pto:6:5
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
-            GmView0 acc_partsGm0(acc_parts + _g2 * H + _g3 * 1024, GmView0::Shape(t4.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
-            TSTORE(acc_partsGm0, t4);  // rmsnorm_bwd.pto:6:5
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t r_part = 0; r_part < ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48); ++r_part) {  // rmsnorm_bwd.pto:6:5
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        for (int64_t _g2 = 0; _g2 < (H + 1023) / 1024; ++_g2) {  // rmsnorm_bwd.pto:6:5
+            pipe_barrier(PIPE_V);
+            TileT3 t3(min_i64(H - _g2 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+            TASSIGN(t3, 0);  // rmsnorm_bwd.pto:6:5
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            TEXPANDS(t3, 0.0f);  // rmsnorm_bwd.pto:6:5
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+            GmView0 acc_partsGm0(acc_parts + r_part * H + _g2 * 1024, GmView0::Shape(t3.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TSTORE(acc_partsGm0, t3);  // rmsnorm_bwd.pto:6:5
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // rmsnorm_bwd.pto:6:5
+            pipe_barrier(PIPE_V);
+            __gm__ float* acc_part = acc_parts + r_part * H;  // rmsnorm_bwd.pto:12:18
+            __gm__ bfloat16_t* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
+            __gm__ bfloat16_t* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
+            TileT14 t14;  // rmsnorm_bwd.pto:9:21
+            TASSIGN(t14, 0);  // rmsnorm_bwd.pto:9:21
+            TEXPANDS(t14, 0.0f);  // rmsnorm_bwd.pto:9:21
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g7_db = 0; _g7_db < ((H + 1023) / 1024 + 1) / 2; ++_g7_db) {  // rmsnorm_bwd.pto:8:13
+                pipe_barrier(PIPE_V);
+                TileT11B0 t11_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                TASSIGN(t11_b0, 32);  // rmsnorm_bwd.pto:9:26
+                TileT5Re1B0 t5_re1_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                TASSIGN(t5_re1_b0, 4128);  // rmsnorm_bwd.pto:7:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                GmView1 v0Gm1(v0 + _g7_db * 2 * 1024, GmView1::Shape(t5_re1_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t5_re1_b0, v0Gm1);  // rmsnorm_bwd.pto:7:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t11_b0, t5_re1_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                TileT13B0 t13_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                TASSIGN(t13_b0, 4128);  // rmsnorm_bwd.pto:9:26
+                pipe_barrier(PIPE_V);
+                TMUL(t13_b0, t11_b0, t11_b0);  // rmsnorm_bwd.pto:9:26
+                TileT17B0 t17_b0;  // rmsnorm_bwd.pto:9:21
+                TASSIGN(t17_b0, 32);  // rmsnorm_bwd.pto:9:21
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
+                TASSIGN(tmp0, 36960);  // rmsnorm_bwd.pto:9:21
+                TROWSUM(t17_b0, t13_b0, tmp0);  // rmsnorm_bwd.pto:9:21
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                TADD(t14, t14, t17_b0);  // rmsnorm_bwd.pto:9:21
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                for (int64_t _g7_dr = 0; _g7_dr < min_i64((H + 1023) / 1024 - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // rmsnorm_bwd.pto:8:13
+                    TileT11B1 t11_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                    TASSIGN(t11_b1, 8224);  // rmsnorm_bwd.pto:9:26
+                    TileT5Re1B1 t5_re1_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                    TASSIGN(t5_re1_b1, 12320);  // rmsnorm_bwd.pto:7:14
+                    using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                    GmView2 v0Gm2(v0 + (_g7_db * 2 + 1 + _g7_dr) * 1024, GmView2::Shape(t5_re1_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t5_re1_b1, v0Gm2);  // rmsnorm_bwd.pto:7:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t11_b1, t5_re1_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                    TileT13B1 t13_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                    TASSIGN(t13_b1, 12320);  // rmsnorm_bwd.pto:9:26
+                    pipe_barrier(PIPE_V);
+                    TMUL(t13_b1, t11_b1, t11_b1);  // rmsnorm_bwd.pto:9:26
+                    TileT17B1 t17_b1;  // rmsnorm_bwd.pto:9:21
+                    TASSIGN(t17_b1, 8224);  // rmsnorm_bwd.pto:9:21
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
+                    TASSIGN(tmp1, 36960);  // rmsnorm_bwd.pto:9:21
+                    TROWSUM(t17_b1, t13_b1, tmp1);  // rmsnorm_bwd.pto:9:21
+                    pipe_barrier(PIPE_V);
+                    TADD(t14, t14, t17_b1);  // rmsnorm_bwd.pto:9:21
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TMULS(t14, t14, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
+            TileT19 t19;  // rmsnorm_bwd.pto:9:21
+            TASSIGN(t19, 32);  // rmsnorm_bwd.pto:9:21
+            pipe_barrier(PIPE_V);
+            TADDS(t19, t14, eps);  // rmsnorm_bwd.pto:9:21
+            TileT21 t21;  // rmsnorm_bwd.pto:9:15
+            TASSIGN(t21, 0);  // rmsnorm_bwd.pto:9:15
+            pipe_barrier(PIPE_V);
+            TRSQRT(t21, t19);  // rmsnorm_bwd.pto:9:15
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g22_db = 0; _g22_db < ((H + 1023) / 1024 + 1) / 2; ++_g22_db) {  // rmsnorm_bwd.pto:10:18
+                pipe_barrier(PIPE_V);
+                TileT23B0 t23_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t23_b0, 32);  // rmsnorm_bwd.pto:10:18
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                GmView3 gammaGm3(gamma + _g22_db * 2 * 1024, GmView3::Shape(t23_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                TLOAD(t23_b0, gammaGm3);  // rmsnorm_bwd.pto:10:18
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT24B0 t24_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t24_b0, 2080);  // rmsnorm_bwd.pto:10:18
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t24_b0, t23_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                TileT26B0 t26_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t26_b0, 6176);  // rmsnorm_bwd.pto:10:14
+                TileT8Re2B0 t8_re2_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                TASSIGN(t8_re2_b0, 32);  // rmsnorm_bwd.pto:8:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                GmView4 v1Gm4(v1 + _g22_db * 2 * 1024, GmView4::Shape(t8_re2_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t8_re2_b0, v1Gm4);  // rmsnorm_bwd.pto:8:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t26_b0, t8_re2_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                TileT29B0 t29_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t29_b0, 10272);  // rmsnorm_bwd.pto:10:14
+                pipe_barrier(PIPE_V);
+                TCOLEXPANDMUL(t29_b0, t26_b0, t24_b0);  // rmsnorm_bwd.pto:10:14
+                TileT34B0 t34_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                TASSIGN(t34_b0, 32);  // rmsnorm_bwd.pto:11:25
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp2;  // rmsnorm_bwd.pto:11:25
+                TASSIGN(tmp2, 36960);  // rmsnorm_bwd.pto:11:25
+                TROWEXPAND(tmp2, t21);  // rmsnorm_bwd.pto:11:25
+                pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
+                TROWEXPANDMUL(t34_b0, tmp2, t29_b0);  // rmsnorm_bwd.pto:11:25
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
+                GmView5 t8Gm5(t8 + _g22_db * 2 * 1024, GmView5::Shape(t34_b0.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:11:25
+                TSTORE(t8Gm5, t34_b0);  // rmsnorm_bwd.pto:11:25
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g22_dr = 0; _g22_dr < min_i64((H + 1023) / 1024 - (_g22_db * 2 + 1), 1); ++_g22_dr) {  // rmsnorm_bwd.pto:10:18
+                    TileT23B1 t23_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t23_b1, 14368);  // rmsnorm_bwd.pto:10:18
+                    using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                    GmView6 gammaGm6(gamma + (_g22_db * 2 + 1 + _g22_dr) * 1024, GmView6::Shape(t23_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                    TLOAD(t23_b1, gammaGm6);  // rmsnorm_bwd.pto:10:18
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT24B1 t24_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t24_b1, 16416);  // rmsnorm_bwd.pto:10:18
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t24_b1, t23_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    TileT26B1 t26_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t26_b1, 20512);  // rmsnorm_bwd.pto:10:14
+                    TileT8Re2B1 t8_re2_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                    TASSIGN(t8_re2_b1, 14368);  // rmsnorm_bwd.pto:8:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                    GmView7 v1Gm7(v1 + (_g22_db * 2 + 1 + _g22_dr) * 1024, GmView7::Shape(t8_re2_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t8_re2_b1, v1Gm7);  // rmsnorm_bwd.pto:8:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t26_b1, t8_re2_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                    TileT29B1 t29_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t29_b1, 24608);  // rmsnorm_bwd.pto:10:14
+                    pipe_barrier(PIPE_V);
+                    TCOLEXPANDMUL(t29_b1, t26_b1, t24_b1);  // rmsnorm_bwd.pto:10:14
+                    TileT34B1 t34_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(t34_b1, 14368);  // rmsnorm_bwd.pto:11:25
+                    pipe_barrier(PIPE_V);
+                    TileTmp1 tmp3;  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(tmp3, 36960);  // rmsnorm_bwd.pto:11:25
+                    TROWEXPAND(tmp3, t21);  // rmsnorm_bwd.pto:11:25
+                    pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
+                    TROWEXPANDMUL(t34_b1, tmp3, t29_b1);  // rmsnorm_bwd.pto:11:25
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
+                    GmView8 t8Gm8(t8 + (_g22_db * 2 + 1 + _g22_dr) * 1024, GmView8::Shape(t34_b1.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:11:25
+                    TSTORE(t8Gm8, t34_b1);  // rmsnorm_bwd.pto:11:25
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            TileT37 t37;  // rmsnorm_bwd.pto:11:42
+            TASSIGN(t37, 32);  // rmsnorm_bwd.pto:11:42
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            TMUL(t37, t21, t21);  // rmsnorm_bwd.pto:11:42
+            TileT40 t40;  // rmsnorm_bwd.pto:11:42
+            TASSIGN(t40, 64);  // rmsnorm_bwd.pto:11:42
+            pipe_barrier(PIPE_V);
+            TMUL(t40, t37, t21);  // rmsnorm_bwd.pto:11:42
+            TileT50 t50;  // rmsnorm_bwd.pto:11:61
+            TASSIGN(t50, 32);  // rmsnorm_bwd.pto:11:61
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t50, 0.0f);  // rmsnorm_bwd.pto:11:61
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g41_db = 0; _g41_db < ((H + 1023) / 1024 + 1) / 2; ++_g41_db) {  // rmsnorm_bwd.pto:11:36
+                pipe_barrier(PIPE_V);
+                TileT42B0 t42_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t42_b0, 96);  // rmsnorm_bwd.pto:11:36
+                TileT5Re3B0 t5_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                TASSIGN(t5_re3_b0, 4192);  // rmsnorm_bwd.pto:7:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                GmView9 v0Gm9(v0 + _g41_db * 2 * 1024, GmView9::Shape(t5_re3_b0.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t5_re3_b0, v0Gm9);  // rmsnorm_bwd.pto:7:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t42_b0, t5_re3_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                TileT47B0 t47_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                TASSIGN(t47_b0, 4192);  // rmsnorm_bwd.pto:11:66
+                TileT23Re4B0 t23_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t23_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                GmView10 gammaGm10(gamma + _g41_db * 2 * 1024, GmView10::Shape(t23_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                TLOAD(t23_re4_b0, gammaGm10);  // rmsnorm_bwd.pto:10:18
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT24Re4B0 t24_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t24_re4_b0, 10336);  // rmsnorm_bwd.pto:10:18
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t24_re4_b0, t23_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT26Re4B0 t26_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t26_re4_b0, 14432);  // rmsnorm_bwd.pto:10:14
+                TileT8Re2Re4B0 t8_re2_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                TASSIGN(t8_re2_re4_b0, 8288);  // rmsnorm_bwd.pto:8:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                GmView11 v1Gm11(v1 + _g41_db * 2 * 1024, GmView11::Shape(t8_re2_re4_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t8_re2_re4_b0, v1Gm11);  // rmsnorm_bwd.pto:8:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t26_re4_b0, t8_re2_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                pipe_barrier(PIPE_V);
+                TCOLEXPANDMUL(t47_b0, t26_re4_b0, t24_re4_b0);  // rmsnorm_bwd.pto:10:14
+                TileT49B0 t49_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                TASSIGN(t49_b0, 8288);  // rmsnorm_bwd.pto:11:66
+                pipe_barrier(PIPE_V);
+                TMUL(t49_b0, t47_b0, t42_b0);  // rmsnorm_bwd.pto:11:66
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                TileT53B0 t53_b0;  // rmsnorm_bwd.pto:11:61
+                TASSIGN(t53_b0, 96);  // rmsnorm_bwd.pto:11:61
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp4;  // rmsnorm_bwd.pto:11:61
+                TASSIGN(tmp4, 36960);  // rmsnorm_bwd.pto:11:61
+                TROWSUM(t53_b0, t49_b0, tmp4);  // rmsnorm_bwd.pto:11:61
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TADD(t50, t50, t53_b0);  // rmsnorm_bwd.pto:11:61
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                pipe_barrier(PIPE_V);
+                for (int64_t _g41_dr = 0; _g41_dr < min_i64((H + 1023) / 1024 - (_g41_db * 2 + 1), 1); ++_g41_dr) {  // rmsnorm_bwd.pto:11:36
+                    TileT42B1 t42_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t42_b1, 18528);  // rmsnorm_bwd.pto:11:36
+                    TileT5Re3B1 t5_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                    TASSIGN(t5_re3_b1, 22624);  // rmsnorm_bwd.pto:7:14
+                    using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                    GmView12 v0Gm12(v0 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView12::Shape(t5_re3_b1.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t5_re3_b1, v0Gm12);  // rmsnorm_bwd.pto:7:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t42_b1, t5_re3_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                    TileT47B1 t47_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                    TASSIGN(t47_b1, 22624);  // rmsnorm_bwd.pto:11:66
+                    TileT23Re4B1 t23_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t23_re4_b1, 26720);  // rmsnorm_bwd.pto:10:18
+                    using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                    GmView13 gammaGm13(gamma + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView13::Shape(t23_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                    TLOAD(t23_re4_b1, gammaGm13);  // rmsnorm_bwd.pto:10:18
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT24Re4B1 t24_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t24_re4_b1, 28768);  // rmsnorm_bwd.pto:10:18
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t24_re4_b1, t23_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    TileT26Re4B1 t26_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t26_re4_b1, 32864);  // rmsnorm_bwd.pto:10:14
+                    TileT8Re2Re4B1 t8_re2_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                    TASSIGN(t8_re2_re4_b1, 26720);  // rmsnorm_bwd.pto:8:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                    GmView14 v1Gm14(v1 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView14::Shape(t8_re2_re4_b1.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t8_re2_re4_b1, v1Gm14);  // rmsnorm_bwd.pto:8:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t26_re4_b1, t8_re2_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                    pipe_barrier(PIPE_V);
+                    TCOLEXPANDMUL(t47_b1, t26_re4_b1, t24_re4_b1);  // rmsnorm_bwd.pto:10:14
+                    TileT49B1 t49_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                    TASSIGN(t49_b1, 26720);  // rmsnorm_bwd.pto:11:66
+                    pipe_barrier(PIPE_V);
+                    TMUL(t49_b1, t47_b1, t42_b1);  // rmsnorm_bwd.pto:11:66
+                    TileT53B1 t53_b1;  // rmsnorm_bwd.pto:11:61
+                    TASSIGN(t53_b1, 18528);  // rmsnorm_bwd.pto:11:61
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp5;  // rmsnorm_bwd.pto:11:61
+                    TASSIGN(tmp5, 36960);  // rmsnorm_bwd.pto:11:61
+                    TROWSUM(t53_b1, t49_b1, tmp5);  // rmsnorm_bwd.pto:11:61
+                    pipe_barrier(PIPE_V);
+                    TADD(t50, t50, t53_b1);  // rmsnorm_bwd.pto:11:61
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+            TMULS(t50, t50, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g54_db = 0; _g54_db < ((H + 1023) / 1024 + 1) / 2; ++_g54_db) {  // rmsnorm_bwd.pto:11:36
+                pipe_barrier(PIPE_V);
+                TileT55B0 t55_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t55_b0, 96);  // rmsnorm_bwd.pto:11:36
+                TileT42Re7B0 t42_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t42_re7_b0, 4192);  // rmsnorm_bwd.pto:11:36
+                TileT5Re3Re7B0 t5_re3_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                TASSIGN(t5_re3_re7_b0, 8288);  // rmsnorm_bwd.pto:7:14
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                GmView15 v0Gm15(v0 + _g54_db * 2 * 1024, GmView15::Shape(t5_re3_re7_b0.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t5_re3_re7_b0, v0Gm15);  // rmsnorm_bwd.pto:7:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TCVT(t42_re7_b0, t5_re3_re7_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                pipe_barrier(PIPE_V);
+                TileView2 view6;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(view6, 64);  // rmsnorm_bwd.pto:11:36
+                TileTmp3 tmp7;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(tmp7, 36960);  // rmsnorm_bwd.pto:11:36
+                TROWEXPANDMUL(t55_b0, t42_re7_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
+                TileT58B0 t58_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t58_b0, 8288);  // rmsnorm_bwd.pto:11:36
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                TileView2 view8;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(view8, 32);  // rmsnorm_bwd.pto:11:36
+                TileTmp3 tmp9;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(tmp9, 36960);  // rmsnorm_bwd.pto:11:36
+                TROWEXPANDMUL(t58_b0, t55_b0, view8, tmp9);  // rmsnorm_bwd.pto:11:36
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT60B0 t60_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                TASSIGN(t60_b0, 96);  // rmsnorm_bwd.pto:11:25
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
+                GmView16 t8Gm16(t8 + _g54_db * 2 * 1024, GmView16::Shape(t60_b0.GetValidCol()), GmView16::Stride(H));  // rmsnorm_bwd.pto:11:25
+                TLOAD(t60_b0, t8Gm16);  // rmsnorm_bwd.pto:11:25
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT62B0 t62_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                TASSIGN(t62_b0, 12384);  // rmsnorm_bwd.pto:11:25
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TSUB(t62_b0, t60_b0, t58_b0);  // rmsnorm_bwd.pto:11:25
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT65B0 t65_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
+                TASSIGN(t65_b0, 96);  // rmsnorm_bwd.pto:11:20
+                pipe_barrier(PIPE_V);
+                TCVT(t65_b0, t62_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+                GmView17 dxGm17(dx + r * H + _g54_db * 2 * 1024, GmView17::Shape(t65_b0.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:11:20
+                TSTORE(dxGm17, t65_b0);  // rmsnorm_bwd.pto:11:20
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TileT67B0 t67_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                TASSIGN(t67_b0, 96);  // rmsnorm_bwd.pto:12:24
+                TileT8Re6B0 t8_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                TASSIGN(t8_re6_b0, 8288);  // rmsnorm_bwd.pto:8:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                GmView18 v1Gm18(v1 + _g54_db * 2 * 1024, GmView18::Shape(t8_re6_b0.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t8_re6_b0, v1Gm18);  // rmsnorm_bwd.pto:8:13
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TCVT(t67_b0, t8_re6_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                TileT69B0 t69_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                TASSIGN(t69_b0, 8288);  // rmsnorm_bwd.pto:12:24
+                pipe_barrier(PIPE_V);
+                TMUL(t69_b0, t67_b0, t42_re7_b0);  // rmsnorm_bwd.pto:12:24
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT74B0 t74_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                TASSIGN(t74_b0, 96);  // rmsnorm_bwd.pto:12:24
+                pipe_barrier(PIPE_V);
+                TileView2 view10;  // rmsnorm_bwd.pto:12:24
+                TASSIGN(view10, 0);  // rmsnorm_bwd.pto:12:24
+                TileTmp3 tmp11;  // rmsnorm_bwd.pto:12:24
+                TASSIGN(tmp11, 36960);  // rmsnorm_bwd.pto:12:24
+                TROWEXPANDMUL(t74_b0, t69_b0, view10, tmp11);  // rmsnorm_bwd.pto:12:24
+                TileT76B0 t76_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                TASSIGN(t76_b0, 4192);  // rmsnorm_bwd.pto:12:18
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                GmView19 acc_partGm19(acc_part + _g54_db * 2 * 1024, GmView19::Shape(t76_b0.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
+                TLOAD(t76_b0, acc_partGm19);  // rmsnorm_bwd.pto:12:18
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT78B0 t78_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                TASSIGN(t78_b0, 8288);  // rmsnorm_bwd.pto:12:18
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TADD(t78_b0, t76_b0, t74_b0);  // rmsnorm_bwd.pto:12:18
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                GmView20 acc_partsGm20(acc_parts + r_part * H + _g54_db * 2 * 1024, GmView20::Shape(t78_b0.GetValidCol()), GmView20::Stride(H));  // rmsnorm_bwd.pto:12:18
+                TSTORE(acc_partsGm20, t78_b0);  // rmsnorm_bwd.pto:12:18
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g54_dr = 0; _g54_dr < min_i64((H + 1023) / 1024 - (_g54_db * 2 + 1), 1); ++_g54_dr) {  // rmsnorm_bwd.pto:11:36
+                    TileT55B1 t55_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t55_b1, 16480);  // rmsnorm_bwd.pto:11:36
+                    TileT42Re7B1 t42_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t42_re7_b1, 20576);  // rmsnorm_bwd.pto:11:36
+                    TileT5Re3Re7B1 t5_re3_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                    TASSIGN(t5_re3_re7_b1, 24672);  // rmsnorm_bwd.pto:7:14
+                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                    GmView21 v0Gm21(v0 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView21::Shape(t5_re3_re7_b1.GetValidCol()), GmView21::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t5_re3_re7_b1, v0Gm21);  // rmsnorm_bwd.pto:7:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TCVT(t42_re7_b1, t5_re3_re7_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                    pipe_barrier(PIPE_V);
+                    TileView2 view12;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(view12, 64);  // rmsnorm_bwd.pto:11:36
+                    TileTmp3 tmp13;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(tmp13, 36960);  // rmsnorm_bwd.pto:11:36
+                    TROWEXPANDMUL(t55_b1, t42_re7_b1, view12, tmp13);  // rmsnorm_bwd.pto:11:36
+                    TileT58B1 t58_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t58_b1, 24672);  // rmsnorm_bwd.pto:11:36
+                    pipe_barrier(PIPE_V);
+                    TileView2 view14;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(view14, 32);  // rmsnorm_bwd.pto:11:36
+                    TileTmp3 tmp15;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(tmp15, 36960);  // rmsnorm_bwd.pto:11:36
+                    TROWEXPANDMUL(t58_b1, t55_b1, view14, tmp15);  // rmsnorm_bwd.pto:11:36
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    TileT60B1 t60_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(t60_b1, 16480);  // rmsnorm_bwd.pto:11:25
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
+                    GmView22 t8Gm22(t8 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView22::Shape(t60_b1.GetValidCol()), GmView22::Stride(H));  // rmsnorm_bwd.pto:11:25
+                    TLOAD(t60_b1, t8Gm22);  // rmsnorm_bwd.pto:11:25
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT62B1 t62_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(t62_b1, 28768);  // rmsnorm_bwd.pto:11:25
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TSUB(t62_b1, t60_b1, t58_b1);  // rmsnorm_bwd.pto:11:25
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    TileT65B1 t65_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:20
+                    TASSIGN(t65_b1, 16480);  // rmsnorm_bwd.pto:11:20
+                    pipe_barrier(PIPE_V);
+                    TCVT(t65_b1, t62_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+                    GmView23 dxGm23(dx + r * H + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView23::Shape(t65_b1.GetValidCol()), GmView23::Stride(H));  // rmsnorm_bwd.pto:11:20
+                    TSTORE(dxGm23, t65_b1);  // rmsnorm_bwd.pto:11:20
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    TileT67B1 t67_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(t67_b1, 16480);  // rmsnorm_bwd.pto:12:24
+                    TileT8Re6B1 t8_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                    TASSIGN(t8_re6_b1, 24672);  // rmsnorm_bwd.pto:8:13
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                    GmView24 v1Gm24(v1 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView24::Shape(t8_re6_b1.GetValidCol()), GmView24::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t8_re6_b1, v1Gm24);  // rmsnorm_bwd.pto:8:13
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TCVT(t67_b1, t8_re6_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                    TileT69B1 t69_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(t69_b1, 24672);  // rmsnorm_bwd.pto:12:24
+                    pipe_barrier(PIPE_V);
+                    TMUL(t69_b1, t67_b1, t42_re7_b1);  // rmsnorm_bwd.pto:12:24
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    TileT74B1 t74_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(t74_b1, 16480);  // rmsnorm_bwd.pto:12:24
+                    pipe_barrier(PIPE_V);
+                    TileView2 view16;  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(view16, 0);  // rmsnorm_bwd.pto:12:24
+                    TileTmp3 tmp17;  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(tmp17, 36960);  // rmsnorm_bwd.pto:12:24
+                    TROWEXPANDMUL(t74_b1, t69_b1, view16, tmp17);  // rmsnorm_bwd.pto:12:24
+                    TileT76B1 t76_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                    TASSIGN(t76_b1, 20576);  // rmsnorm_bwd.pto:12:18
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                    GmView25 acc_partGm25(acc_part + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView25::Shape(t76_b1.GetValidCol()), GmView25::Stride(H));  // rmsnorm_bwd.pto:12:18
+                    TLOAD(t76_b1, acc_partGm25);  // rmsnorm_bwd.pto:12:18
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT78B1 t78_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                    TASSIGN(t78_b1, 24672);  // rmsnorm_bwd.pto:12:18
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TADD(t78_b1, t76_b1, t74_b1);  // rmsnorm_bwd.pto:12:18
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                    GmView26 acc_partsGm26(acc_parts + r_part * H + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView26::Shape(t78_b1.GetValidCol()), GmView26::Stride(H));  // rmsnorm_bwd.pto:12:18
+                    TSTORE(acc_partsGm26, t78_b1);  // rmsnorm_bwd.pto:12:18
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 }

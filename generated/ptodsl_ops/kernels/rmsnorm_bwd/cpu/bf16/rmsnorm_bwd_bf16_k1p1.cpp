@@ -35,54 +35,54 @@ extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1p1(__gm__ float* acc, __gm_
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT93B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT94B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT93B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT94B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT92B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT93B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT92B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT93B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g92_db = 0; _g92_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g92_db) {  // rmsnorm_bwd.pto:13:17
+    for (int64_t _g91_db = 0; _g91_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g91_db) {  // rmsnorm_bwd.pto:13:17
         pipe_barrier(PIPE_V);
-        TileT93B0 t93_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g92_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-        TASSIGN(t93_b0, 0);  // rmsnorm_bwd.pto:13:17
+        TileT92B0 t92_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g91_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+        TASSIGN(t92_b0, 0);  // rmsnorm_bwd.pto:13:17
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-        GmView0 t19Gm0(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g92_db * 2) * 1024, GmView0::Shape(t93_b0.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-        TLOAD(t93_b0, t19Gm0);  // rmsnorm_bwd.pto:13:17
+        GmView0 t19Gm0(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g91_db * 2) * 1024, GmView0::Shape(t92_b0.GetValidCol()));  // rmsnorm_bwd.pto:13:17
+        TLOAD(t92_b0, t19Gm0);  // rmsnorm_bwd.pto:13:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT94B0 t94_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g92_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-        TASSIGN(t94_b0, 4096);  // rmsnorm_bwd.pto:13:17
+        TileT93B0 t93_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g91_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+        TASSIGN(t93_b0, 4096);  // rmsnorm_bwd.pto:13:17
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t94_b0, t93_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
+        TCVT(t93_b0, t92_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-        GmView1 dgammaGm1(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g92_db * 2) * 1024, GmView1::Shape(t94_b0.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-        TSTORE(dgammaGm1, t94_b0);  // rmsnorm_bwd.pto:13:17
+        GmView1 dgammaGm1(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g91_db * 2) * 1024, GmView1::Shape(t93_b0.GetValidCol()));  // rmsnorm_bwd.pto:13:17
+        TSTORE(dgammaGm1, t93_b0);  // rmsnorm_bwd.pto:13:17
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g92_dr = 0; _g92_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g92_db * 2 + 1), 1); ++_g92_dr) {  // rmsnorm_bwd.pto:13:17
-            TileT93B1 t93_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g92_db * 2 + 1 + _g92_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-            TASSIGN(t93_b1, 6144);  // rmsnorm_bwd.pto:13:17
+        for (int64_t _g91_dr = 0; _g91_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g91_db * 2 + 1), 1); ++_g91_dr) {  // rmsnorm_bwd.pto:13:17
+            TileT92B1 t92_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g91_db * 2 + 1 + _g91_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+            TASSIGN(t92_b1, 6144);  // rmsnorm_bwd.pto:13:17
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-            GmView2 t19Gm2(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g92_db * 2 + 1 + _g92_dr)) * 1024, GmView2::Shape(t93_b1.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-            TLOAD(t93_b1, t19Gm2);  // rmsnorm_bwd.pto:13:17
+            GmView2 t19Gm2(t19 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g91_db * 2 + 1 + _g91_dr)) * 1024, GmView2::Shape(t92_b1.GetValidCol()));  // rmsnorm_bwd.pto:13:17
+            TLOAD(t92_b1, t19Gm2);  // rmsnorm_bwd.pto:13:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT94B1 t94_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g92_db * 2 + 1 + _g92_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-            TASSIGN(t94_b1, 10240);  // rmsnorm_bwd.pto:13:17
+            TileT93B1 t93_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g91_db * 2 + 1 + _g91_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+            TASSIGN(t93_b1, 10240);  // rmsnorm_bwd.pto:13:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t94_b1, t93_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
+            TCVT(t93_b1, t92_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-            GmView3 dgammaGm3(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g92_db * 2 + 1 + _g92_dr)) * 1024, GmView3::Shape(t94_b1.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-            TSTORE(dgammaGm3, t94_b1);  // rmsnorm_bwd.pto:13:17
+            GmView3 dgammaGm3(dgamma + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g91_db * 2 + 1 + _g91_dr)) * 1024, GmView3::Shape(t93_b1.GetValidCol()));  // rmsnorm_bwd.pto:13:17
+            TSTORE(dgammaGm3, t93_b1);  // rmsnorm_bwd.pto:13:17
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

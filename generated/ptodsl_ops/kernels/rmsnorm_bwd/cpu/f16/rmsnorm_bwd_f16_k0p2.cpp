@@ -25,664 +25,101 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p2(__gm__ float* acc, __gm__ float* acc_parts, __gm__ half* x, __gm__ half* dy, __gm__ half* gamma, __gm__ float* t8, __gm__ half* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p2(__gm__ float* acc, __gm__ float* acc_parts, __gm__ half* x, __gm__ half* dy, __gm__ half* gamma, __gm__ float* t8, __gm__ half* dx, int64_t H, int64_t R, float eps)
+#endif
 {
-    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT20 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT24B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re2B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re2B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT41 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re3B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT48B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re2Re4B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT50B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT54B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re3B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT48B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re2Re4B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT50B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT54B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re3Re7B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT59B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT61B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT66B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT68B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re6B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT70B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT75B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re3Re7B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT59B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT61B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT66B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT68B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re6B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT70B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT75B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
-    using TileView2 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
+    using TileT80 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT82B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT82B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT85 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t r_part = 0; r_part < ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48); ++r_part) {  // rmsnorm_bwd.pto:6:5
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    for (int64_t _split = 0; _split < 1; ++_split) {  // rmsnorm_bwd.pto:6:5
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // rmsnorm_bwd.pto:6:5
+        for (int64_t _g79 = block_index * ceil_div((H + 1023) / 1024, block_count); _g79 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g79) {  // rmsnorm_bwd.pto:6:5
             pipe_barrier(PIPE_V);
-            __gm__ float* acc_part = acc_parts + r_part * H;  // rmsnorm_bwd.pto:12:18
-            __gm__ half* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
-            __gm__ half* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
-            TileT15 t15;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t15, 0);  // rmsnorm_bwd.pto:9:21
-            TEXPANDS(t15, 0.0f);  // rmsnorm_bwd.pto:9:21
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            TileT80 t80(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+            TASSIGN(t80, 0);  // rmsnorm_bwd.pto:6:5
+            TEXPANDS(t80, 0.0f);  // rmsnorm_bwd.pto:6:5
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g8_db = 0; _g8_db < ((H + 1023) / 1024 + 1) / 2; ++_g8_db) {  // rmsnorm_bwd.pto:8:13
+            for (int64_t _k81_db = 0; _k81_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k81_db) {  // rmsnorm_bwd.pto:6:5
                 pipe_barrier(PIPE_V);
-                TileT12B0 t12_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t12_b0, 32);  // rmsnorm_bwd.pto:9:26
-                TileT6Re1B0 t6_re1_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                TASSIGN(t6_re1_b0, 4128);  // rmsnorm_bwd.pto:7:14
+                TileT82B0 t82_b0(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                TASSIGN(t82_b0, 4096);  // rmsnorm_bwd.pto:6:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView0 v0Gm0(v0 + _g8_db * 2 * 1024, GmView0::Shape(t6_re1_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t6_re1_b0, v0Gm0);  // rmsnorm_bwd.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t12_b0, t6_re1_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                TileT14B0 t14_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t14_b0, 4128);  // rmsnorm_bwd.pto:9:26
-                pipe_barrier(PIPE_V);
-                TMUL(t14_b0, t12_b0, t12_b0);  // rmsnorm_bwd.pto:9:26
-                TileT18B0 t18_b0;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(t18_b0, 32);  // rmsnorm_bwd.pto:9:21
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(tmp0, 36960);  // rmsnorm_bwd.pto:9:21
-                TROWSUM(t18_b0, t14_b0, tmp0);  // rmsnorm_bwd.pto:9:21
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+                GmView0 acc_partsGm0(acc_parts + _k81_db * 2 * H + _g79 * 1024, GmView0::Shape(t82_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
+                TLOAD(t82_b0, acc_partsGm0);  // rmsnorm_bwd.pto:6:5
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT83B0 t83_b0(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                TASSIGN(t83_b0, 8192);  // rmsnorm_bwd.pto:6:5
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t83_b0, t82_b0);  // rmsnorm_bwd.pto:6:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t15, t15, t18_b0);  // rmsnorm_bwd.pto:9:21
+                TADD(t80, t80, t83_b0);  // rmsnorm_bwd.pto:6:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _g8_dr = 0; _g8_dr < min_i64((H + 1023) / 1024 - (_g8_db * 2 + 1), 1); ++_g8_dr) {  // rmsnorm_bwd.pto:8:13
-                    TileT12B1 t12_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                    TASSIGN(t12_b1, 8224);  // rmsnorm_bwd.pto:9:26
-                    TileT6Re1B1 t6_re1_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                    TASSIGN(t6_re1_b1, 12320);  // rmsnorm_bwd.pto:7:14
-                    using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView1 v0Gm1(v0 + (_g8_db * 2 + 1 + _g8_dr) * 1024, GmView1::Shape(t6_re1_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t6_re1_b1, v0Gm1);  // rmsnorm_bwd.pto:7:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t12_b1, t6_re1_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                    TileT14B1 t14_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                    TASSIGN(t14_b1, 12320);  // rmsnorm_bwd.pto:9:26
+                for (int64_t _k81_dr = 0; _k81_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k81_db * 2 + 1), 1); ++_k81_dr) {  // rmsnorm_bwd.pto:6:5
+                    TileT82B1 t82_b1(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                    TASSIGN(t82_b1, 12288);  // rmsnorm_bwd.pto:6:5
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+                    GmView1 acc_partsGm1(acc_parts + (_k81_db * 2 + 1 + _k81_dr) * H + _g79 * 1024, GmView1::Shape(t82_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:6:5
+                    TLOAD(t82_b1, acc_partsGm1);  // rmsnorm_bwd.pto:6:5
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT83B1 t83_b1(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                    TASSIGN(t83_b1, 16384);  // rmsnorm_bwd.pto:6:5
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t83_b1, t82_b1);  // rmsnorm_bwd.pto:6:5
                     pipe_barrier(PIPE_V);
-                    TMUL(t14_b1, t12_b1, t12_b1);  // rmsnorm_bwd.pto:9:26
-                    TileT18B1 t18_b1;  // rmsnorm_bwd.pto:9:21
-                    TASSIGN(t18_b1, 8224);  // rmsnorm_bwd.pto:9:21
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
-                    TASSIGN(tmp1, 36960);  // rmsnorm_bwd.pto:9:21
-                    TROWSUM(t18_b1, t14_b1, tmp1);  // rmsnorm_bwd.pto:9:21
-                    pipe_barrier(PIPE_V);
-                    TADD(t15, t15, t18_b1);  // rmsnorm_bwd.pto:9:21
+                    TADD(t80, t80, t83_b1);  // rmsnorm_bwd.pto:6:5
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            TMULS(t15, t15, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
-            TileT20 t20;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t20, 32);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            TADDS(t20, t15, eps);  // rmsnorm_bwd.pto:9:21
-            TileT22 t22;  // rmsnorm_bwd.pto:9:15
-            TASSIGN(t22, 0);  // rmsnorm_bwd.pto:9:15
-            pipe_barrier(PIPE_V);
-            TRSQRT(t22, t20);  // rmsnorm_bwd.pto:9:15
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g23_db = 0; _g23_db < ((H + 1023) / 1024 + 1) / 2; ++_g23_db) {  // rmsnorm_bwd.pto:10:18
-                pipe_barrier(PIPE_V);
-                TileT24B0 t24_b0(min_i64(H - _g23_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t24_b0, 32);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView2 gammaGm2(gamma + _g23_db * 2 * 1024, GmView2::Shape(t24_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t24_b0, gammaGm2);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT25B0 t25_b0(min_i64(H - _g23_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t25_b0, 2080);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t25_b0, t24_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT27B0 t27_b0(min_i64(H - _g23_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t27_b0, 6176);  // rmsnorm_bwd.pto:10:14
-                TileT9Re2B0 t9_re2_b0(min_i64(H - _g23_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                TASSIGN(t9_re2_b0, 32);  // rmsnorm_bwd.pto:8:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView3 v1Gm3(v1 + _g23_db * 2 * 1024, GmView3::Shape(t9_re2_b0.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t9_re2_b0, v1Gm3);  // rmsnorm_bwd.pto:8:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t27_b0, t9_re2_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-                TileT30B0 t30_b0(min_i64(H - _g23_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t30_b0, 10272);  // rmsnorm_bwd.pto:10:14
-                pipe_barrier(PIPE_V);
-                TCOLEXPANDMUL(t30_b0, t27_b0, t25_b0);  // rmsnorm_bwd.pto:10:14
-                TileT35B0 t35_b0(min_i64(H - _g23_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t35_b0, 32);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);
-                TileTmp1 tmp2;  // rmsnorm_bwd.pto:11:25
-                TASSIGN(tmp2, 36960);  // rmsnorm_bwd.pto:11:25
-                TROWEXPAND(tmp2, t22);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-                TROWEXPANDMUL(t35_b0, tmp2, t30_b0);  // rmsnorm_bwd.pto:11:25
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-                GmView4 t8Gm4(t8 + _g23_db * 2 * 1024, GmView4::Shape(t35_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:11:25
-                TSTORE(t8Gm4, t35_b0);  // rmsnorm_bwd.pto:11:25
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g23_dr = 0; _g23_dr < min_i64((H + 1023) / 1024 - (_g23_db * 2 + 1), 1); ++_g23_dr) {  // rmsnorm_bwd.pto:10:18
-                    TileT24B1 t24_b1(min_i64(H - (_g23_db * 2 + 1 + _g23_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t24_b1, 14368);  // rmsnorm_bwd.pto:10:18
-                    using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                    GmView5 gammaGm5(gamma + (_g23_db * 2 + 1 + _g23_dr) * 1024, GmView5::Shape(t24_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                    TLOAD(t24_b1, gammaGm5);  // rmsnorm_bwd.pto:10:18
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT25B1 t25_b1(min_i64(H - (_g23_db * 2 + 1 + _g23_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t25_b1, 16416);  // rmsnorm_bwd.pto:10:18
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t25_b1, t24_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    TileT27B1 t27_b1(min_i64(H - (_g23_db * 2 + 1 + _g23_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t27_b1, 20512);  // rmsnorm_bwd.pto:10:14
-                    TileT9Re2B1 t9_re2_b1(min_i64(H - (_g23_db * 2 + 1 + _g23_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                    TASSIGN(t9_re2_b1, 14368);  // rmsnorm_bwd.pto:8:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView6 v1Gm6(v1 + (_g23_db * 2 + 1 + _g23_dr) * 1024, GmView6::Shape(t9_re2_b1.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t9_re2_b1, v1Gm6);  // rmsnorm_bwd.pto:8:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t27_b1, t9_re2_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-                    TileT30B1 t30_b1(min_i64(H - (_g23_db * 2 + 1 + _g23_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t30_b1, 24608);  // rmsnorm_bwd.pto:10:14
-                    pipe_barrier(PIPE_V);
-                    TCOLEXPANDMUL(t30_b1, t27_b1, t25_b1);  // rmsnorm_bwd.pto:10:14
-                    TileT35B1 t35_b1(min_i64(H - (_g23_db * 2 + 1 + _g23_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                    TASSIGN(t35_b1, 14368);  // rmsnorm_bwd.pto:11:25
-                    pipe_barrier(PIPE_V);
-                    TileTmp1 tmp3;  // rmsnorm_bwd.pto:11:25
-                    TASSIGN(tmp3, 36960);  // rmsnorm_bwd.pto:11:25
-                    TROWEXPAND(tmp3, t22);  // rmsnorm_bwd.pto:11:25
-                    pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-                    TROWEXPANDMUL(t35_b1, tmp3, t30_b1);  // rmsnorm_bwd.pto:11:25
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-                    GmView7 t8Gm7(t8 + (_g23_db * 2 + 1 + _g23_dr) * 1024, GmView7::Shape(t35_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:11:25
-                    TSTORE(t8Gm7, t35_b1);  // rmsnorm_bwd.pto:11:25
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            TileT85 t85(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+            TASSIGN(t85, 4096);  // rmsnorm_bwd.pto:6:5
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            TileT38 t38;  // rmsnorm_bwd.pto:11:42
-            TASSIGN(t38, 32);  // rmsnorm_bwd.pto:11:42
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            TMUL(t38, t22, t22);  // rmsnorm_bwd.pto:11:42
-            TileT41 t41;  // rmsnorm_bwd.pto:11:42
-            TASSIGN(t41, 64);  // rmsnorm_bwd.pto:11:42
-            pipe_barrier(PIPE_V);
-            TMUL(t41, t38, t22);  // rmsnorm_bwd.pto:11:42
-            TileT51 t51;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(t51, 32);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            TEXPANDS(t51, 0.0f);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g42_db = 0; _g42_db < ((H + 1023) / 1024 + 1) / 2; ++_g42_db) {  // rmsnorm_bwd.pto:11:36
-                pipe_barrier(PIPE_V);
-                TileT43B0 t43_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t43_b0, 96);  // rmsnorm_bwd.pto:11:36
-                TileT6Re3B0 t6_re3_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                TASSIGN(t6_re3_b0, 4192);  // rmsnorm_bwd.pto:7:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView8 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView8 v0Gm8(v0 + _g42_db * 2 * 1024, GmView8::Shape(t6_re3_b0.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t6_re3_b0, v0Gm8);  // rmsnorm_bwd.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t43_b0, t6_re3_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                TileT48B0 t48_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t48_b0, 4192);  // rmsnorm_bwd.pto:11:66
-                TileT24Re4B0 t24_re4_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t24_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView9 gammaGm9(gamma + _g42_db * 2 * 1024, GmView9::Shape(t24_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t24_re4_b0, gammaGm9);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT25Re4B0 t25_re4_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t25_re4_b0, 10336);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t25_re4_b0, t24_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT27Re4B0 t27_re4_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t27_re4_b0, 14432);  // rmsnorm_bwd.pto:10:14
-                TileT9Re2Re4B0 t9_re2_re4_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                TASSIGN(t9_re2_re4_b0, 8288);  // rmsnorm_bwd.pto:8:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView10 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView10 v1Gm10(v1 + _g42_db * 2 * 1024, GmView10::Shape(t9_re2_re4_b0.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t9_re2_re4_b0, v1Gm10);  // rmsnorm_bwd.pto:8:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t27_re4_b0, t9_re2_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-                pipe_barrier(PIPE_V);
-                TCOLEXPANDMUL(t48_b0, t27_re4_b0, t25_re4_b0);  // rmsnorm_bwd.pto:10:14
-                TileT50B0 t50_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t50_b0, 8288);  // rmsnorm_bwd.pto:11:66
-                pipe_barrier(PIPE_V);
-                TMUL(t50_b0, t48_b0, t43_b0);  // rmsnorm_bwd.pto:11:66
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT54B0 t54_b0;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(t54_b0, 96);  // rmsnorm_bwd.pto:11:61
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp4;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(tmp4, 36960);  // rmsnorm_bwd.pto:11:61
-                TROWSUM(t54_b0, t50_b0, tmp4);  // rmsnorm_bwd.pto:11:61
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TADD(t51, t51, t54_b0);  // rmsnorm_bwd.pto:11:61
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g42_dr = 0; _g42_dr < min_i64((H + 1023) / 1024 - (_g42_db * 2 + 1), 1); ++_g42_dr) {  // rmsnorm_bwd.pto:11:36
-                    TileT43B1 t43_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t43_b1, 18528);  // rmsnorm_bwd.pto:11:36
-                    TileT6Re3B1 t6_re3_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                    TASSIGN(t6_re3_b1, 22624);  // rmsnorm_bwd.pto:7:14
-                    using GmView11 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView11 v0Gm11(v0 + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView11::Shape(t6_re3_b1.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t6_re3_b1, v0Gm11);  // rmsnorm_bwd.pto:7:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t43_b1, t6_re3_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                    TileT48B1 t48_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                    TASSIGN(t48_b1, 22624);  // rmsnorm_bwd.pto:11:66
-                    TileT24Re4B1 t24_re4_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t24_re4_b1, 26720);  // rmsnorm_bwd.pto:10:18
-                    using GmView12 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                    GmView12 gammaGm12(gamma + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView12::Shape(t24_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                    TLOAD(t24_re4_b1, gammaGm12);  // rmsnorm_bwd.pto:10:18
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT25Re4B1 t25_re4_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t25_re4_b1, 28768);  // rmsnorm_bwd.pto:10:18
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t25_re4_b1, t24_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    TileT27Re4B1 t27_re4_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t27_re4_b1, 32864);  // rmsnorm_bwd.pto:10:14
-                    TileT9Re2Re4B1 t9_re2_re4_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                    TASSIGN(t9_re2_re4_b1, 26720);  // rmsnorm_bwd.pto:8:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    using GmView13 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView13 v1Gm13(v1 + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView13::Shape(t9_re2_re4_b1.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t9_re2_re4_b1, v1Gm13);  // rmsnorm_bwd.pto:8:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t27_re4_b1, t9_re2_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-                    pipe_barrier(PIPE_V);
-                    TCOLEXPANDMUL(t48_b1, t27_re4_b1, t25_re4_b1);  // rmsnorm_bwd.pto:10:14
-                    TileT50B1 t50_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                    TASSIGN(t50_b1, 26720);  // rmsnorm_bwd.pto:11:66
-                    pipe_barrier(PIPE_V);
-                    TMUL(t50_b1, t48_b1, t43_b1);  // rmsnorm_bwd.pto:11:66
-                    TileT54B1 t54_b1;  // rmsnorm_bwd.pto:11:61
-                    TASSIGN(t54_b1, 18528);  // rmsnorm_bwd.pto:11:61
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp5;  // rmsnorm_bwd.pto:11:61
-                    TASSIGN(tmp5, 36960);  // rmsnorm_bwd.pto:11:61
-                    TROWSUM(t54_b1, t50_b1, tmp5);  // rmsnorm_bwd.pto:11:61
-                    pipe_barrier(PIPE_V);
-                    TADD(t51, t51, t54_b1);  // rmsnorm_bwd.pto:11:61
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-            TMULS(t51, t51, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g55_db = 0; _g55_db < ((H + 1023) / 1024 + 1) / 2; ++_g55_db) {  // rmsnorm_bwd.pto:11:36
-                pipe_barrier(PIPE_V);
-                TileT56B0 t56_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t56_b0, 96);  // rmsnorm_bwd.pto:11:36
-                TileT43Re7B0 t43_re7_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t43_re7_b0, 4192);  // rmsnorm_bwd.pto:11:36
-                TileT6Re3Re7B0 t6_re3_re7_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                TASSIGN(t6_re3_re7_b0, 8288);  // rmsnorm_bwd.pto:7:14
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView14 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView14 v0Gm14(v0 + _g55_db * 2 * 1024, GmView14::Shape(t6_re3_re7_b0.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t6_re3_re7_b0, v0Gm14);  // rmsnorm_bwd.pto:7:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCVT(t43_re7_b0, t6_re3_re7_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                pipe_barrier(PIPE_V);
-                TileView2 view6;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view6, 64);  // rmsnorm_bwd.pto:11:36
-                TileTmp3 tmp7;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp7, 36960);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t56_b0, t43_re7_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
-                TileT59B0 t59_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t59_b0, 8288);  // rmsnorm_bwd.pto:11:36
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                TileView2 view8;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view8, 32);  // rmsnorm_bwd.pto:11:36
-                TileTmp3 tmp9;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp9, 36960);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t59_b0, t56_b0, view8, tmp9);  // rmsnorm_bwd.pto:11:36
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT61B0 t61_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t61_b0, 96);  // rmsnorm_bwd.pto:11:25
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-                GmView15 t8Gm15(t8 + _g55_db * 2 * 1024, GmView15::Shape(t61_b0.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:11:25
-                TLOAD(t61_b0, t8Gm15);  // rmsnorm_bwd.pto:11:25
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT63B0 t63_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t63_b0, 12384);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TSUB(t63_b0, t61_b0, t59_b0);  // rmsnorm_bwd.pto:11:25
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT66B0 t66_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
-                TASSIGN(t66_b0, 96);  // rmsnorm_bwd.pto:11:20
-                pipe_barrier(PIPE_V);
-                TCVT(t66_b0, t63_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-                GmView16 dxGm16(dx + r * H + _g55_db * 2 * 1024, GmView16::Shape(t66_b0.GetValidCol()), GmView16::Stride(H));  // rmsnorm_bwd.pto:11:20
-                TSTORE(dxGm16, t66_b0);  // rmsnorm_bwd.pto:11:20
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT68B0 t68_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t68_b0, 96);  // rmsnorm_bwd.pto:12:24
-                TileT9Re6B0 t9_re6_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                TASSIGN(t9_re6_b0, 8288);  // rmsnorm_bwd.pto:8:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView17 v1Gm17(v1 + _g55_db * 2 * 1024, GmView17::Shape(t9_re6_b0.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t9_re6_b0, v1Gm17);  // rmsnorm_bwd.pto:8:13
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCVT(t68_b0, t9_re6_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-                TileT70B0 t70_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t70_b0, 8288);  // rmsnorm_bwd.pto:12:24
-                pipe_barrier(PIPE_V);
-                TMUL(t70_b0, t68_b0, t43_re7_b0);  // rmsnorm_bwd.pto:12:24
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT75B0 t75_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t75_b0, 96);  // rmsnorm_bwd.pto:12:24
-                pipe_barrier(PIPE_V);
-                TileView2 view10;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(view10, 0);  // rmsnorm_bwd.pto:12:24
-                TileTmp3 tmp11;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(tmp11, 36960);  // rmsnorm_bwd.pto:12:24
-                TROWEXPANDMUL(t75_b0, t70_b0, view10, tmp11);  // rmsnorm_bwd.pto:12:24
-                TileT77B0 t77_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t77_b0, 4192);  // rmsnorm_bwd.pto:12:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView18 acc_partGm18(acc_part + _g55_db * 2 * 1024, GmView18::Shape(t77_b0.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TLOAD(t77_b0, acc_partGm18);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT79B0 t79_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t79_b0, 8288);  // rmsnorm_bwd.pto:12:18
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TADD(t79_b0, t77_b0, t75_b0);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView19 acc_partsGm19(acc_parts + r_part * H + _g55_db * 2 * 1024, GmView19::Shape(t79_b0.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TSTORE(acc_partsGm19, t79_b0);  // rmsnorm_bwd.pto:12:18
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g55_dr = 0; _g55_dr < min_i64((H + 1023) / 1024 - (_g55_db * 2 + 1), 1); ++_g55_dr) {  // rmsnorm_bwd.pto:11:36
-                    TileT56B1 t56_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t56_b1, 16480);  // rmsnorm_bwd.pto:11:36
-                    TileT43Re7B1 t43_re7_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t43_re7_b1, 20576);  // rmsnorm_bwd.pto:11:36
-                    TileT6Re3Re7B1 t6_re3_re7_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                    TASSIGN(t6_re3_re7_b1, 24672);  // rmsnorm_bwd.pto:7:14
-                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView20 v0Gm20(v0 + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView20::Shape(t6_re3_re7_b1.GetValidCol()), GmView20::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t6_re3_re7_b1, v0Gm20);  // rmsnorm_bwd.pto:7:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCVT(t43_re7_b1, t6_re3_re7_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                    pipe_barrier(PIPE_V);
-                    TileView2 view12;  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(view12, 64);  // rmsnorm_bwd.pto:11:36
-                    TileTmp3 tmp13;  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(tmp13, 36960);  // rmsnorm_bwd.pto:11:36
-                    TROWEXPANDMUL(t56_b1, t43_re7_b1, view12, tmp13);  // rmsnorm_bwd.pto:11:36
-                    TileT59B1 t59_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t59_b1, 24672);  // rmsnorm_bwd.pto:11:36
-                    pipe_barrier(PIPE_V);
-                    TileView2 view14;  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(view14, 32);  // rmsnorm_bwd.pto:11:36
-                    TileTmp3 tmp15;  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(tmp15, 36960);  // rmsnorm_bwd.pto:11:36
-                    TROWEXPANDMUL(t59_b1, t56_b1, view14, tmp15);  // rmsnorm_bwd.pto:11:36
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    TileT61B1 t61_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                    TASSIGN(t61_b1, 16480);  // rmsnorm_bwd.pto:11:25
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-                    GmView21 t8Gm21(t8 + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView21::Shape(t61_b1.GetValidCol()), GmView21::Stride(H));  // rmsnorm_bwd.pto:11:25
-                    TLOAD(t61_b1, t8Gm21);  // rmsnorm_bwd.pto:11:25
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT63B1 t63_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                    TASSIGN(t63_b1, 28768);  // rmsnorm_bwd.pto:11:25
-                    pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TSUB(t63_b1, t61_b1, t59_b1);  // rmsnorm_bwd.pto:11:25
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    TileT66B1 t66_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:20
-                    TASSIGN(t66_b1, 16480);  // rmsnorm_bwd.pto:11:20
-                    pipe_barrier(PIPE_V);
-                    TCVT(t66_b1, t63_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView22 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-                    GmView22 dxGm22(dx + r * H + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView22::Shape(t66_b1.GetValidCol()), GmView22::Stride(H));  // rmsnorm_bwd.pto:11:20
-                    TSTORE(dxGm22, t66_b1);  // rmsnorm_bwd.pto:11:20
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    TileT68B1 t68_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                    TASSIGN(t68_b1, 16480);  // rmsnorm_bwd.pto:12:24
-                    TileT9Re6B1 t9_re6_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                    TASSIGN(t9_re6_b1, 24672);  // rmsnorm_bwd.pto:8:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView23 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView23 v1Gm23(v1 + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView23::Shape(t9_re6_b1.GetValidCol()), GmView23::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t9_re6_b1, v1Gm23);  // rmsnorm_bwd.pto:8:13
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCVT(t68_b1, t9_re6_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-                    TileT70B1 t70_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                    TASSIGN(t70_b1, 24672);  // rmsnorm_bwd.pto:12:24
-                    pipe_barrier(PIPE_V);
-                    TMUL(t70_b1, t68_b1, t43_re7_b1);  // rmsnorm_bwd.pto:12:24
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    TileT75B1 t75_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                    TASSIGN(t75_b1, 16480);  // rmsnorm_bwd.pto:12:24
-                    pipe_barrier(PIPE_V);
-                    TileView2 view16;  // rmsnorm_bwd.pto:12:24
-                    TASSIGN(view16, 0);  // rmsnorm_bwd.pto:12:24
-                    TileTmp3 tmp17;  // rmsnorm_bwd.pto:12:24
-                    TASSIGN(tmp17, 36960);  // rmsnorm_bwd.pto:12:24
-                    TROWEXPANDMUL(t75_b1, t70_b1, view16, tmp17);  // rmsnorm_bwd.pto:12:24
-                    TileT77B1 t77_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                    TASSIGN(t77_b1, 20576);  // rmsnorm_bwd.pto:12:18
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                    GmView24 acc_partGm24(acc_part + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView24::Shape(t77_b1.GetValidCol()), GmView24::Stride(H));  // rmsnorm_bwd.pto:12:18
-                    TLOAD(t77_b1, acc_partGm24);  // rmsnorm_bwd.pto:12:18
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT79B1 t79_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                    TASSIGN(t79_b1, 24672);  // rmsnorm_bwd.pto:12:18
-                    pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TADD(t79_b1, t77_b1, t75_b1);  // rmsnorm_bwd.pto:12:18
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                    GmView25 acc_partsGm25(acc_parts + r_part * H + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView25::Shape(t79_b1.GetValidCol()), GmView25::Stride(H));  // rmsnorm_bwd.pto:12:18
-                    TSTORE(acc_partsGm25, t79_b1);  // rmsnorm_bwd.pto:12:18
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+            GmView2 accGm2(acc + _g79 * 1024, GmView2::Shape(t85.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TLOAD(t85, accGm2);  // rmsnorm_bwd.pto:6:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT87 t87(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+            TASSIGN(t87, 8192);  // rmsnorm_bwd.pto:6:5
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(t87, t85, t80);  // rmsnorm_bwd.pto:6:5
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+            GmView3 accGm3(acc + _g79 * 1024, GmView3::Shape(t87.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TSTORE(accGm3, t87);  // rmsnorm_bwd.pto:6:5
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

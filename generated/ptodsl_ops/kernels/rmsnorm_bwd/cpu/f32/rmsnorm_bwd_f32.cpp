@@ -14,7 +14,6 @@
 extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ float* acc_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__ float* acc_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p2(__gm__ float* acc, __gm__ float* acc_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p3(__gm__ float* acc, __gm__ float* acc_parts, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, int64_t H, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1p1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, int64_t H, int64_t block_index, int64_t block_count);
 
@@ -46,11 +45,6 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
-}
-
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
 }
 
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
@@ -103,7 +97,7 @@ extern "C" int rmsnorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, flo
 #endif
     }
     {  // rmsnorm_bwd.pto:5:11
-        const int64_t rmsnorm_bwd_f32_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(48 / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1);  // rmsnorm_bwd.pto:5:11
+        const int64_t rmsnorm_bwd_f32_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // rmsnorm_bwd.pto:5:11
         bool rmsnorm_bwd_f32_k0p1_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t rmsnorm_bwd_f32_k0p1_block = 0; rmsnorm_bwd_f32_k0p1_block < rmsnorm_bwd_f32_k0p1_blocks; ++rmsnorm_bwd_f32_k0p1_block) {  // rmsnorm_bwd.pto:5:11
@@ -128,7 +122,7 @@ extern "C" int rmsnorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, flo
 #endif
     }
     {  // rmsnorm_bwd.pto:5:11
-        const int64_t rmsnorm_bwd_f32_k0p2_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // rmsnorm_bwd.pto:5:11
+        const int64_t rmsnorm_bwd_f32_k0p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:5:11
         bool rmsnorm_bwd_f32_k0p2_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t rmsnorm_bwd_f32_k0p2_block = 0; rmsnorm_bwd_f32_k0p2_block < rmsnorm_bwd_f32_k0p2_blocks; ++rmsnorm_bwd_f32_k0p2_block) {  // rmsnorm_bwd.pto:5:11
@@ -144,31 +138,6 @@ extern "C" int rmsnorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, flo
             }
         }
         if (rmsnorm_bwd_f32_k0p2_block_no_memory) {
-            throw std::bad_alloc();
-        }
-#ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
-#endif
-    }
-    {  // rmsnorm_bwd.pto:5:11
-        const int64_t rmsnorm_bwd_f32_k0p3_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:5:11
-        bool rmsnorm_bwd_f32_k0p3_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t rmsnorm_bwd_f32_k0p3_block = 0; rmsnorm_bwd_f32_k0p3_block < rmsnorm_bwd_f32_k0p3_blocks; ++rmsnorm_bwd_f32_k0p3_block) {  // rmsnorm_bwd.pto:5:11
-            try {
-                start_launch(poison);  // rmsnorm_bwd.pto:5:11
-                rmsnorm_bwd_f32_k0p3(acc, acc_parts, x, dy, gamma, dx, H, R, eps, rmsnorm_bwd_f32_k0p3_block, rmsnorm_bwd_f32_k0p3_blocks);  // rmsnorm_bwd.pto:5:11
-#ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
-#endif
-            } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                rmsnorm_bwd_f32_k0p3_block_no_memory = true;
-            }
-        }
-        if (rmsnorm_bwd_f32_k0p3_block_no_memory) {
             throw std::bad_alloc();
         }
 #ifdef PTO_CPU_SUBSET

@@ -35,23 +35,488 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT21 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT37 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT40 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT50 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT55B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT58B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT62B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT74B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT76B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT78B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT55B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT58B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT62B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT74B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT76B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT78B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
-    for (int64_t _g2 = block_index / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)); _g2 < block_index / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)) + min_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)), ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - block_index / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1))); ++_g2) {  // rmsnorm_bwd.pto:6:5
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g3 = block_index % max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)); _g3 < block_index % max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)) + min_i64(ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1)), (H + 1023) / 1024 - block_index % max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1) * ceil_div((H + 1023) / 1024, max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1))); ++_g3) {  // rmsnorm_bwd.pto:6:5
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    for (int64_t r_part = block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count); r_part < block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count) + min_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count), ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count)); ++r_part) {  // rmsnorm_bwd.pto:6:5
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        for (int64_t _g2 = 0; _g2 < (H + 1023) / 1024; ++_g2) {  // rmsnorm_bwd.pto:6:5
             pipe_barrier(PIPE_V);
-            TileT4 t4(min_i64(H - _g3 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
-            TASSIGN(t4, 0);  // rmsnorm_bwd.pto:6:5
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t4, 0.0f);  // rmsnorm_bwd.pto:6:5
+            TileT3 t3(min_i64(H - _g2 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+            TASSIGN(t3, 0);  // rmsnorm_bwd.pto:6:5
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TEXPANDS(t3, 0.0f);  // rmsnorm_bwd.pto:6:5
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
-            GmView0 acc_partsGm0(acc_parts + _g2 * H + _g3 * 1024, GmView0::Shape(t4.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
-            TSTORE(acc_partsGm0, t4);  // rmsnorm_bwd.pto:6:5
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            GmView0 acc_partsGm0(acc_parts + r_part * H + _g2 * 1024, GmView0::Shape(t3.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TSTORE(acc_partsGm0, t3);  // rmsnorm_bwd.pto:6:5
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // rmsnorm_bwd.pto:6:5
+            pipe_barrier(PIPE_V);
+            __gm__ float* acc_part = acc_parts + r_part * H;  // rmsnorm_bwd.pto:12:18
+            __gm__ float* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
+            __gm__ float* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
+            TileT14 t14;  // rmsnorm_bwd.pto:9:21
+            TASSIGN(t14, 0);  // rmsnorm_bwd.pto:9:21
+            TEXPANDS(t14, 0.0f);  // rmsnorm_bwd.pto:9:21
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g7_db = 0; _g7_db < ((H + 1023) / 1024 + 1) / 2; ++_g7_db) {  // rmsnorm_bwd.pto:8:13
+                pipe_barrier(PIPE_V);
+                TileT11B0 t11_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                TASSIGN(t11_b0, 32);  // rmsnorm_bwd.pto:9:26
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                GmView1 v0Gm1(v0 + _g7_db * 2 * 1024, GmView1::Shape(t11_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t11_b0, v0Gm1);  // rmsnorm_bwd.pto:7:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT13B0 t13_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                TASSIGN(t13_b0, 4128);  // rmsnorm_bwd.pto:9:26
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TMUL(t13_b0, t11_b0, t11_b0);  // rmsnorm_bwd.pto:9:26
+                TileT17B0 t17_b0;  // rmsnorm_bwd.pto:9:21
+                TASSIGN(t17_b0, 32);  // rmsnorm_bwd.pto:9:21
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
+                TASSIGN(tmp0, 49248);  // rmsnorm_bwd.pto:9:21
+                TROWSUM(t17_b0, t13_b0, tmp0);  // rmsnorm_bwd.pto:9:21
+                pipe_barrier(PIPE_V);
+                TADD(t14, t14, t17_b0);  // rmsnorm_bwd.pto:9:21
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g7_dr = 0; _g7_dr < min_i64((H + 1023) / 1024 - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // rmsnorm_bwd.pto:8:13
+                    TileT11B1 t11_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                    TASSIGN(t11_b1, 8224);  // rmsnorm_bwd.pto:9:26
+                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                    GmView2 v0Gm2(v0 + (_g7_db * 2 + 1 + _g7_dr) * 1024, GmView2::Shape(t11_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t11_b1, v0Gm2);  // rmsnorm_bwd.pto:7:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT13B1 t13_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                    TASSIGN(t13_b1, 12320);  // rmsnorm_bwd.pto:9:26
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TMUL(t13_b1, t11_b1, t11_b1);  // rmsnorm_bwd.pto:9:26
+                    TileT17B1 t17_b1;  // rmsnorm_bwd.pto:9:21
+                    TASSIGN(t17_b1, 8224);  // rmsnorm_bwd.pto:9:21
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
+                    TASSIGN(tmp1, 49248);  // rmsnorm_bwd.pto:9:21
+                    TROWSUM(t17_b1, t13_b1, tmp1);  // rmsnorm_bwd.pto:9:21
+                    pipe_barrier(PIPE_V);
+                    TADD(t14, t14, t17_b1);  // rmsnorm_bwd.pto:9:21
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TMULS(t14, t14, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
+            TileT19 t19;  // rmsnorm_bwd.pto:9:21
+            TASSIGN(t19, 32);  // rmsnorm_bwd.pto:9:21
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TADDS(t19, t14, eps);  // rmsnorm_bwd.pto:9:21
+            TileT21 t21;  // rmsnorm_bwd.pto:9:15
+            TASSIGN(t21, 0);  // rmsnorm_bwd.pto:9:15
+            pipe_barrier(PIPE_V);
+            TRSQRT(t21, t19);  // rmsnorm_bwd.pto:9:15
+            TileT37 t37;  // rmsnorm_bwd.pto:11:42
+            TASSIGN(t37, 32);  // rmsnorm_bwd.pto:11:42
+            pipe_barrier(PIPE_V);
+            TMUL(t37, t21, t21);  // rmsnorm_bwd.pto:11:42
+            TileT40 t40;  // rmsnorm_bwd.pto:11:42
+            TASSIGN(t40, 64);  // rmsnorm_bwd.pto:11:42
+            pipe_barrier(PIPE_V);
+            TMUL(t40, t37, t21);  // rmsnorm_bwd.pto:11:42
+            TileT50 t50;  // rmsnorm_bwd.pto:11:61
+            TASSIGN(t50, 32);  // rmsnorm_bwd.pto:11:61
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t50, 0.0f);  // rmsnorm_bwd.pto:11:61
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g41_db = 0; _g41_db < ((H + 1023) / 1024 + 1) / 2; ++_g41_db) {  // rmsnorm_bwd.pto:11:36
+                pipe_barrier(PIPE_V);
+                TileT42B0 t42_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t42_b0, 96);  // rmsnorm_bwd.pto:11:36
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                GmView3 v0Gm3(v0 + _g41_db * 2 * 1024, GmView3::Shape(t42_b0.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t42_b0, v0Gm3);  // rmsnorm_bwd.pto:7:14
+                TileT47B0 t47_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                TASSIGN(t47_b0, 4192);  // rmsnorm_bwd.pto:11:66
+                TileT23Re4B0 t23_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t23_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                GmView4 gammaGm4(gamma + _g41_db * 2 * 1024, GmView4::Shape(t23_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                TLOAD(t23_re4_b0, gammaGm4);  // rmsnorm_bwd.pto:10:18
+                TileT26Re4B0 t26_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t26_re4_b0, 12384);  // rmsnorm_bwd.pto:10:14
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                GmView5 v1Gm5(v1 + _g41_db * 2 * 1024, GmView5::Shape(t26_re4_b0.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t26_re4_b0, v1Gm5);  // rmsnorm_bwd.pto:8:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TCOLEXPANDMUL(t47_b0, t26_re4_b0, t23_re4_b0);  // rmsnorm_bwd.pto:10:14
+                TileT49B0 t49_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                TASSIGN(t49_b0, 8288);  // rmsnorm_bwd.pto:11:66
+                pipe_barrier(PIPE_V);
+                TMUL(t49_b0, t47_b0, t42_b0);  // rmsnorm_bwd.pto:11:66
+                TileT53B0 t53_b0;  // rmsnorm_bwd.pto:11:61
+                TASSIGN(t53_b0, 96);  // rmsnorm_bwd.pto:11:61
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp2;  // rmsnorm_bwd.pto:11:61
+                TASSIGN(tmp2, 49248);  // rmsnorm_bwd.pto:11:61
+                TROWSUM(t53_b0, t49_b0, tmp2);  // rmsnorm_bwd.pto:11:61
+                pipe_barrier(PIPE_V);
+                TADD(t50, t50, t53_b0);  // rmsnorm_bwd.pto:11:61
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g41_dr = 0; _g41_dr < min_i64((H + 1023) / 1024 - (_g41_db * 2 + 1), 1); ++_g41_dr) {  // rmsnorm_bwd.pto:11:36
+                    TileT42B1 t42_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t42_b1, 16480);  // rmsnorm_bwd.pto:11:36
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                    GmView6 v0Gm6(v0 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView6::Shape(t42_b1.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t42_b1, v0Gm6);  // rmsnorm_bwd.pto:7:14
+                    TileT47B1 t47_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                    TASSIGN(t47_b1, 20576);  // rmsnorm_bwd.pto:11:66
+                    TileT23Re4B1 t23_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t23_re4_b1, 24672);  // rmsnorm_bwd.pto:10:18
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                    GmView7 gammaGm7(gamma + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView7::Shape(t23_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                    TLOAD(t23_re4_b1, gammaGm7);  // rmsnorm_bwd.pto:10:18
+                    TileT26Re4B1 t26_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t26_re4_b1, 28768);  // rmsnorm_bwd.pto:10:14
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                    GmView8 v1Gm8(v1 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView8::Shape(t26_re4_b1.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t26_re4_b1, v1Gm8);  // rmsnorm_bwd.pto:8:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TCOLEXPANDMUL(t47_b1, t26_re4_b1, t23_re4_b1);  // rmsnorm_bwd.pto:10:14
+                    TileT49B1 t49_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+                    TASSIGN(t49_b1, 24672);  // rmsnorm_bwd.pto:11:66
+                    pipe_barrier(PIPE_V);
+                    TMUL(t49_b1, t47_b1, t42_b1);  // rmsnorm_bwd.pto:11:66
+                    TileT53B1 t53_b1;  // rmsnorm_bwd.pto:11:61
+                    TASSIGN(t53_b1, 16480);  // rmsnorm_bwd.pto:11:61
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp3;  // rmsnorm_bwd.pto:11:61
+                    TASSIGN(tmp3, 49248);  // rmsnorm_bwd.pto:11:61
+                    TROWSUM(t53_b1, t49_b1, tmp3);  // rmsnorm_bwd.pto:11:61
+                    pipe_barrier(PIPE_V);
+                    TADD(t50, t50, t53_b1);  // rmsnorm_bwd.pto:11:61
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            TMULS(t50, t50, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g54_db = 0; _g54_db < ((H + 1023) / 1024 + 1) / 2; ++_g54_db) {  // rmsnorm_bwd.pto:11:36
+                pipe_barrier(PIPE_V);
+                TileT55B0 t55_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t55_b0, 96);  // rmsnorm_bwd.pto:11:36
+                TileT42Re8B0 t42_re8_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t42_re8_b0, 4192);  // rmsnorm_bwd.pto:11:36
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                GmView9 v0Gm9(v0 + _g54_db * 2 * 1024, GmView9::Shape(t42_re8_b0.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t42_re8_b0, v0Gm9);  // rmsnorm_bwd.pto:7:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileView1 view4;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(view4, 64);  // rmsnorm_bwd.pto:11:36
+                TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(tmp5, 49248);  // rmsnorm_bwd.pto:11:36
+                TROWEXPANDMUL(t55_b0, t42_re8_b0, view4, tmp5);  // rmsnorm_bwd.pto:11:36
+                TileT58B0 t58_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t58_b0, 8288);  // rmsnorm_bwd.pto:11:36
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                TileView1 view6;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(view6, 32);  // rmsnorm_bwd.pto:11:36
+                TileTmp2 tmp7;  // rmsnorm_bwd.pto:11:36
+                TASSIGN(tmp7, 49248);  // rmsnorm_bwd.pto:11:36
+                TROWEXPANDMUL(t58_b0, t55_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
+                TileT60B0 t60_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                TASSIGN(t60_b0, 96);  // rmsnorm_bwd.pto:11:25
+                TileT23Re7B0 t23_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t23_re7_b0, 12384);  // rmsnorm_bwd.pto:10:18
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                GmView10 gammaGm10(gamma + _g54_db * 2 * 1024, GmView10::Shape(t23_re7_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                TLOAD(t23_re7_b0, gammaGm10);  // rmsnorm_bwd.pto:10:18
+                TileT26Re7B0 t26_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t26_re7_b0, 16480);  // rmsnorm_bwd.pto:10:14
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                GmView11 v1Gm11(v1 + _g54_db * 2 * 1024, GmView11::Shape(t26_re7_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t26_re7_b0, v1Gm11);  // rmsnorm_bwd.pto:8:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT29Re7B0 t29_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t29_re7_b0, 20576);  // rmsnorm_bwd.pto:10:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TCOLEXPANDMUL(t29_re7_b0, t26_re7_b0, t23_re7_b0);  // rmsnorm_bwd.pto:10:14
+                pipe_barrier(PIPE_V);
+                TileTmp3 tmp8;  // rmsnorm_bwd.pto:11:25
+                TASSIGN(tmp8, 49248);  // rmsnorm_bwd.pto:11:25
+                TROWEXPAND(tmp8, t21);  // rmsnorm_bwd.pto:11:25
+                pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
+                TROWEXPANDMUL(t60_b0, tmp8, t29_re7_b0);  // rmsnorm_bwd.pto:11:25
+                TileT62B0 t62_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                TASSIGN(t62_b0, 12384);  // rmsnorm_bwd.pto:11:25
+                pipe_barrier(PIPE_V);
+                TSUB(t62_b0, t60_b0, t58_b0);  // rmsnorm_bwd.pto:11:25
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+                GmView12 dxGm12(dx + r * H + _g54_db * 2 * 1024, GmView12::Shape(t62_b0.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:11:20
+                TSTORE(dxGm12, t62_b0);  // rmsnorm_bwd.pto:11:20
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                TileT69B0 t69_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                TASSIGN(t69_b0, 96);  // rmsnorm_bwd.pto:12:24
+                pipe_barrier(PIPE_V);
+                TMUL(t69_b0, t26_re7_b0, t42_re8_b0);  // rmsnorm_bwd.pto:12:24
+                TileT74B0 t74_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                TASSIGN(t74_b0, 4192);  // rmsnorm_bwd.pto:12:24
+                pipe_barrier(PIPE_V);
+                TileView1 view9;  // rmsnorm_bwd.pto:12:24
+                TASSIGN(view9, 0);  // rmsnorm_bwd.pto:12:24
+                TileTmp2 tmp10;  // rmsnorm_bwd.pto:12:24
+                TASSIGN(tmp10, 49248);  // rmsnorm_bwd.pto:12:24
+                TROWEXPANDMUL(t74_b0, t69_b0, view9, tmp10);  // rmsnorm_bwd.pto:12:24
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT76B0 t76_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                TASSIGN(t76_b0, 96);  // rmsnorm_bwd.pto:12:18
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                GmView13 acc_partGm13(acc_part + _g54_db * 2 * 1024, GmView13::Shape(t76_b0.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:12:18
+                TLOAD(t76_b0, acc_partGm13);  // rmsnorm_bwd.pto:12:18
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT78B0 t78_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                TASSIGN(t78_b0, 8288);  // rmsnorm_bwd.pto:12:18
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TADD(t78_b0, t76_b0, t74_b0);  // rmsnorm_bwd.pto:12:18
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                GmView14 acc_partsGm14(acc_parts + r_part * H + _g54_db * 2 * 1024, GmView14::Shape(t78_b0.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:12:18
+                TSTORE(acc_partsGm14, t78_b0);  // rmsnorm_bwd.pto:12:18
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                for (int64_t _g54_dr = 0; _g54_dr < min_i64((H + 1023) / 1024 - (_g54_db * 2 + 1), 1); ++_g54_dr) {  // rmsnorm_bwd.pto:11:36
+                    TileT55B1 t55_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t55_b1, 24672);  // rmsnorm_bwd.pto:11:36
+                    TileT42Re8B1 t42_re8_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t42_re8_b1, 28768);  // rmsnorm_bwd.pto:11:36
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+                    GmView15 v0Gm15(v0 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView15::Shape(t42_re8_b1.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t42_re8_b1, v0Gm15);  // rmsnorm_bwd.pto:7:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileView1 view11;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(view11, 64);  // rmsnorm_bwd.pto:11:36
+                    TileTmp2 tmp12;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(tmp12, 49248);  // rmsnorm_bwd.pto:11:36
+                    TROWEXPANDMUL(t55_b1, t42_re8_b1, view11, tmp12);  // rmsnorm_bwd.pto:11:36
+                    TileT58B1 t58_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t58_b1, 32864);  // rmsnorm_bwd.pto:11:36
+                    pipe_barrier(PIPE_V);
+                    TileView1 view13;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(view13, 32);  // rmsnorm_bwd.pto:11:36
+                    TileTmp2 tmp14;  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(tmp14, 49248);  // rmsnorm_bwd.pto:11:36
+                    TROWEXPANDMUL(t58_b1, t55_b1, view13, tmp14);  // rmsnorm_bwd.pto:11:36
+                    TileT60B1 t60_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(t60_b1, 24672);  // rmsnorm_bwd.pto:11:25
+                    TileT23Re7B1 t23_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t23_re7_b1, 36960);  // rmsnorm_bwd.pto:10:18
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+                    GmView16 gammaGm16(gamma + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView16::Shape(t23_re7_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                    TLOAD(t23_re7_b1, gammaGm16);  // rmsnorm_bwd.pto:10:18
+                    TileT26Re7B1 t26_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t26_re7_b1, 41056);  // rmsnorm_bwd.pto:10:14
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+                    GmView17 v1Gm17(v1 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView17::Shape(t26_re7_b1.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t26_re7_b1, v1Gm17);  // rmsnorm_bwd.pto:8:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT29Re7B1 t29_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t29_re7_b1, 45152);  // rmsnorm_bwd.pto:10:14
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TCOLEXPANDMUL(t29_re7_b1, t26_re7_b1, t23_re7_b1);  // rmsnorm_bwd.pto:10:14
+                    pipe_barrier(PIPE_V);
+                    TileTmp3 tmp15;  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(tmp15, 49248);  // rmsnorm_bwd.pto:11:25
+                    TROWEXPAND(tmp15, t21);  // rmsnorm_bwd.pto:11:25
+                    pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
+                    TROWEXPANDMUL(t60_b1, tmp15, t29_re7_b1);  // rmsnorm_bwd.pto:11:25
+                    TileT62B1 t62_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+                    TASSIGN(t62_b1, 36960);  // rmsnorm_bwd.pto:11:25
+                    pipe_barrier(PIPE_V);
+                    TSUB(t62_b1, t60_b1, t58_b1);  // rmsnorm_bwd.pto:11:25
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+                    GmView18 dxGm18(dx + r * H + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView18::Shape(t62_b1.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:11:20
+                    TSTORE(dxGm18, t62_b1);  // rmsnorm_bwd.pto:11:20
+                    TileT69B1 t69_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(t69_b1, 24672);  // rmsnorm_bwd.pto:12:24
+                    pipe_barrier(PIPE_V);
+                    TMUL(t69_b1, t26_re7_b1, t42_re8_b1);  // rmsnorm_bwd.pto:12:24
+                    TileT74B1 t74_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(t74_b1, 28768);  // rmsnorm_bwd.pto:12:24
+                    pipe_barrier(PIPE_V);
+                    TileView1 view16;  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(view16, 0);  // rmsnorm_bwd.pto:12:24
+                    TileTmp2 tmp17;  // rmsnorm_bwd.pto:12:24
+                    TASSIGN(tmp17, 49248);  // rmsnorm_bwd.pto:12:24
+                    TROWEXPANDMUL(t74_b1, t69_b1, view16, tmp17);  // rmsnorm_bwd.pto:12:24
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    TileT76B1 t76_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                    TASSIGN(t76_b1, 24672);  // rmsnorm_bwd.pto:12:18
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                    GmView19 acc_partGm19(acc_part + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView19::Shape(t76_b1.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
+                    TLOAD(t76_b1, acc_partGm19);  // rmsnorm_bwd.pto:12:18
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT78B1 t78_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+                    TASSIGN(t78_b1, 32864);  // rmsnorm_bwd.pto:12:18
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TADD(t78_b1, t76_b1, t74_b1);  // rmsnorm_bwd.pto:12:18
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+                    GmView20 acc_partsGm20(acc_parts + r_part * H + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView20::Shape(t78_b1.GetValidCol()), GmView20::Stride(H));  // rmsnorm_bwd.pto:12:18
+                    TSTORE(acc_partsGm20, t78_b1);  // rmsnorm_bwd.pto:12:18
+                }
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 }

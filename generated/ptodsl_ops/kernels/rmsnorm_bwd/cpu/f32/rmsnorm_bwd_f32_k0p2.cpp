@@ -35,456 +35,91 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p2(__gm__ float* acc, __gm__
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT20 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT41 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT48B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT50B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT54B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT48B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT50B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT54B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT59B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT61B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT70B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT75B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT59B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT61B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT70B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT75B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
-    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
-    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
+    using TileT80 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT82B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT82B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT85 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t r_part = block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count); r_part < block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count) + min_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count), ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count)); ++r_part) {  // rmsnorm_bwd.pto:6:5
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t _split = 0; _split < 1; ++_split) {  // rmsnorm_bwd.pto:6:5
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // rmsnorm_bwd.pto:6:5
+        for (int64_t _g79 = block_index * ceil_div((H + 1023) / 1024, block_count); _g79 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g79) {  // rmsnorm_bwd.pto:6:5
             pipe_barrier(PIPE_V);
-            __gm__ float* acc_part = acc_parts + r_part * H;  // rmsnorm_bwd.pto:12:18
-            __gm__ float* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
-            __gm__ float* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
-            TileT15 t15;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t15, 0);  // rmsnorm_bwd.pto:9:21
-            TEXPANDS(t15, 0.0f);  // rmsnorm_bwd.pto:9:21
+            TileT80 t80(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+            TASSIGN(t80, 0);  // rmsnorm_bwd.pto:6:5
+            TEXPANDS(t80, 0.0f);  // rmsnorm_bwd.pto:6:5
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g8_db = 0; _g8_db < ((H + 1023) / 1024 + 1) / 2; ++_g8_db) {  // rmsnorm_bwd.pto:8:13
+            for (int64_t _k81_db = 0; _k81_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k81_db) {  // rmsnorm_bwd.pto:6:5
                 pipe_barrier(PIPE_V);
-                TileT12B0 t12_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t12_b0, 32);  // rmsnorm_bwd.pto:9:26
+                TileT82B0 t82_b0(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                TASSIGN(t82_b0, 4096);  // rmsnorm_bwd.pto:6:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView0 v0Gm0(v0 + _g8_db * 2 * 1024, GmView0::Shape(t12_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t12_b0, v0Gm0);  // rmsnorm_bwd.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT14B0 t14_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t14_b0, 4128);  // rmsnorm_bwd.pto:9:26
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMUL(t14_b0, t12_b0, t12_b0);  // rmsnorm_bwd.pto:9:26
-                TileT18B0 t18_b0;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(t18_b0, 32);  // rmsnorm_bwd.pto:9:21
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-                TASSIGN(tmp0, 49248);  // rmsnorm_bwd.pto:9:21
-                TROWSUM(t18_b0, t14_b0, tmp0);  // rmsnorm_bwd.pto:9:21
-                pipe_barrier(PIPE_V);
-                TADD(t15, t15, t18_b0);  // rmsnorm_bwd.pto:9:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+                GmView0 acc_partsGm0(acc_parts + _k81_db * 2 * H + _g79 * 1024, GmView0::Shape(t82_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:6:5
+                TLOAD(t82_b0, acc_partsGm0);  // rmsnorm_bwd.pto:6:5
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT83B0 t83_b0(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                TASSIGN(t83_b0, 8192);  // rmsnorm_bwd.pto:6:5
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLSUM(t83_b0, t82_b0);  // rmsnorm_bwd.pto:6:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g8_dr = 0; _g8_dr < min_i64((H + 1023) / 1024 - (_g8_db * 2 + 1), 1); ++_g8_dr) {  // rmsnorm_bwd.pto:8:13
-                    TileT12B1 t12_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                    TASSIGN(t12_b1, 8224);  // rmsnorm_bwd.pto:9:26
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView1 v0Gm1(v0 + (_g8_db * 2 + 1 + _g8_dr) * 1024, GmView1::Shape(t12_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t12_b1, v0Gm1);  // rmsnorm_bwd.pto:7:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT14B1 t14_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                    TASSIGN(t14_b1, 12320);  // rmsnorm_bwd.pto:9:26
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TMUL(t14_b1, t12_b1, t12_b1);  // rmsnorm_bwd.pto:9:26
-                    TileT18B1 t18_b1;  // rmsnorm_bwd.pto:9:21
-                    TASSIGN(t18_b1, 8224);  // rmsnorm_bwd.pto:9:21
+                TADD(t80, t80, t83_b0);  // rmsnorm_bwd.pto:6:5
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                for (int64_t _k81_dr = 0; _k81_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k81_db * 2 + 1), 1); ++_k81_dr) {  // rmsnorm_bwd.pto:6:5
+                    TileT82B1 t82_b1(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                    TASSIGN(t82_b1, 12288);  // rmsnorm_bwd.pto:6:5
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+                    GmView1 acc_partsGm1(acc_parts + (_k81_db * 2 + 1 + _k81_dr) * H + _g79 * 1024, GmView1::Shape(t82_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:6:5
+                    TLOAD(t82_b1, acc_partsGm1);  // rmsnorm_bwd.pto:6:5
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT83B1 t83_b1(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+                    TASSIGN(t83_b1, 16384);  // rmsnorm_bwd.pto:6:5
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCOLSUM(t83_b1, t82_b1);  // rmsnorm_bwd.pto:6:5
                     pipe_barrier(PIPE_V);
-                    TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
-                    TASSIGN(tmp1, 49248);  // rmsnorm_bwd.pto:9:21
-                    TROWSUM(t18_b1, t14_b1, tmp1);  // rmsnorm_bwd.pto:9:21
-                    pipe_barrier(PIPE_V);
-                    TADD(t15, t15, t18_b1);  // rmsnorm_bwd.pto:9:21
+                    TADD(t80, t80, t83_b1);  // rmsnorm_bwd.pto:6:5
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t15, t15, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
-            TileT20 t20;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t20, 32);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADDS(t20, t15, eps);  // rmsnorm_bwd.pto:9:21
-            TileT22 t22;  // rmsnorm_bwd.pto:9:15
-            TASSIGN(t22, 0);  // rmsnorm_bwd.pto:9:15
-            pipe_barrier(PIPE_V);
-            TRSQRT(t22, t20);  // rmsnorm_bwd.pto:9:15
-            TileT38 t38;  // rmsnorm_bwd.pto:11:42
-            TASSIGN(t38, 32);  // rmsnorm_bwd.pto:11:42
-            pipe_barrier(PIPE_V);
-            TMUL(t38, t22, t22);  // rmsnorm_bwd.pto:11:42
-            TileT41 t41;  // rmsnorm_bwd.pto:11:42
-            TASSIGN(t41, 64);  // rmsnorm_bwd.pto:11:42
-            pipe_barrier(PIPE_V);
-            TMUL(t41, t38, t22);  // rmsnorm_bwd.pto:11:42
-            TileT51 t51;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(t51, 32);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            TEXPANDS(t51, 0.0f);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
+            TileT85 t85(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+            TASSIGN(t85, 4096);  // rmsnorm_bwd.pto:6:5
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g42_db = 0; _g42_db < ((H + 1023) / 1024 + 1) / 2; ++_g42_db) {  // rmsnorm_bwd.pto:11:36
-                pipe_barrier(PIPE_V);
-                TileT43B0 t43_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t43_b0, 96);  // rmsnorm_bwd.pto:11:36
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView2 v0Gm2(v0 + _g42_db * 2 * 1024, GmView2::Shape(t43_b0.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t43_b0, v0Gm2);  // rmsnorm_bwd.pto:7:14
-                TileT48B0 t48_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t48_b0, 4192);  // rmsnorm_bwd.pto:11:66
-                TileT24Re4B0 t24_re4_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t24_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView3 gammaGm3(gamma + _g42_db * 2 * 1024, GmView3::Shape(t24_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t24_re4_b0, gammaGm3);  // rmsnorm_bwd.pto:10:18
-                TileT27Re4B0 t27_re4_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t27_re4_b0, 12384);  // rmsnorm_bwd.pto:10:14
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView4 v1Gm4(v1 + _g42_db * 2 * 1024, GmView4::Shape(t27_re4_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t27_re4_b0, v1Gm4);  // rmsnorm_bwd.pto:8:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCOLEXPANDMUL(t48_b0, t27_re4_b0, t24_re4_b0);  // rmsnorm_bwd.pto:10:14
-                TileT50B0 t50_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                TASSIGN(t50_b0, 8288);  // rmsnorm_bwd.pto:11:66
-                pipe_barrier(PIPE_V);
-                TMUL(t50_b0, t48_b0, t43_b0);  // rmsnorm_bwd.pto:11:66
-                TileT54B0 t54_b0;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(t54_b0, 96);  // rmsnorm_bwd.pto:11:61
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp2;  // rmsnorm_bwd.pto:11:61
-                TASSIGN(tmp2, 49248);  // rmsnorm_bwd.pto:11:61
-                TROWSUM(t54_b0, t50_b0, tmp2);  // rmsnorm_bwd.pto:11:61
-                pipe_barrier(PIPE_V);
-                TADD(t51, t51, t54_b0);  // rmsnorm_bwd.pto:11:61
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g42_dr = 0; _g42_dr < min_i64((H + 1023) / 1024 - (_g42_db * 2 + 1), 1); ++_g42_dr) {  // rmsnorm_bwd.pto:11:36
-                    TileT43B1 t43_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t43_b1, 16480);  // rmsnorm_bwd.pto:11:36
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView5 v0Gm5(v0 + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView5::Shape(t43_b1.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t43_b1, v0Gm5);  // rmsnorm_bwd.pto:7:14
-                    TileT48B1 t48_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                    TASSIGN(t48_b1, 20576);  // rmsnorm_bwd.pto:11:66
-                    TileT24Re4B1 t24_re4_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t24_re4_b1, 24672);  // rmsnorm_bwd.pto:10:18
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                    GmView6 gammaGm6(gamma + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView6::Shape(t24_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                    TLOAD(t24_re4_b1, gammaGm6);  // rmsnorm_bwd.pto:10:18
-                    TileT27Re4B1 t27_re4_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t27_re4_b1, 28768);  // rmsnorm_bwd.pto:10:14
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView7 v1Gm7(v1 + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView7::Shape(t27_re4_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t27_re4_b1, v1Gm7);  // rmsnorm_bwd.pto:8:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TCOLEXPANDMUL(t48_b1, t27_re4_b1, t24_re4_b1);  // rmsnorm_bwd.pto:10:14
-                    TileT50B1 t50_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-                    TASSIGN(t50_b1, 24672);  // rmsnorm_bwd.pto:11:66
-                    pipe_barrier(PIPE_V);
-                    TMUL(t50_b1, t48_b1, t43_b1);  // rmsnorm_bwd.pto:11:66
-                    TileT54B1 t54_b1;  // rmsnorm_bwd.pto:11:61
-                    TASSIGN(t54_b1, 16480);  // rmsnorm_bwd.pto:11:61
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp3;  // rmsnorm_bwd.pto:11:61
-                    TASSIGN(tmp3, 49248);  // rmsnorm_bwd.pto:11:61
-                    TROWSUM(t54_b1, t50_b1, tmp3);  // rmsnorm_bwd.pto:11:61
-                    pipe_barrier(PIPE_V);
-                    TADD(t51, t51, t54_b1);  // rmsnorm_bwd.pto:11:61
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            TMULS(t51, t51, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g55_db = 0; _g55_db < ((H + 1023) / 1024 + 1) / 2; ++_g55_db) {  // rmsnorm_bwd.pto:11:36
-                pipe_barrier(PIPE_V);
-                TileT56B0 t56_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t56_b0, 96);  // rmsnorm_bwd.pto:11:36
-                TileT43Re8B0 t43_re8_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t43_re8_b0, 4192);  // rmsnorm_bwd.pto:11:36
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView8 v0Gm8(v0 + _g55_db * 2 * 1024, GmView8::Shape(t43_re8_b0.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t43_re8_b0, v0Gm8);  // rmsnorm_bwd.pto:7:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileView1 view4;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view4, 64);  // rmsnorm_bwd.pto:11:36
-                TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp5, 49248);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t56_b0, t43_re8_b0, view4, tmp5);  // rmsnorm_bwd.pto:11:36
-                TileT59B0 t59_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t59_b0, 8288);  // rmsnorm_bwd.pto:11:36
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                TileView1 view6;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(view6, 32);  // rmsnorm_bwd.pto:11:36
-                TileTmp2 tmp7;  // rmsnorm_bwd.pto:11:36
-                TASSIGN(tmp7, 49248);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t59_b0, t56_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
-                TileT61B0 t61_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t61_b0, 96);  // rmsnorm_bwd.pto:11:25
-                TileT24Re7B0 t24_re7_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t24_re7_b0, 12384);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView9 gammaGm9(gamma + _g55_db * 2 * 1024, GmView9::Shape(t24_re7_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t24_re7_b0, gammaGm9);  // rmsnorm_bwd.pto:10:18
-                TileT27Re7B0 t27_re7_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t27_re7_b0, 16480);  // rmsnorm_bwd.pto:10:14
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView10 v1Gm10(v1 + _g55_db * 2 * 1024, GmView10::Shape(t27_re7_b0.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t27_re7_b0, v1Gm10);  // rmsnorm_bwd.pto:8:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT30Re7B0 t30_re7_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t30_re7_b0, 20576);  // rmsnorm_bwd.pto:10:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCOLEXPANDMUL(t30_re7_b0, t27_re7_b0, t24_re7_b0);  // rmsnorm_bwd.pto:10:14
-                pipe_barrier(PIPE_V);
-                TileTmp3 tmp8;  // rmsnorm_bwd.pto:11:25
-                TASSIGN(tmp8, 49248);  // rmsnorm_bwd.pto:11:25
-                TROWEXPAND(tmp8, t22);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-                TROWEXPANDMUL(t61_b0, tmp8, t30_re7_b0);  // rmsnorm_bwd.pto:11:25
-                TileT63B0 t63_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                TASSIGN(t63_b0, 12384);  // rmsnorm_bwd.pto:11:25
-                pipe_barrier(PIPE_V);
-                TSUB(t63_b0, t61_b0, t59_b0);  // rmsnorm_bwd.pto:11:25
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-                GmView11 dxGm11(dx + r * H + _g55_db * 2 * 1024, GmView11::Shape(t63_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:11:20
-                TSTORE(dxGm11, t63_b0);  // rmsnorm_bwd.pto:11:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                TileT70B0 t70_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t70_b0, 96);  // rmsnorm_bwd.pto:12:24
-                pipe_barrier(PIPE_V);
-                TMUL(t70_b0, t27_re7_b0, t43_re8_b0);  // rmsnorm_bwd.pto:12:24
-                TileT75B0 t75_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                TASSIGN(t75_b0, 4192);  // rmsnorm_bwd.pto:12:24
-                pipe_barrier(PIPE_V);
-                TileView1 view9;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(view9, 0);  // rmsnorm_bwd.pto:12:24
-                TileTmp2 tmp10;  // rmsnorm_bwd.pto:12:24
-                TASSIGN(tmp10, 49248);  // rmsnorm_bwd.pto:12:24
-                TROWEXPANDMUL(t75_b0, t70_b0, view9, tmp10);  // rmsnorm_bwd.pto:12:24
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT77B0 t77_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t77_b0, 96);  // rmsnorm_bwd.pto:12:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView12 acc_partGm12(acc_part + _g55_db * 2 * 1024, GmView12::Shape(t77_b0.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TLOAD(t77_b0, acc_partGm12);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT79B0 t79_b0(min_i64(H - _g55_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                TASSIGN(t79_b0, 8288);  // rmsnorm_bwd.pto:12:18
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t79_b0, t77_b0, t75_b0);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                GmView13 acc_partsGm13(acc_parts + r_part * H + _g55_db * 2 * 1024, GmView13::Shape(t79_b0.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:12:18
-                TSTORE(acc_partsGm13, t79_b0);  // rmsnorm_bwd.pto:12:18
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _g55_dr = 0; _g55_dr < min_i64((H + 1023) / 1024 - (_g55_db * 2 + 1), 1); ++_g55_dr) {  // rmsnorm_bwd.pto:11:36
-                    TileT56B1 t56_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t56_b1, 24672);  // rmsnorm_bwd.pto:11:36
-                    TileT43Re8B1 t43_re8_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t43_re8_b1, 28768);  // rmsnorm_bwd.pto:11:36
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView14 v0Gm14(v0 + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView14::Shape(t43_re8_b1.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t43_re8_b1, v0Gm14);  // rmsnorm_bwd.pto:7:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileView1 view11;  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(view11, 64);  // rmsnorm_bwd.pto:11:36
-                    TileTmp2 tmp12;  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(tmp12, 49248);  // rmsnorm_bwd.pto:11:36
-                    TROWEXPANDMUL(t56_b1, t43_re8_b1, view11, tmp12);  // rmsnorm_bwd.pto:11:36
-                    TileT59B1 t59_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t59_b1, 32864);  // rmsnorm_bwd.pto:11:36
-                    pipe_barrier(PIPE_V);
-                    TileView1 view13;  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(view13, 32);  // rmsnorm_bwd.pto:11:36
-                    TileTmp2 tmp14;  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(tmp14, 49248);  // rmsnorm_bwd.pto:11:36
-                    TROWEXPANDMUL(t59_b1, t56_b1, view13, tmp14);  // rmsnorm_bwd.pto:11:36
-                    TileT61B1 t61_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                    TASSIGN(t61_b1, 24672);  // rmsnorm_bwd.pto:11:25
-                    TileT24Re7B1 t24_re7_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t24_re7_b1, 36960);  // rmsnorm_bwd.pto:10:18
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                    GmView15 gammaGm15(gamma + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView15::Shape(t24_re7_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                    TLOAD(t24_re7_b1, gammaGm15);  // rmsnorm_bwd.pto:10:18
-                    TileT27Re7B1 t27_re7_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t27_re7_b1, 41056);  // rmsnorm_bwd.pto:10:14
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView16 v1Gm16(v1 + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView16::Shape(t27_re7_b1.GetValidCol()), GmView16::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t27_re7_b1, v1Gm16);  // rmsnorm_bwd.pto:8:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT30Re7B1 t30_re7_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t30_re7_b1, 45152);  // rmsnorm_bwd.pto:10:14
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCOLEXPANDMUL(t30_re7_b1, t27_re7_b1, t24_re7_b1);  // rmsnorm_bwd.pto:10:14
-                    pipe_barrier(PIPE_V);
-                    TileTmp3 tmp15;  // rmsnorm_bwd.pto:11:25
-                    TASSIGN(tmp15, 49248);  // rmsnorm_bwd.pto:11:25
-                    TROWEXPAND(tmp15, t22);  // rmsnorm_bwd.pto:11:25
-                    pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-                    TROWEXPANDMUL(t61_b1, tmp15, t30_re7_b1);  // rmsnorm_bwd.pto:11:25
-                    TileT63B1 t63_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-                    TASSIGN(t63_b1, 36960);  // rmsnorm_bwd.pto:11:25
-                    pipe_barrier(PIPE_V);
-                    TSUB(t63_b1, t61_b1, t59_b1);  // rmsnorm_bwd.pto:11:25
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-                    GmView17 dxGm17(dx + r * H + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView17::Shape(t63_b1.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:11:20
-                    TSTORE(dxGm17, t63_b1);  // rmsnorm_bwd.pto:11:20
-                    TileT70B1 t70_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                    TASSIGN(t70_b1, 24672);  // rmsnorm_bwd.pto:12:24
-                    pipe_barrier(PIPE_V);
-                    TMUL(t70_b1, t27_re7_b1, t43_re8_b1);  // rmsnorm_bwd.pto:12:24
-                    TileT75B1 t75_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-                    TASSIGN(t75_b1, 28768);  // rmsnorm_bwd.pto:12:24
-                    pipe_barrier(PIPE_V);
-                    TileView1 view16;  // rmsnorm_bwd.pto:12:24
-                    TASSIGN(view16, 0);  // rmsnorm_bwd.pto:12:24
-                    TileTmp2 tmp17;  // rmsnorm_bwd.pto:12:24
-                    TASSIGN(tmp17, 49248);  // rmsnorm_bwd.pto:12:24
-                    TROWEXPANDMUL(t75_b1, t70_b1, view16, tmp17);  // rmsnorm_bwd.pto:12:24
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    TileT77B1 t77_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                    TASSIGN(t77_b1, 24672);  // rmsnorm_bwd.pto:12:18
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                    GmView18 acc_partGm18(acc_part + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView18::Shape(t77_b1.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:12:18
-                    TLOAD(t77_b1, acc_partGm18);  // rmsnorm_bwd.pto:12:18
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT79B1 t79_b1(min_i64(H - (_g55_db * 2 + 1 + _g55_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-                    TASSIGN(t79_b1, 32864);  // rmsnorm_bwd.pto:12:18
-                    pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t79_b1, t77_b1, t75_b1);  // rmsnorm_bwd.pto:12:18
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-                    GmView19 acc_partsGm19(acc_parts + r_part * H + (_g55_db * 2 + 1 + _g55_dr) * 1024, GmView19::Shape(t79_b1.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
-                    TSTORE(acc_partsGm19, t79_b1);  // rmsnorm_bwd.pto:12:18
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+            GmView2 accGm2(acc + _g79 * 1024, GmView2::Shape(t85.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TLOAD(t85, accGm2);  // rmsnorm_bwd.pto:6:5
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT87 t87(min_i64(H - _g79 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
+            TASSIGN(t87, 8192);  // rmsnorm_bwd.pto:6:5
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(t87, t85, t80);  // rmsnorm_bwd.pto:6:5
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+            GmView3 accGm3(acc + _g79 * 1024, GmView3::Shape(t87.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:6:5
+            TSTORE(accGm3, t87);  // rmsnorm_bwd.pto:6:5
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -35,54 +35,54 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* acc, __gm__ f
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
+    using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT90B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT91B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT90B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT91B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g89_db = 0; _g89_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g89_db) {  // rmsnorm_bwd.pto:13:22
+    for (int64_t _g88_db = 0; _g88_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g88_db) {  // rmsnorm_bwd.pto:13:22
         pipe_barrier(PIPE_V);
-        TileT90B0 t90_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g89_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-        TASSIGN(t90_b0, 0);  // rmsnorm_bwd.pto:13:22
-        TileT91B0 t91_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g89_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-        TASSIGN(t91_b0, 4096);  // rmsnorm_bwd.pto:13:22
+        TileT89B0 t89_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g88_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+        TASSIGN(t89_b0, 0);  // rmsnorm_bwd.pto:13:22
+        TileT90B0 t90_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g88_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+        TASSIGN(t90_b0, 4096);  // rmsnorm_bwd.pto:13:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-        GmView0 accGm0(acc + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g89_db * 2) * 1024, GmView0::Shape(t91_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:13:22
-        TLOAD(t91_b0, accGm0);  // rmsnorm_bwd.pto:13:22
+        GmView0 accGm0(acc + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g88_db * 2) * 1024, GmView0::Shape(t90_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:13:22
+        TLOAD(t90_b0, accGm0);  // rmsnorm_bwd.pto:13:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLSUM(t90_b0, t91_b0);  // rmsnorm_bwd.pto:13:22
+        TCOLSUM(t89_b0, t90_b0);  // rmsnorm_bwd.pto:13:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-        GmView1 t20Gm1(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g89_db * 2) * 1024, GmView1::Shape(t90_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:13:22
-        TSTORE(t20Gm1, t90_b0);  // rmsnorm_bwd.pto:13:22
+        GmView1 t20Gm1(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g88_db * 2) * 1024, GmView1::Shape(t89_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:13:22
+        TSTORE(t20Gm1, t89_b0);  // rmsnorm_bwd.pto:13:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g89_dr = 0; _g89_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g89_db * 2 + 1), 1); ++_g89_dr) {  // rmsnorm_bwd.pto:13:22
-            TileT90B1 t90_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g89_db * 2 + 1 + _g89_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-            TASSIGN(t90_b1, 8192);  // rmsnorm_bwd.pto:13:22
-            TileT91B1 t91_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g89_db * 2 + 1 + _g89_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-            TASSIGN(t91_b1, 12288);  // rmsnorm_bwd.pto:13:22
+        for (int64_t _g88_dr = 0; _g88_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g88_db * 2 + 1), 1); ++_g88_dr) {  // rmsnorm_bwd.pto:13:22
+            TileT89B1 t89_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g88_db * 2 + 1 + _g88_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+            TASSIGN(t89_b1, 8192);  // rmsnorm_bwd.pto:13:22
+            TileT90B1 t90_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g88_db * 2 + 1 + _g88_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+            TASSIGN(t90_b1, 12288);  // rmsnorm_bwd.pto:13:22
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-            GmView2 accGm2(acc + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g89_db * 2 + 1 + _g89_dr)) * 1024, GmView2::Shape(t91_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:13:22
-            TLOAD(t91_b1, accGm2);  // rmsnorm_bwd.pto:13:22
+            GmView2 accGm2(acc + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g88_db * 2 + 1 + _g88_dr)) * 1024, GmView2::Shape(t90_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:13:22
+            TLOAD(t90_b1, accGm2);  // rmsnorm_bwd.pto:13:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t90_b1, t91_b1);  // rmsnorm_bwd.pto:13:22
+            TCOLSUM(t89_b1, t90_b1);  // rmsnorm_bwd.pto:13:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-            GmView3 t20Gm3(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g89_db * 2 + 1 + _g89_dr)) * 1024, GmView3::Shape(t90_b1.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:13:22
-            TSTORE(t20Gm3, t90_b1);  // rmsnorm_bwd.pto:13:22
+            GmView3 t20Gm3(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g88_db * 2 + 1 + _g88_dr)) * 1024, GmView3::Shape(t89_b1.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:13:22
+            TSTORE(t20Gm3, t89_b1);  // rmsnorm_bwd.pto:13:22
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

@@ -16,7 +16,6 @@
 extern "C" void rmsnorm_bwd_bf16_k0_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, bfloat16_t* x, bfloat16_t* dy, bfloat16_t* gamma, float* t8, bfloat16_t* dx, int64_t H, int64_t R, float eps);
 extern "C" void rmsnorm_bwd_bf16_k0p1_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, bfloat16_t* x, bfloat16_t* dy, bfloat16_t* gamma, float* t8, bfloat16_t* dx, int64_t H, int64_t R, float eps);
 extern "C" void rmsnorm_bwd_bf16_k0p2_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, bfloat16_t* x, bfloat16_t* dy, bfloat16_t* gamma, float* t8, bfloat16_t* dx, int64_t H, int64_t R, float eps);
-extern "C" void rmsnorm_bwd_bf16_k0p3_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, bfloat16_t* x, bfloat16_t* dy, bfloat16_t* gamma, float* t8, bfloat16_t* dx, int64_t H, int64_t R, float eps);
 extern "C" void rmsnorm_bwd_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, bfloat16_t* dgamma, int64_t H);
 extern "C" void rmsnorm_bwd_bf16_k1p1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, bfloat16_t* dgamma, int64_t H);
 
@@ -199,11 +198,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -242,21 +236,14 @@ extern "C" int rmsnorm_bwd_bf16(int32_t device, void* stream, bfloat16_t* x, bfl
             return -1;  // rmsnorm_bwd.pto:5:11
         }
     }
-    {  // rmsnorm_bwd.pto:5:11
-        const int64_t rmsnorm_bwd_bf16_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(48 / max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((H + 1023) / 1024, ceil_div((H + 1023) / 1024, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 1), (H + 1023) / 1024), 1))), 1);  // rmsnorm_bwd.pto:5:11
-        rmsnorm_bwd_bf16_k0p1_launch(rmsnorm_bwd_bf16_k0p1_blocks, ptodsl_stream, acc, acc_parts, x, dy, gamma, t8, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
-        if (!launched("the launch of rmsnorm_bwd_bf16_k0p1")) {  // rmsnorm_bwd.pto:5:11
-            return -1;  // rmsnorm_bwd.pto:5:11
-        }
-    }
-    rmsnorm_bwd_bf16_k0p2_launch(1, ptodsl_stream, acc, acc_parts, x, dy, gamma, t8, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
-    if (!launched("the launch of rmsnorm_bwd_bf16_k0p2")) {  // rmsnorm_bwd.pto:5:11
+    rmsnorm_bwd_bf16_k0p1_launch(1, ptodsl_stream, acc, acc_parts, x, dy, gamma, t8, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
+    if (!launched("the launch of rmsnorm_bwd_bf16_k0p1")) {  // rmsnorm_bwd.pto:5:11
         return -1;  // rmsnorm_bwd.pto:5:11
     }
     {  // rmsnorm_bwd.pto:5:11
-        const int64_t rmsnorm_bwd_bf16_k0p3_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:5:11
-        rmsnorm_bwd_bf16_k0p3_launch(rmsnorm_bwd_bf16_k0p3_blocks, ptodsl_stream, acc, acc_parts, x, dy, gamma, t8, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
-        if (!launched("the launch of rmsnorm_bwd_bf16_k0p3")) {  // rmsnorm_bwd.pto:5:11
+        const int64_t rmsnorm_bwd_bf16_k0p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:5:11
+        rmsnorm_bwd_bf16_k0p2_launch(rmsnorm_bwd_bf16_k0p2_blocks, ptodsl_stream, acc, acc_parts, x, dy, gamma, t8, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
+        if (!launched("the launch of rmsnorm_bwd_bf16_k0p2")) {  // rmsnorm_bwd.pto:5:11
             return -1;  // rmsnorm_bwd.pto:5:11
         }
     }

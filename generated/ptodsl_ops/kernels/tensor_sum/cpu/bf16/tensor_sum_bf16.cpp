@@ -12,7 +12,6 @@
 #include <vector>
 
 extern "C" __global__ AICORE void tensor_sum_bf16_k0(__gm__ float* acc_parts, __gm__ bfloat16_t* x, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void tensor_sum_bf16_k0p1(__gm__ float* acc_parts, __gm__ bfloat16_t* x, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void tensor_sum_bf16_k1(__gm__ float* acc_parts, __gm__ bfloat16_t* y, int64_t N, int64_t B, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
@@ -45,11 +44,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -73,7 +67,7 @@ extern "C" int tensor_sum_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t 
     std::vector<unsigned char> acc_parts_bytes = workspace((ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) * N) * static_cast<int64_t>(sizeof(float)), poison);  // tensor_sum.pto:5:5
     float* acc_parts = reinterpret_cast<float*>(acc_parts_bytes.data());  // tensor_sum.pto:5:5
     {  // tensor_sum.pto:5:5
-        const int64_t tensor_sum_bf16_k0_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(48 / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1);  // tensor_sum.pto:5:5
+        const int64_t tensor_sum_bf16_k0_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 48), 1)), 1);  // tensor_sum.pto:5:5
         bool tensor_sum_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t tensor_sum_bf16_k0_block = 0; tensor_sum_bf16_k0_block < tensor_sum_bf16_k0_blocks; ++tensor_sum_bf16_k0_block) {  // tensor_sum.pto:5:5
@@ -89,31 +83,6 @@ extern "C" int tensor_sum_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t 
             }
         }
         if (tensor_sum_bf16_k0_block_no_memory) {
-            throw std::bad_alloc();
-        }
-#ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
-#endif
-    }
-    {  // tensor_sum.pto:5:5
-        const int64_t tensor_sum_bf16_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 48), 1)), 1);  // tensor_sum.pto:5:5
-        bool tensor_sum_bf16_k0p1_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t tensor_sum_bf16_k0p1_block = 0; tensor_sum_bf16_k0p1_block < tensor_sum_bf16_k0p1_blocks; ++tensor_sum_bf16_k0p1_block) {  // tensor_sum.pto:5:5
-            try {
-                start_launch(poison);  // tensor_sum.pto:5:5
-                tensor_sum_bf16_k0p1(acc_parts, x, B, N, tensor_sum_bf16_k0p1_block, tensor_sum_bf16_k0p1_blocks);  // tensor_sum.pto:5:5
-#ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
-#endif
-            } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                tensor_sum_bf16_k0p1_block_no_memory = true;
-            }
-        }
-        if (tensor_sum_bf16_k0p1_block_no_memory) {
             throw std::bad_alloc();
         }
 #ifdef PTO_CPU_SUBSET

@@ -35,54 +35,54 @@ extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc_parts, __g
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT11 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT13B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT13B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _split = 0; _split < 1; ++_split) {  // tensor_sum.pto:5:5
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g10 = block_index * ceil_div((N + 511) / 512, block_count); _g10 < block_index * ceil_div((N + 511) / 512, block_count) + min_i64(ceil_div((N + 511) / 512, block_count), (N + 511) / 512 - block_index * ceil_div((N + 511) / 512, block_count)); ++_g10) {  // tensor_sum.pto:5:5
+        for (int64_t _g9 = block_index * ceil_div((N + 511) / 512, block_count); _g9 < block_index * ceil_div((N + 511) / 512, block_count) + min_i64(ceil_div((N + 511) / 512, block_count), (N + 511) / 512 - block_index * ceil_div((N + 511) / 512, block_count)); ++_g9) {  // tensor_sum.pto:5:5
             pipe_barrier(PIPE_V);
-            TileT11 t11(min_i64(N - _g10 * 512, 512));  // tensor_sum.pto:5:5
-            TASSIGN(t11, 0);  // tensor_sum.pto:5:5
+            TileT10 t10(min_i64(N - _g9 * 512, 512));  // tensor_sum.pto:5:5
+            TASSIGN(t10, 0);  // tensor_sum.pto:5:5
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t11, 0.0f);  // tensor_sum.pto:5:5
+            TEXPANDS(t10, 0.0f);  // tensor_sum.pto:5:5
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k12_db = 0; _k12_db < (max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 0) + 1) / 2; ++_k12_db) {  // tensor_sum.pto:5:5
+            for (int64_t _k11_db = 0; _k11_db < (max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 0) + 1) / 2; ++_k11_db) {  // tensor_sum.pto:5:5
                 pipe_barrier(PIPE_V);
-                TileT13B0 t13_b0(min_i64(N - _g10 * 512, 512));  // tensor_sum.pto:5:5
-                TASSIGN(t13_b0, 2048);  // tensor_sum.pto:5:5
+                TileT12B0 t12_b0(min_i64(N - _g9 * 512, 512));  // tensor_sum.pto:5:5
+                TASSIGN(t12_b0, 2048);  // tensor_sum.pto:5:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:5:5
-                GmView0 acc_partsGm0(acc_parts + _k12_db * 2 * N + _g10 * 512, GmView0::Shape(t13_b0.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:5:5
-                TLOAD(t13_b0, acc_partsGm0);  // tensor_sum.pto:5:5
+                GmView0 acc_partsGm0(acc_parts + _k11_db * 2 * N + _g9 * 512, GmView0::Shape(t12_b0.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:5:5
+                TLOAD(t12_b0, acc_partsGm0);  // tensor_sum.pto:5:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT14B0 t14_b0(min_i64(N - _g10 * 512, 512));  // tensor_sum.pto:5:5
-                TASSIGN(t14_b0, 4096);  // tensor_sum.pto:5:5
+                TileT13B0 t13_b0(min_i64(N - _g9 * 512, 512));  // tensor_sum.pto:5:5
+                TASSIGN(t13_b0, 4096);  // tensor_sum.pto:5:5
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t14_b0, t13_b0);  // tensor_sum.pto:5:5
+                TCOLSUM(t13_b0, t12_b0);  // tensor_sum.pto:5:5
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TADD(t11, t11, t14_b0);  // tensor_sum.pto:5:5
+                TADD(t10, t10, t13_b0);  // tensor_sum.pto:5:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
-                for (int64_t _k12_dr = 0; _k12_dr < min_i64(max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 0) - (_k12_db * 2 + 1), 1); ++_k12_dr) {  // tensor_sum.pto:5:5
-                    TileT13B1 t13_b1(min_i64(N - _g10 * 512, 512));  // tensor_sum.pto:5:5
-                    TASSIGN(t13_b1, 6144);  // tensor_sum.pto:5:5
+                for (int64_t _k11_dr = 0; _k11_dr < min_i64(max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 0) - (_k11_db * 2 + 1), 1); ++_k11_dr) {  // tensor_sum.pto:5:5
+                    TileT12B1 t12_b1(min_i64(N - _g9 * 512, 512));  // tensor_sum.pto:5:5
+                    TASSIGN(t12_b1, 6144);  // tensor_sum.pto:5:5
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:5:5
-                    GmView1 acc_partsGm1(acc_parts + (_k12_db * 2 + 1 + _k12_dr) * N + _g10 * 512, GmView1::Shape(t13_b1.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:5:5
-                    TLOAD(t13_b1, acc_partsGm1);  // tensor_sum.pto:5:5
+                    GmView1 acc_partsGm1(acc_parts + (_k11_db * 2 + 1 + _k11_dr) * N + _g9 * 512, GmView1::Shape(t12_b1.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:5:5
+                    TLOAD(t12_b1, acc_partsGm1);  // tensor_sum.pto:5:5
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT14B1 t14_b1(min_i64(N - _g10 * 512, 512));  // tensor_sum.pto:5:5
-                    TASSIGN(t14_b1, 8192);  // tensor_sum.pto:5:5
+                    TileT13B1 t13_b1(min_i64(N - _g9 * 512, 512));  // tensor_sum.pto:5:5
+                    TASSIGN(t13_b1, 8192);  // tensor_sum.pto:5:5
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCOLSUM(t14_b1, t13_b1);  // tensor_sum.pto:5:5
+                    TCOLSUM(t13_b1, t12_b1);  // tensor_sum.pto:5:5
                     pipe_barrier(PIPE_V);
-                    TADD(t11, t11, t14_b1);  // tensor_sum.pto:5:5
+                    TADD(t10, t10, t13_b1);  // tensor_sum.pto:5:5
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
@@ -91,8 +91,8 @@ extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc_parts, __g
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-            GmView2 yGm2(y + _g10 * 512, GmView2::Shape(t11.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:12:20
-            TSTORE(yGm2, t11);  // tensor_sum.pto:12:20
+            GmView2 yGm2(y + _g9 * 512, GmView2::Shape(t10.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:12:20
+            TSTORE(yGm2, t10);  // tensor_sum.pto:12:20
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
