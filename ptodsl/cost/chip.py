@@ -169,7 +169,13 @@ class Chip:
 
 def launch_footprint(launch: Op, dim: Callable[[sym.Expr], int]) -> int | None:
     """The bytes of the distinct GM tensors ``launch`` passes its kernel (each view as the part it
-    views), with ``dim`` evaluating a dimension; None when one has no value."""
+    views), with ``dim`` evaluating a dimension; None when one has no value. A launch passing two
+    views of one tensor carries the bytes as its ``footprint`` (passes/blocks.py)."""
+    if "footprint" in launch.attrs:
+        try:
+            return int(dim(launch.attrs["footprint"]))
+        except (KeyError, TypeError, ValueError):
+            return None
     sizes: dict[str, int] = {}
     for v in launch.operands:
         t = v.type

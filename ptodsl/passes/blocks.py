@@ -31,10 +31,11 @@ whose iterations touch only their own rows of every tensor written, workspaces i
 from __future__ import annotations
 
 from .. import sym
+from ..dtypes import DTYPES
 from ..ir import Func, Module, Op, Param, TensorType
-from ..ir.gm import launches, walk_ops
+from ..ir.gm import Origin, launches, walk_ops
 from ..ir.opdefs import block_params, indexed_gm
-from .blocks_flat import share_out_tiles, tileable
+from .blocks_flat import share_out_tiles, share_tiles, tileable
 from .context import Pass, PassContext
 from .distribute import distribute
 from .parallel import independent, origins_of
@@ -315,6 +316,88 @@ def split_nests(kernel: Func, taken: set[str]) -> list[Func] | None:
     return parts if all(blockable(p) is not None for p in parts) else None
 
 
+def control_roots(control: Func, launch: Op, kernel: Func) -> dict[str, str] | None:
+    """The control program's tensor each of ``kernel``'s tensor parameters is a view of, as
+    ``launch`` passes them (two parameters may be views of one tensor: a reduction's workspace and
+    its reshape); None when some launched value cannot be placed."""
+    origins = origins_of(control)
+    if origins is None:
+        return None
+    params = [p for p in kernel.params if p.is_tensor]
+    try:
+        return {p.name: origins[v.name].root for p, v in zip(params, launch.operands)}
+    except KeyError:
+        return None
+
+
+def independent_nests(kernel: Func, roots: dict[str, str] | None) -> list[Op] | None:
+    """The loops of a kernel that runs two or more loops in turn (``_nests``) when they can share
+    one launch's blocks: each a grid nest (or split loop) of step 1 whose iterations are
+    independent, and none touching a tensor another one writes (``roots``: the control program's
+    tensor behind each parameter, ``control_roots``), so no loop waits for another's results and
+    each block runs its share of each in turn. Else None."""
+    nests = _nests(kernel)
+    if roots is None:
+        return None
+    if nests is None or block_params(kernel) or any(op.name in ("guard", "print") for op in kernel.walk()):
+        return None
+    origins = origins_of(kernel)
+    if origins is None:
+        return None
+    loops = [op for op in nests[1] if op.name == "loop"]
+    touched = []
+    for loop in loops:
+        if loop.attrs.get("kind") not in SHARED or loop.attrs["step"] != 1 or not independent(loop, origins):
+            return None
+        found = _touched(loop, origins)
+        if found is None or not all(r in roots for r in found[0] | found[1]):
+            return None
+        touched.append(({roots[r] for r in found[0]}, {roots[r] for r in found[1]}))
+    for i, (_, writes) in enumerate(touched):
+        for j, (reads, other) in enumerate(touched):
+            if i != j and writes & (reads | other):
+                return None
+    return loops
+
+
+def _touched(loop: Op, origins: dict[str, Origin]) -> tuple[set[str], set[str]] | None:
+    """The GM roots ``loop`` reads and writes; None when some op's access is not known."""
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for op in loop.walk():
+        read, written = indexed_gm(op)
+        if read or written:
+            reads |= {origins[v.name].root for v in read}
+            writes |= {origins[v.name].root for v in written}
+        elif op.name == "tile.load" or op.name == "read":
+            reads.add(origins[op.operands[1 if op.name == "tile.load" else 0].name].root)
+        elif op.name == "tile.store":
+            writes.add(origins[op.operands[0].name].root)
+        elif op.name not in PURE and any(isinstance(v.type, TensorType) for v in op.operands):
+            return None
+    return reads, writes
+
+
+def _share_nests(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
+    """Run ``kernel``'s independent nests (``independent_nests``) as blocks of one launch, in place:
+    each nest is shared out by its tiles over the same blocks, the launch's block count that of the
+    nest with the most."""
+    index, count = _block_params(kernel)
+    env = _launch_env(kernel, launch, index, count)
+    keys: list[sym.Expr] = []
+    dims: list[sym.Expr] = []
+    for loop in loops:
+        total, key = share_tiles(_nest(kernel, loop), index, count)
+        keys += key
+        tiles = sym.substitute(total, env)
+        dims.append(sym.max_(sym.ceildiv(tiles, sym.max_(sym.ceildiv(tiles, cores), 1)), 1))
+    kernel.attrs["block_key"] = keys
+    dim = dims[0]
+    for d in dims[1:]:
+        dim = sym.max_(dim, d)
+    launch.attrs["block_dim"] = dim
+
+
 def _free(stem: str, taken: set[str]) -> str:
     name, k = stem, 1
     while name in taken:
@@ -366,7 +449,8 @@ def _fission(module: Module) -> None:
             counts[op.attrs["kernel"]] = counts.get(op.attrs["kernel"], 0) + 1
         for op in _outer_launches(control.body):
             kernel = funcs.get(op.attrs["kernel"])
-            if kernel is None or counts[kernel.name] != 1 or "block_dim" in op.attrs:
+            if kernel is None or counts[kernel.name] != 1 or "block_dim" in op.attrs or \
+                    independent_nests(kernel, control_roots(control, op, kernel)) is not None:
                 continue
             parts = _distributed(split_nests(kernel, taken) or [kernel], taken)
             if parts == [kernel]:
@@ -376,6 +460,43 @@ def _fission(module: Module) -> None:
             at = module.funcs.index(kernel)
             module.funcs[at:at + 1] = parts
             funcs.update((p.name, p) for p in parts)
+
+
+def _bytes(t: TensorType) -> sym.Expr:
+    n: sym.Expr = DTYPES[t.dtype].itemsize
+    for d in t.shape:
+        n = sym.mul(n, d)
+    return n
+
+
+def _shared_footprints(control: Func) -> None:
+    """A launch passing two views of one tensor (a tensor and its reshape) gets ``footprint``: the
+    bytes of the distinct tensors it touches, each tensor's views summed but at most the tensor
+    (the L2 term of ``cost/chip.py``; without it each view counts as a tensor of its own)."""
+    origins = origins_of(control)
+    if origins is None:
+        return
+    types = {p.name: p.type for p in control.params if p.is_tensor}
+    types |= {op.result.name: op.result.type for op in walk_ops(control.body) if op.name == "alloc"}
+    for op in launches(control):
+        groups: dict[str, dict[str, TensorType]] = {}
+        for v in op.operands:
+            if isinstance(v.type, TensorType):
+                if v.name not in origins:
+                    break
+                groups.setdefault(origins[v.name].root, {})[v.name] = v.type
+        else:
+            if all(len(views) == 1 for views in groups.values()):
+                continue
+            total: sym.Expr = 0
+            for root, views in groups.items():
+                b: sym.Expr = 0
+                for t in views.values():
+                    b = sym.add(b, _bytes(t))
+                if len(views) > 1 and root in types:
+                    b = sym.min_(b, _bytes(types[root]))
+                total = sym.add(total, b)
+            op.attrs["footprint"] = total
 
 
 def run(module: Module, ctx: PassContext) -> Module:
@@ -391,7 +512,12 @@ def run(module: Module, ctx: PassContext) -> Module:
         for op in launches(control):
             kernel = funcs[op.attrs["kernel"]]
             loops = blockable(kernel)
-            if counts[kernel.name] != 1 or "block_dim" in op.attrs or loops is None:
+            nests = independent_nests(kernel, control_roots(control, op, kernel)) \
+                if loops is None and id(op) in outer else None
+            if counts[kernel.name] != 1 or "block_dim" in op.attrs or (loops is None and nests is None):
+                continue
+            if nests is not None:  # each proved independent with the call's workspaces shared
+                _share_nests(kernel, nests, op, ctx.target.chip.cores(kernel.kind))
                 continue
             # (a launch in a loop of the control program keeps the old rule: the dry run samples
             # such loops by their alike iterations, which blocks whose count varies break)
@@ -409,6 +535,7 @@ def run(module: Module, ctx: PassContext) -> Module:
                 share_out_nest(kernel, loops[0], inner, op, cores)
             else:
                 share_out(kernel, loops, op, cores)
+        _shared_footprints(control)
     return fresh
 
 

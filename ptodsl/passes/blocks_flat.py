@@ -31,11 +31,19 @@ def tileable(kernel: Func) -> bool:
 
 
 def share_out_tiles(kernel: Func, nest: list[Op], index: str, count: str) -> sym.Expr:
+    """:func:`share_tiles`, with the kernel's ``block_key`` set to the share's key."""
+    total, key = share_tiles(nest, index, count)
+    kernel.attrs["block_key"] = key
+    return total
+
+
+def share_tiles(nest: list[Op], index: str, count: str) -> tuple[sym.Expr, list[sym.Expr]]:
     """Give block ``index`` of ``count`` its share of the tiles of ``nest`` (loops of step 1, each
     directly inside the one before, with bounds free of their indices), in place; returns the
-    number of tiles. A nest of more than two loops (a batch of matmuls: batch loops around the
-    columns and rows) is flattened the same way: loop ``k`` runs the indices whose prefix of the
-    flattened order meets the share."""
+    number of tiles and what a share's cost depends on (the dry run's block key). A nest of more
+    than two loops (a batch of matmuls: batch loops around the columns and rows) is flattened the
+    same way: loop ``k`` runs the indices whose prefix of the flattened order meets the share. A
+    block past the last tile gets an empty share."""
     trips = [sym.sub(loop.attrs["hi"], loop.attrs["lo"]) for loop in nest]
     total: sym.Expr = 1
     for t in trips:
@@ -63,6 +71,10 @@ def share_out_tiles(kernel: Func, nest: list[Op], index: str, count: str) -> sym
             a["hi"] = sym.add(lo, sym.min_(sym.ceildiv(sym.sub(end, before), stride), t))
         a["parallel"] = 1
         before = sym.add(before, sym.mul(sym.sub(sym.Sym(a["index"]), lo), stride))
+    length = sym.sub(end, first)
+    if len(nest) == 1:
+        # a share of one loop: its length, and whether it takes the last (tail) iteration
+        return total, [length, sym.compare(">=", end, total)]
     if len(nest) == 2:
         # what a block's cost depends on (its ops' extents): its length, how many of its tiles lie
         # in the first column it touches and whether they reach that column's last row (the M
@@ -72,11 +84,11 @@ def share_out_tiles(kernel: Func, nest: list[Op], index: str, count: str) -> sym
         # or two shapes
         per, t0 = strides[0], trips[0]
         last = sym.mul(sym.sub(t0, 1), per)
-        length, start = sym.sub(end, first), sym.mod(first, per)
-        kernel.attrs["block_key"] = [length, sym.min_(sym.sub(per, start), length),
-                                     sym.compare(">=", sym.add(start, length), per),
-                                     sym.min_(sym.max_(sym.sub(end, last), 0), length)]
-    elif all(_only_the_next_loop(loop) for loop in nest[:-2]):
+        start = sym.mod(first, per)
+        return total, [length, sym.min_(sym.sub(per, start), length),
+                       sym.compare(">=", sym.add(start, length), per),
+                       sym.min_(sym.max_(sym.sub(end, last), 0), length)]
+    if all(_only_the_next_loop(loop) for loop in nest[:-2]):
         # batch loops that run nothing but the next loop: entering a batch entry is entering a
         # column, and the share is fixed by its length, where it starts in a column (the M tail
         # and the columns it enters) and how many of its tiles lie in a last column (the N tail)
@@ -86,13 +98,10 @@ def share_out_tiles(kernel: Func, nest: list[Op], index: str, count: str) -> sym
         def in_last_columns(x: sym.Expr) -> sym.Expr:
             return sym.add(sym.mul(sym.floordiv(x, plane), per), sym.max_(sym.sub(sym.mod(x, plane), edge), 0))
 
-        kernel.attrs["block_key"] = [sym.sub(end, first), sym.mod(first, per),
-                                     sym.sub(in_last_columns(end), in_last_columns(first))]
-    else:
-        # the outermost loop's entries are alike: a share is fixed by its length and where it
-        # starts in one
-        kernel.attrs["block_key"] = [sym.sub(end, first), sym.mod(first, strides[0])]
-    return total
+        return total, [length, sym.mod(first, per), sym.sub(in_last_columns(end), in_last_columns(first))]
+    # the outermost loop's entries are alike: a share is fixed by its length and where it starts
+    # in one
+    return total, [length, sym.mod(first, strides[0])]
 
 
 def _only_the_next_loop(loop: Op) -> bool:

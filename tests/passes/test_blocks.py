@@ -267,3 +267,32 @@ def test_a_batch_of_products_is_shared_out_by_output_tiles_across_its_entries(ba
     c, d = op(a, b, backend=backend)
     np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(d, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_independent_nests_of_one_kernel_share_one_launch(backend: str):
+    """reshape_heads's two nests (split = reshape(x) + h, merged = reshape(h)) touch no tensor the
+    other writes: one launch, each block running its share of each nest in turn. The launch passes
+    h and a reshape of h, so it says the bytes it touches once each (the L2 term)."""
+    from ptodsl.cost.chip import launch_footprint
+
+    op = ptodsl.load(str(ROOT / "specs" / "reshape_heads.yaml"))
+    block = op.compiled.stages["block"]
+    (launch,) = launches(block.func("reshape_heads_f16"))
+    dims = {"B": 2, "S": 3, "H": 4, "D": 8, "E": 32}
+    assert ptodsl.sym.evaluate(launch.attrs["block_dim"], dims) > 1
+    assert launch_footprint(launch, lambda d: ptodsl.sym.evaluate(d, dims)) == 4 * 2 * 3 * 32 * 2
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((2, 3, 32)).astype(np.float16)
+    h = rng.standard_normal((2, 3, 4, 8)).astype(np.float16)
+    split, merged = op(x, h, backend=backend)
+    np.testing.assert_array_equal(split, x.reshape(2, 3, 4, 8) + h)
+    np.testing.assert_array_equal(merged, h.reshape(2, 3, 32))
+
+
+def test_nests_that_hand_data_over_through_a_view_stay_separate_launches():
+    """mean_rows's reduction writes a workspace its copy-out reads through a reshape (another
+    parameter of the kernel, the same tensor of the call): in one launch a block would read rows
+    another block has not written yet, so the nests stay two launches."""
+    block = ptodsl.load(str(ROOT / "specs" / "mean_rows.yaml")).compiled.stages["block"]
+    assert len(list(launches(block.func("mean_rows_f32")))) == 2

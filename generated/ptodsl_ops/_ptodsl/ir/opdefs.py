@@ -497,7 +497,9 @@ def _structural() -> list[IROp]:
         IROp("launch", ("block",), "launch", (Arg("tensors", TENSOR, many=True),), (),
              (Attr("kernel", "name", True), Attr("scalars", "exprs", True),
               Attr("block_dim", "expr", doc="how many blocks run the kernel, each with its own block index "
-                   "(the kernel's `block_index` and `block_count` attributes); absent: 1")),
+                   "(the kernel's `block_index` and `block_count` attributes); absent: 1"),
+              Attr("footprint", "expr", doc="the bytes of the distinct tensors it touches, where it passes "
+                   "two views of one (the cost model's L2 term); absent: the bytes of the tensors it passes")),
              control=True, doc="start a compute kernel; `scalars` fill its scalar parameters in order, "
              "except the ones its `block_index` and `block_count` attributes name"),
         IROp("sync.set", ("block",), "sync_set", attrs=_SYNC),

@@ -380,10 +380,14 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable, footprint: 
     def evaluate() -> list[Runs]:
         if lead:
             run_preamble()
-        out: list[Runs] = []
-        for p, lp in enumerate(loops):
+        out: list[Runs] = [[] for _ in loops]
+        # the loops last to first: they are independent of each other (the parts of one loop, or
+        # nests that touch nothing another writes, passes/blocks.py), so any order computes the
+        # same, and this one shows a kernel whose later loop reads what an earlier one writes in
+        # other blocks (a race between cores) as a wrong answer rather than hiding it
+        for p in reversed(range(len(loops))):
+            lp = loops[p]
             if not len(values[p]):  # a part no block runs (an unrolled loop's empty remainder)
-                out.append([])
                 continue
             holder = max(b for b, s in enumerate(shares) if len(s[p]))  # the block of the last iteration
             lone = ran[holder] if lead else machine(holder)
@@ -392,7 +396,7 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable, footprint: 
             # index: a cube kernel's share starts inside a column, passes/blocks_flat.py)
             owner = np.concatenate([np.full(len(s[p]), b, np.int64) for b, s in enumerate(shares)])
             per = {k: np.asarray([envs[b][k] for b in owner]) for k in differing}
-            out.append(_iterations(m, lp, values[p], envs[holder], lone.tensors, lone, per))
+            out[p] = _iterations(m, lp, values[p], envs[holder], lone.tensors, lone, per)
         return out
 
     runs = _attempt(m, evaluate)

@@ -10,12 +10,6 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-AICORE static inline constexpr int64_t floor_mod(int64_t a, int64_t b)
-{
-    const int64_t r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
@@ -53,92 +47,140 @@ extern "C" __global__ AICORE void reshape_heads_bf16_k0(__gm__ bfloat16_t* t1, i
     using TileT7B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT8B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT9B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT13B0 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT13B1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g3_f_db = 0; _g3_f_db < (max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), B - block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0) * max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0) * ((H + 7) / 8) * ((D + 63) / 64) + 1) / 2; ++_g3_f_db) {  // reshape_heads.pto:4:16
-        pipe_barrier(PIPE_V);
-        TileT4B0 t4_b0(min_i64(H - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-        TASSIGN(t4_b0, 0);  // reshape_heads.pto:4:16
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
-        GmView0 t1Gm0(t1 + (block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + _g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * t1_stride0 + (block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + floor_mod(_g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * t1_stride1 + floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8 * t1_stride2 + _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, GmView0::Shape(min_i64(H - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64)), GmView0::Stride(t1_stride0, t1_stride1, t1_stride2));  // reshape_heads.pto:4:16
-        TLOAD(t4_b0, t1Gm0);  // reshape_heads.pto:4:16
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT5B0 t5_b0(min_i64(H - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-        TASSIGN(t5_b0, 1024);  // reshape_heads.pto:4:16
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
-        GmView1 hGm1(h + (block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + _g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * (D * H * S) + (block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + floor_mod(_g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * (D * H) + floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8 * D + _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, GmView1::Shape(min_i64(H - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64)), GmView1::Stride(D * H * S, D * H, D));  // reshape_heads.pto:4:16
-        TLOAD(t5_b0, hGm1);  // reshape_heads.pto:4:16
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT6B0 t6_b0(min_i64(H - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-        TASSIGN(t6_b0, 2048);  // reshape_heads.pto:4:16
-        TileT7B0 t7_b0(min_i64(H - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-        TASSIGN(t7_b0, 3072);  // reshape_heads.pto:4:16
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t7_b0, t4_b0, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
-        TileT8B0 t8_b0(min_i64(H - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-        TASSIGN(t8_b0, 5120);  // reshape_heads.pto:4:16
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t8_b0, t5_b0, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
-        TileT9B0 t9_b0(min_i64(H - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-        TASSIGN(t9_b0, 0);  // reshape_heads.pto:4:16
-        pipe_barrier(PIPE_V);
-        TADD(t9_b0, t7_b0, t8_b0);  // reshape_heads.pto:4:16
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TCVT(t6_b0, t9_b0, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
-        GmView2 splitGm2(split + (block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + _g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * (D * H * S) + (block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + floor_mod(_g3_f_db * 2 / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * (D * H) + floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8 * D + _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, GmView2::Shape(min_i64(H - floor_mod(_g3_f_db * 2 / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - _g3_f_db * 2 % max_i64((D + 63) / 64, 1) * 64, 64)), GmView2::Stride(D * H * S, D * H, D));  // reshape_heads.pto:4:16
-        TSTORE(splitGm2, t6_b0);  // reshape_heads.pto:4:16
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g3_f_dr = 0; _g3_f_dr < min_i64(max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), B - block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0) * max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0) * ((H + 7) / 8) * ((D + 63) / 64) - (_g3_f_db * 2 + 1), 1); ++_g3_f_dr) {  // reshape_heads.pto:4:16
-            TileT4B1 t4_b1(min_i64(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-            TASSIGN(t4_b1, 7168);  // reshape_heads.pto:4:16
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
-            GmView3 t1Gm3(t1 + (block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + (_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * t1_stride0 + (block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * t1_stride1 + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8 * t1_stride2 + (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, GmView3::Shape(min_i64(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64)), GmView3::Stride(t1_stride0, t1_stride1, t1_stride2));  // reshape_heads.pto:4:16
-            TLOAD(t4_b1, t1Gm3);  // reshape_heads.pto:4:16
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT5B1 t5_b1(min_i64(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-            TASSIGN(t5_b1, 8192);  // reshape_heads.pto:4:16
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
-            GmView4 hGm4(h + (block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + (_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * (D * H * S) + (block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * (D * H) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8 * D + (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, GmView4::Shape(min_i64(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64)), GmView4::Stride(D * H * S, D * H, D));  // reshape_heads.pto:4:16
-            TLOAD(t5_b1, hGm4);  // reshape_heads.pto:4:16
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT6B1 t6_b1(min_i64(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-            TASSIGN(t6_b1, 9216);  // reshape_heads.pto:4:16
-            TileT7B1 t7_b1(min_i64(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-            TASSIGN(t7_b1, 10240);  // reshape_heads.pto:4:16
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t7_b1, t4_b1, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
-            TileT8B1 t8_b1(min_i64(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-            TASSIGN(t8_b1, 12288);  // reshape_heads.pto:4:16
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t8_b1, t5_b1, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
-            TileT9B1 t9_b1(min_i64(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64));  // reshape_heads.pto:4:16
-            TASSIGN(t9_b1, 7168);  // reshape_heads.pto:4:16
-            pipe_barrier(PIPE_V);
-            TADD(t9_b1, t7_b1, t8_b1);  // reshape_heads.pto:4:16
-            pipe_barrier(PIPE_V);
-            TCVT(t6_b1, t9_b1, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
-            GmView5 splitGm5(split + (block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + (_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * (D * H * S) + (block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((D + 63) / 64, 1) * max_i64((H + 7) / 8, 1)), max_i64(max_i64(min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))), 0), 1))) * (D * H) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8 * D + (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, GmView5::Shape(min_i64(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((D + 63) / 64, 1), max_i64((H + 7) / 8, 1)) * 8, 8), min_i64(D - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((D + 63) / 64, 1) * 64, 64)), GmView5::Stride(D * H * S, D * H, D));  // reshape_heads.pto:4:16
-            TSTORE(splitGm5, t6_b1);  // reshape_heads.pto:4:16
+    for (int64_t _g0 = floor_div(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count), max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1)); _g0 < ceil_div(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) + min_i64(ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count), B * S * ((H + 7) / 8) * ((D + 63) / 64) - block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count)), max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1)); ++_g0) {  // reshape_heads.pto:4:16
+        for (int64_t _g1 = max_i64(floor_div(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - _g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1), max_i64((D + 63) / 64 * ((H + 7) / 8), 1)), 0); _g1 < min_i64(ceil_div(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) + min_i64(ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count), B * S * ((H + 7) / 8) * ((D + 63) / 64) - block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count)) - _g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1), max_i64((D + 63) / 64 * ((H + 7) / 8), 1)), S); ++_g1) {  // reshape_heads.pto:4:16
+            for (int64_t _g2 = max_i64(floor_div(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1)), max_i64((D + 63) / 64, 1)), 0); _g2 < min_i64(ceil_div(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) + min_i64(ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count), B * S * ((H + 7) / 8) * ((D + 63) / 64) - block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count)) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1)), max_i64((D + 63) / 64, 1)), (H + 7) / 8); ++_g2) {  // reshape_heads.pto:4:16
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g3_db = 0; _g3_db < (max_i64(min_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) + min_i64(ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count), B * S * ((H + 7) / 8) * ((D + 63) / 64) - block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count)) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), (D + 63) / 64) - max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0), 0) + 1) / 2; ++_g3_db) {  // reshape_heads.pto:4:16
+                    pipe_barrier(PIPE_V);
+                    TileT4B0 t4_b0(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // reshape_heads.pto:4:16
+                    TASSIGN(t4_b0, 0);  // reshape_heads.pto:4:16
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
+                    GmView0 t1Gm0(t1 + _g0 * t1_stride0 + _g1 * t1_stride1 + _g2 * 8 * t1_stride2 + (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, GmView0::Shape(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64)), GmView0::Stride(t1_stride0, t1_stride1, t1_stride2));  // reshape_heads.pto:4:16
+                    TLOAD(t4_b0, t1Gm0);  // reshape_heads.pto:4:16
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT5B0 t5_b0(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // reshape_heads.pto:4:16
+                    TASSIGN(t5_b0, 1024);  // reshape_heads.pto:4:16
+                    using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
+                    GmView1 hGm1(h + _g0 * (D * H * S) + _g1 * (D * H) + _g2 * 8 * D + (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, GmView1::Shape(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64)), GmView1::Stride(D * H * S, D * H, D));  // reshape_heads.pto:4:16
+                    TLOAD(t5_b0, hGm1);  // reshape_heads.pto:4:16
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT6B0 t6_b0(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // reshape_heads.pto:4:16
+                    TASSIGN(t6_b0, 2048);  // reshape_heads.pto:4:16
+                    TileT7B0 t7_b0(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // reshape_heads.pto:4:16
+                    TASSIGN(t7_b0, 3072);  // reshape_heads.pto:4:16
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCVT(t7_b0, t4_b0, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
+                    TileT8B0 t8_b0(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // reshape_heads.pto:4:16
+                    TASSIGN(t8_b0, 5120);  // reshape_heads.pto:4:16
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t8_b0, t5_b0, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
+                    TileT9B0 t9_b0(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // reshape_heads.pto:4:16
+                    TASSIGN(t9_b0, 0);  // reshape_heads.pto:4:16
+                    pipe_barrier(PIPE_V);
+                    TADD(t9_b0, t7_b0, t8_b0);  // reshape_heads.pto:4:16
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                    pipe_barrier(PIPE_V);
+                    TCVT(t6_b0, t9_b0, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
+                    GmView2 splitGm2(split + _g0 * (D * H * S) + _g1 * (D * H) + _g2 * 8 * D + (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, GmView2::Shape(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64)), GmView2::Stride(D * H * S, D * H, D));  // reshape_heads.pto:4:16
+                    TSTORE(splitGm2, t6_b0);  // reshape_heads.pto:4:16
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                    for (int64_t _g3_dr = 0; _g3_dr < min_i64(max_i64(min_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) + min_i64(ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count), B * S * ((H + 7) / 8) * ((D + 63) / 64) - block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count)) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), (D + 63) / 64) - max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0), 0) - (_g3_db * 2 + 1), 1); ++_g3_dr) {  // reshape_heads.pto:4:16
+                        TileT4B1 t4_b1(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // reshape_heads.pto:4:16
+                        TASSIGN(t4_b1, 7168);  // reshape_heads.pto:4:16
+                        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
+                        GmView3 t1Gm3(t1 + _g0 * t1_stride0 + _g1 * t1_stride1 + _g2 * 8 * t1_stride2 + (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, GmView3::Shape(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64)), GmView3::Stride(t1_stride0, t1_stride1, t1_stride2));  // reshape_heads.pto:4:16
+                        TLOAD(t4_b1, t1Gm3);  // reshape_heads.pto:4:16
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TileT5B1 t5_b1(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // reshape_heads.pto:4:16
+                        TASSIGN(t5_b1, 8192);  // reshape_heads.pto:4:16
+                        using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
+                        GmView4 hGm4(h + _g0 * (D * H * S) + _g1 * (D * H) + _g2 * 8 * D + (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, GmView4::Shape(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64)), GmView4::Stride(D * H * S, D * H, D));  // reshape_heads.pto:4:16
+                        TLOAD(t5_b1, hGm4);  // reshape_heads.pto:4:16
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileT6B1 t6_b1(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // reshape_heads.pto:4:16
+                        TASSIGN(t6_b1, 9216);  // reshape_heads.pto:4:16
+                        TileT7B1 t7_b1(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // reshape_heads.pto:4:16
+                        TASSIGN(t7_b1, 10240);  // reshape_heads.pto:4:16
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TCVT(t7_b1, t4_b1, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
+                        TileT8B1 t8_b1(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // reshape_heads.pto:4:16
+                        TASSIGN(t8_b1, 12288);  // reshape_heads.pto:4:16
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TCVT(t8_b1, t5_b1, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
+                        TileT9B1 t9_b1(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // reshape_heads.pto:4:16
+                        TASSIGN(t9_b1, 7168);  // reshape_heads.pto:4:16
+                        pipe_barrier(PIPE_V);
+                        TADD(t9_b1, t7_b1, t8_b1);  // reshape_heads.pto:4:16
+                        pipe_barrier(PIPE_V);
+                        TCVT(t6_b1, t9_b1, RoundMode::CAST_RINT);  // reshape_heads.pto:4:16
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
+                        GmView5 splitGm5(split + _g0 * (D * H * S) + _g1 * (D * H) + _g2 * 8 * D + (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, GmView5::Shape(min_i64(H - _g2 * 8, 8), min_i64(D - (max_i64(block_index * ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), block_count) - (_g0 * max_i64((D + 63) / 64 * ((H + 7) / 8) * S, 1) + _g1 * max_i64((D + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((D + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64)), GmView5::Stride(D * H * S, D * H, D));  // reshape_heads.pto:4:16
+                        TSTORE(splitGm5, t6_b1);  // reshape_heads.pto:4:16
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g10 = floor_div(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count), max_i64((E + 63) / 64 * ((S + 7) / 8), 1)); _g10 < ceil_div(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) + min_i64(ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count), B * ((S + 7) / 8) * ((E + 63) / 64) - block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count)), max_i64((E + 63) / 64 * ((S + 7) / 8), 1)); ++_g10) {  // reshape_heads.pto:5:5
+        for (int64_t _g11 = max_i64(floor_div(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - _g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1), max_i64((E + 63) / 64, 1)), 0); _g11 < min_i64(ceil_div(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) + min_i64(ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count), B * ((S + 7) / 8) * ((E + 63) / 64) - block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count)) - _g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1), max_i64((E + 63) / 64, 1)), (S + 7) / 8); ++_g11) {  // reshape_heads.pto:5:5
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g12_db = 0; _g12_db < (max_i64(min_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) + min_i64(ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count), B * ((S + 7) / 8) * ((E + 63) / 64) - block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count)) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), (E + 63) / 64) - max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0), 0) + 1) / 2; ++_g12_db) {  // reshape_heads.pto:5:5
+                TileT13B0 t13_b0(min_i64(S - _g11 * 8, 8), min_i64(E - (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + _g12_db * 2) * 64, 64));  // reshape_heads.pto:5:5
+                TASSIGN(t13_b0, 0);  // reshape_heads.pto:5:5
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:5:5
+                GmView6 t2Gm6(t2 + _g10 * t2_stride0 + _g11 * 8 * t2_stride1 + (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + _g12_db * 2) * 64, GmView6::Shape(min_i64(S - _g11 * 8, 8), min_i64(E - (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + _g12_db * 2) * 64, 64)), GmView6::Stride(t2_stride0, t2_stride1));  // reshape_heads.pto:5:5
+                TLOAD(t13_b0, t2Gm6);  // reshape_heads.pto:5:5
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:5:5
+                GmView7 mergedGm7(merged + _g10 * (E * S) + _g11 * 8 * E + (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + _g12_db * 2) * 64, GmView7::Shape(min_i64(S - _g11 * 8, 8), min_i64(E - (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + _g12_db * 2) * 64, 64)), GmView7::Stride(E * S, E));  // reshape_heads.pto:5:5
+                TSTORE(mergedGm7, t13_b0);  // reshape_heads.pto:5:5
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g12_dr = 0; _g12_dr < min_i64(max_i64(min_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) + min_i64(ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count), B * ((S + 7) / 8) * ((E + 63) / 64) - block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count)) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), (E + 63) / 64) - max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0), 0) - (_g12_db * 2 + 1), 1); ++_g12_dr) {  // reshape_heads.pto:5:5
+                    TileT13B1 t13_b1(min_i64(S - _g11 * 8, 8), min_i64(E - (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + (_g12_db * 2 + 1 + _g12_dr)) * 64, 64));  // reshape_heads.pto:5:5
+                    TASSIGN(t13_b1, 1024);  // reshape_heads.pto:5:5
+                    using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:5:5
+                    GmView8 t2Gm8(t2 + _g10 * t2_stride0 + _g11 * 8 * t2_stride1 + (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + (_g12_db * 2 + 1 + _g12_dr)) * 64, GmView8::Shape(min_i64(S - _g11 * 8, 8), min_i64(E - (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + (_g12_db * 2 + 1 + _g12_dr)) * 64, 64)), GmView8::Stride(t2_stride0, t2_stride1));  // reshape_heads.pto:5:5
+                    TLOAD(t13_b1, t2Gm8);  // reshape_heads.pto:5:5
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                    using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:5:5
+                    GmView9 mergedGm9(merged + _g10 * (E * S) + _g11 * 8 * E + (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + (_g12_db * 2 + 1 + _g12_dr)) * 64, GmView9::Shape(min_i64(S - _g11 * 8, 8), min_i64(E - (max_i64(block_index * ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), block_count) - (_g10 * max_i64((E + 63) / 64 * ((S + 7) / 8), 1) + _g11 * max_i64((E + 63) / 64, 1)), 0) + (_g12_db * 2 + 1 + _g12_dr)) * 64, 64)), GmView9::Stride(E * S, E));  // reshape_heads.pto:5:5
+                    TSTORE(mergedGm9, t13_b1);  // reshape_heads.pto:5:5
+                }
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            }
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        }
+    }
 }

@@ -12,7 +12,6 @@
 #include <vector>
 
 extern "C" __global__ AICORE void reshape_heads_f16_k0(__gm__ half* t1, int64_t t1_stride0, int64_t t1_stride1, int64_t t1_stride2, __gm__ half* h, __gm__ half* split, __gm__ half* t2, int64_t t2_stride0, int64_t t2_stride1, __gm__ half* merged, int64_t B, int64_t S, int64_t H, int64_t D, int64_t E, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void reshape_heads_f16_k0p1(__gm__ half* t1, int64_t t1_stride0, int64_t t1_stride1, int64_t t1_stride2, __gm__ half* h, __gm__ half* split, __gm__ half* t2, int64_t t2_stride0, int64_t t2_stride1, __gm__ half* merged, int64_t B, int64_t S, int64_t H, int64_t D, int64_t E, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -44,11 +43,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -73,7 +67,7 @@ extern "C" int reshape_heads_f16(half* x, half* h, half* split, half* merged, in
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // reshape_heads.pto:4:16
         half* t2 = h;  // reshape_heads.pto:5:17
         {  // reshape_heads.pto:4:16
-            const int64_t reshape_heads_f16_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1);  // reshape_heads.pto:4:16
+            const int64_t reshape_heads_f16_k0_blocks = max_i64(max_i64(ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), max_i64((B * S * ((H + 7) / 8) * ((D + 63) / 64) + 47) / 48, 1)), 1), max_i64(ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), max_i64((B * ((S + 7) / 8) * ((E + 63) / 64) + 47) / 48, 1)), 1));  // reshape_heads.pto:4:16
             bool reshape_heads_f16_k0_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reshape_heads_f16_k0_block = 0; reshape_heads_f16_k0_block < reshape_heads_f16_k0_blocks; ++reshape_heads_f16_k0_block) {  // reshape_heads.pto:4:16
@@ -89,31 +83,6 @@ extern "C" int reshape_heads_f16(half* x, half* h, half* split, half* merged, in
                 }
             }
             if (reshape_heads_f16_k0_block_no_memory) {
-                throw std::bad_alloc();
-            }
-#ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
-            }
-#endif
-        }
-        {  // reshape_heads.pto:4:16
-            const int64_t reshape_heads_f16_k0p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((S + 7) / 8, ceil_div((S + 7) / 8, max_i64(min_i64(48 / max_i64(B, 1), (S + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 7) / 8, ceil_div((S + 7) / 8, max_i64(min_i64(48 / max_i64(B, 1), (S + 7) / 8), 1))), 1);  // reshape_heads.pto:4:16
-            bool reshape_heads_f16_k0p1_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t reshape_heads_f16_k0p1_block = 0; reshape_heads_f16_k0p1_block < reshape_heads_f16_k0p1_blocks; ++reshape_heads_f16_k0p1_block) {  // reshape_heads.pto:4:16
-                try {
-                    start_launch(poison);  // reshape_heads.pto:4:16
-                    reshape_heads_f16_k0p1(t1, E * S, E, D, h, split, t2, D * H * S, D * H, merged, B, S, H, D, E, reshape_heads_f16_k0p1_block, reshape_heads_f16_k0p1_blocks);  // reshape_heads.pto:4:16
-#ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
-#endif
-                } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                    reshape_heads_f16_k0p1_block_no_memory = true;
-                }
-            }
-            if (reshape_heads_f16_k0p1_block_no_memory) {
                 throw std::bad_alloc();
             }
 #ifdef PTO_CPU_SUBSET

@@ -14,7 +14,6 @@
 #include <vector>
 
 extern "C" void reshape_heads_f32_k0_launch(uint32_t block_dim, void* stream, float* t1, int64_t t1_stride0, int64_t t1_stride1, int64_t t1_stride2, float* h, float* split, float* t2, int64_t t2_stride0, int64_t t2_stride1, float* merged, int64_t B, int64_t S, int64_t H, int64_t D, int64_t E);
-extern "C" void reshape_heads_f32_k0p1_launch(uint32_t block_dim, void* stream, float* t1, int64_t t1_stride0, int64_t t1_stride1, int64_t t1_stride2, float* h, float* split, float* t2, int64_t t2_stride0, int64_t t2_stride1, float* merged, int64_t B, int64_t S, int64_t H, int64_t D, int64_t E);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -195,11 +194,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -220,16 +214,9 @@ extern "C" int reshape_heads_f32(int32_t device, void* stream, float* x, float* 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // reshape_heads.pto:4:16
         float* t2 = h;  // reshape_heads.pto:5:17
         {  // reshape_heads.pto:4:16
-            const int64_t reshape_heads_f32_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1);  // reshape_heads.pto:4:16
+            const int64_t reshape_heads_f32_k0_blocks = max_i64(max_i64(ceil_div(B * S * ((H + 7) / 8) * ((D + 63) / 64), max_i64((B * S * ((H + 7) / 8) * ((D + 63) / 64) + 47) / 48, 1)), 1), max_i64(ceil_div(B * ((S + 7) / 8) * ((E + 63) / 64), max_i64((B * ((S + 7) / 8) * ((E + 63) / 64) + 47) / 48, 1)), 1));  // reshape_heads.pto:4:16
             reshape_heads_f32_k0_launch(reshape_heads_f32_k0_blocks, ptodsl_stream, t1, E * S, E, D, h, split, t2, D * H * S, D * H, merged, B, S, H, D, E);  // reshape_heads.pto:4:16
             if (!launched("the launch of reshape_heads_f32_k0")) {  // reshape_heads.pto:4:16
-                return -1;  // reshape_heads.pto:4:16
-            }
-        }
-        {  // reshape_heads.pto:4:16
-            const int64_t reshape_heads_f32_k0p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((S + 7) / 8, ceil_div((S + 7) / 8, max_i64(min_i64(48 / max_i64(B, 1), (S + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 7) / 8, ceil_div((S + 7) / 8, max_i64(min_i64(48 / max_i64(B, 1), (S + 7) / 8), 1))), 1);  // reshape_heads.pto:4:16
-            reshape_heads_f32_k0p1_launch(reshape_heads_f32_k0p1_blocks, ptodsl_stream, t1, E * S, E, D, h, split, t2, D * H * S, D * H, merged, B, S, H, D, E);  // reshape_heads.pto:4:16
-            if (!launched("the launch of reshape_heads_f32_k0p1")) {  // reshape_heads.pto:4:16
                 return -1;  // reshape_heads.pto:4:16
             }
         }
