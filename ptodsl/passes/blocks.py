@@ -360,11 +360,26 @@ def independent_nests(kernel: Func, roots: dict[str, str] | None) -> list[Op] | 
     return loops
 
 
-def _touched(loop: Op, origins: dict[str, Origin]) -> tuple[set[str], set[str]] | None:
-    """The GM roots ``loop`` reads and writes; None when some op's access is not known."""
+def _aliased(kernel: Func, roots: dict[str, str] | None) -> bool:
+    """Whether ``kernel`` writes a tensor of the call through one parameter and touches it through
+    another (``roots``: ``control_roots``), or that is not known: the parallel proof, which sees
+    parameters as tensors of their own, would miss one iteration reading what another writes."""
+    origins = origins_of(kernel)
+    if roots is None or origins is None:
+        return True
+    found = _touched(kernel, origins)
+    if found is None or not all(r in roots for r in found[0] | found[1]):
+        return True
+    reads, writes = found
+    return any(roots[w] == roots[p] for w in writes for p in reads | writes if p != w)
+
+
+def _touched(where: Op | Func, origins: dict[str, Origin]) -> tuple[set[str], set[str]] | None:
+    """The GM roots (the kernel's parameters) ``where`` reads and writes; None when some op's
+    access is not known."""
     reads: set[str] = set()
     writes: set[str] = set()
-    for op in loop.walk():
+    for op in where.walk():
         read, written = indexed_gm(op)
         if read or written:
             reads |= {origins[v.name].root for v in read}
@@ -514,7 +529,8 @@ def run(module: Module, ctx: PassContext) -> Module:
             loops = blockable(kernel)
             nests = independent_nests(kernel, control_roots(control, op, kernel)) \
                 if loops is None and id(op) in outer else None
-            if counts[kernel.name] != 1 or "block_dim" in op.attrs or (loops is None and nests is None):
+            if counts[kernel.name] != 1 or "block_dim" in op.attrs or (loops is None and nests is None) \
+                    or _aliased(kernel, control_roots(control, op, kernel)):
                 continue
             if nests is not None:  # each proved independent with the call's workspaces shared
                 _share_nests(kernel, nests, op, ctx.target.chip.cores(kernel.kind))

@@ -309,3 +309,36 @@ def test_batched_blocks_each_see_their_own_block_index(monkeypatch):
         (batched, _), (plain, _) = both_ways(op, case, monkeypatch)
         assert batched.ok, batched.report
         assert_same(batched, plain)
+
+
+TWO_NESTS_PTO = """kernel two(x: f32[B, M, N], w: f32[M, 1], z: f32[M, N], y: out f32[B, M, N], c: out f32[M, N]):
+    y[:] = x - w
+    c.move(z)
+"""
+TWO_NESTS_YAML = "op: two\ndoc: Two independent nests in one launch.\nschedule:\n  vec_tile: [1, 1, 128]\n"
+
+
+def test_a_lone_iteration_of_a_batch_sees_its_own_block_index(write_spec, monkeypatch):
+    """Two independent nests share one launch's blocks (passes/blocks.py): with B = 2 the first
+    nest's two iterations belong to blocks 0 and 1, so the batch before the last iteration holds
+    one iteration, which runs alone on the last iteration's machine. It ran with that block's
+    index (its share's bounds: nothing written, NaN in poison mode); it now sees its own. Found by
+    `ptodsl fuzz --seed 7370110`."""
+    from ptodsl.api import run_kernel
+
+    op = ptodsl.load(write_spec("two", TWO_NESTS_PTO, TWO_NESTS_YAML))
+    (launch,) = _launches(op)
+    assert "block_dim" in launch.attrs
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 1, 4)).astype(np.float32)
+    w = rng.standard_normal((1, 1)).astype(np.float32)
+    z = rng.standard_normal((1, 4)).astype(np.float32)
+    for enabled in (True, False):
+        monkeypatch.setattr(batch, "ENABLED", enabled)
+        before = batch.STATS.batched
+        y, c = np.zeros_like(x), np.zeros_like(z)
+        run_kernel(op.compiled, 0, {"x": x, "w": w, "z": z, "y": y, "c": c}, {}, {"B": 2, "M": 1, "N": 4}, "sim",
+                   poison=True)
+        np.testing.assert_array_equal(y, x - w)
+        np.testing.assert_array_equal(c, z)
+        assert (batch.STATS.batched > before) == enabled

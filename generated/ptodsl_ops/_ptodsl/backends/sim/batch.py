@@ -237,8 +237,9 @@ def _iterations(m, loop: Op, values: np.ndarray, env: dict, tensors: dict, lone,
     runs: Runs = []
     for start in range(0, len(values) - 1, chunk):
         part = values[start:min(start + chunk, len(values) - 1)]
-        if len(part) == 1:
-            runs.append((_alone(m, loop, int(part[0]), lone), 1))
+        if len(part) == 1:  # on the last iteration's machine, with this iteration's own symbols
+            mine = {k: v[start].item() for k, v in (own or {}).items()}
+            runs.append((_alone(m, loop, int(part[0]), lone, mine), 1))
             continue
         record = Recorder() if m.timeline is not None else None
         stop = start + len(part)
@@ -249,12 +250,15 @@ def _iterations(m, loop: Op, values: np.ndarray, env: dict, tensors: dict, lone,
     return runs
 
 
-def _alone(m, loop: Op, value: int, lone) -> list[tuple]:
-    """One iteration of ``loop`` run element-wise on ``lone``; the cost model's calls it made."""
+def _alone(m, loop: Op, value: int, lone, mine: Mapping[str, object] | None = None) -> list[tuple]:
+    """One iteration of ``loop`` run element-wise on ``lone``, seeing ``mine`` (its own block's
+    index, where it is not the block of ``lone``); the cost model's calls it made."""
     from . import _block
 
     record = Recorder() if m.timeline is not None else None
     timeline, lone.timeline = lone.timeline, record
+    saved = {k: lone.env[k] for k in (mine or {}) if k in lone.env}
+    lone.env.update(mine or {})
     lone.env[loop.attrs["index"]] = value
     try:
         _block(lone, loop.regions[0])
@@ -262,6 +266,11 @@ def _alone(m, loop: Op, value: int, lone) -> list[tuple]:
         raise Unbatchable(str(exc)) from None
     finally:
         lone.timeline = timeline
+        for k in mine or {}:
+            if k in saved:
+                lone.env[k] = saved[k]
+            else:
+                lone.env.pop(k, None)
     return record.events if record else []
 
 
