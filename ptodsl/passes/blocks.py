@@ -316,11 +316,10 @@ def split_nests(kernel: Func, taken: set[str]) -> list[Func] | None:
     return parts if all(blockable(p) is not None for p in parts) else None
 
 
-def control_roots(control: Func, launch: Op, kernel: Func) -> dict[str, str] | None:
-    """The control program's tensor each of ``kernel``'s tensor parameters is a view of, as
-    ``launch`` passes them (two parameters may be views of one tensor: a reduction's workspace and
-    its reshape); None when some launched value cannot be placed."""
-    origins = origins_of(control)
+def control_roots(origins: dict[str, Origin] | None, launch: Op, kernel: Func) -> dict[str, str] | None:
+    """The control program's tensor (``origins``: its ``origins_of``) each of ``kernel``'s tensor
+    parameters is a view of, as ``launch`` passes them (two parameters may be views of one tensor:
+    a reduction's workspace and its reshape); None when some launched value cannot be placed."""
     if origins is None:
         return None
     params = [p for p in kernel.params if p.is_tensor]
@@ -337,9 +336,7 @@ def independent_nests(kernel: Func, roots: dict[str, str] | None) -> list[Op] | 
     tensor behind each parameter, ``control_roots``), so no loop waits for another's results and
     each block runs its share of each in turn. Else None."""
     nests = _nests(kernel)
-    if roots is None:
-        return None
-    if nests is None or block_params(kernel) or any(op.name in ("guard", "print") for op in kernel.walk()):
+    if roots is None or nests is None or block_params(kernel) or any(op.name in ("guard", "print") for op in kernel.walk()):
         return None
     origins = origins_of(kernel)
     if origins is None:
@@ -462,10 +459,11 @@ def _fission(module: Module) -> None:
         counts: dict[str, int] = {}
         for op in launches(control):
             counts[op.attrs["kernel"]] = counts.get(op.attrs["kernel"], 0) + 1
+        origins = origins_of(control)
         for op in _outer_launches(control.body):
             kernel = funcs.get(op.attrs["kernel"])
             if kernel is None or counts[kernel.name] != 1 or "block_dim" in op.attrs or \
-                    independent_nests(kernel, control_roots(control, op, kernel)) is not None:
+                    independent_nests(kernel, control_roots(origins, op, kernel)) is not None:
                 continue
             parts = _distributed(split_nests(kernel, taken) or [kernel], taken)
             if parts == [kernel]:
@@ -524,13 +522,14 @@ def run(module: Module, ctx: PassContext) -> Module:
             counts[op.attrs["kernel"]] = counts.get(op.attrs["kernel"], 0) + 1
         workspaces = _workspaces(control)
         outer = {id(op) for op in _outer_launches(control.body)}
+        origins = origins_of(control)
         for op in launches(control):
             kernel = funcs[op.attrs["kernel"]]
             loops = blockable(kernel)
-            nests = independent_nests(kernel, control_roots(control, op, kernel)) \
-                if loops is None and id(op) in outer else None
+            roots = control_roots(origins, op, kernel)
+            nests = independent_nests(kernel, roots) if loops is None and id(op) in outer else None
             if counts[kernel.name] != 1 or "block_dim" in op.attrs or (loops is None and nests is None) \
-                    or _aliased(kernel, control_roots(control, op, kernel)):
+                    or _aliased(kernel, roots):
                 continue
             if nests is not None:  # each proved independent with the call's workspaces shared
                 _share_nests(kernel, nests, op, ctx.target.chip.cores(kernel.kind))
