@@ -239,11 +239,7 @@ def _block_params(kernel: Func) -> tuple[str, str]:
 def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
     """Run ``kernel`` (whose body is ``loops``) as blocks, in place: each loop takes the block's
     share and ``launch`` gets the block count."""
-    index = _fresh(kernel, "block_index")
-    kernel.params.append(Param(index, None, "i64"))
-    count = _fresh(kernel, "block_count")
-    kernel.params.append(Param(count, None, "i64"))
-    kernel.attrs["block_index"], kernel.attrs["block_count"] = index, count
+    index, count = _block_params(kernel)
     dims = {d.name for p in kernel.params if p.is_tensor for d in p.type.shape if isinstance(d, sym.Sym)}
     ranges = {d: (0, None) for d in dims}
     total: sym.Expr = 0
@@ -261,8 +257,7 @@ def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
         a["lo"] = sym.add(lo, sym.mul(first, step))
         a["hi"] = sym.add(a["lo"], sym.mul(sym.min_(chunk, sym.sub(trips, first)), step))
         a["parallel"] = 1  # a grid loop too: its iterations were proved independent (_grid)
-    env = {p.name: e for p, e in zip([p for p in kernel.params if not p.is_tensor and p.name not in (index, count)],
-                                      launch.attrs["scalars"])}
+    env = _launch_env(kernel, launch, index, count)
     outer = sym.substitute(total, env)
     # the fewest blocks of at most cdiv(trips, cores) iterations: every block has work, all but
     # the last as much as the first (a block count of min(trips, cores) could leave blocks idle)
@@ -286,6 +281,15 @@ def _nests(kernel: Func) -> tuple[Op | None, list[Op]] | None:
     return wrap, body
 
 
+def _loose_nests(kernel: Func) -> tuple[Op | None, list[Op]] | None:
+    """``_nests`` of a kernel not yet run as blocks whose loops may part: none prints or guards (a
+    guard's failure must stop the loops after it)."""
+    nests = _nests(kernel)
+    if nests is None or block_params(kernel) or any(op.name in ("guard", "print") for op in kernel.walk()):
+        return None
+    return nests
+
+
 def _part(kernel: Func, keep: int, name: str) -> Func:
     """A copy of ``kernel`` named ``name`` that runs only its ``keep``-th top-level loop (inside the
     same one-trip loop), with values of its own."""
@@ -302,8 +306,8 @@ def split_nests(kernel: Func, taken: set[str]) -> list[Func] | None:
     blocks on its own, as one kernel per loop (launched in turn, so the stream orders what one loop
     writes before the next reads it: the loops already hand data over through GM); else None.
     Parts that print or guard stay together: a guard's failure must stop the loops after it."""
-    nests = _nests(kernel)
-    if nests is None or block_params(kernel) or any(op.name in ("guard", "print") for op in kernel.walk()):
+    nests = _loose_nests(kernel)
+    if nests is None:
         return None
     if blockable(kernel) is not None:
         return None  # the parts of an unrolled loop already run as blocks of one kernel
@@ -335,8 +339,8 @@ def independent_nests(kernel: Func, roots: dict[str, str] | None) -> list[Op] | 
     independent, and none touching a tensor another one writes (``roots``: the control program's
     tensor behind each parameter, ``control_roots``), so no loop waits for another's results and
     each block runs its share of each in turn. Else None."""
-    nests = _nests(kernel)
-    if roots is None or nests is None or block_params(kernel) or any(op.name in ("guard", "print") for op in kernel.walk()):
+    nests = _loose_nests(kernel)
+    if roots is None or nests is None:
         return None
     origins = origins_of(kernel)
     if origins is None:
