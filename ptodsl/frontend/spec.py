@@ -420,10 +420,22 @@ def load_spec(path: str, diags: Diagnostics | None = None, sources: Mapping[str,
     diags = diags if diags is not None else Diagnostics()
     sources = sources or {}
     before = len(diags.errors)
+    algorithm = None
+    if path.endswith(".pto") and path not in sources:
+        # `ptodsl ir NAME.pto` is what a user types first: take the spec beside it
+        algorithm, path = path, path[:-len(".pto")] + ".yaml"
+        if not os.path.isfile(path) and path not in sources:
+            diags.error(E_READ, f"`{algorithm}` is an algorithm file, and no spec `{path}` sits beside it", None,
+                        help="pass the spec (NAME.yaml) whose `source:` names this file")
+            raise CompileError(diags.items)
     text = sources[path] if path in sources else _read(path, diags)
     spec = parse_spec(text, path, diags) if text is not None else None
     if spec is not None:
         check_spec_files(spec, diags)
+    if spec is not None and algorithm is not None and os.path.normpath(spec.source) != os.path.normpath(algorithm):
+        diags.error(E_READ, f"`{algorithm}` is an algorithm file, and the spec beside it, `{path}`, compiles "
+                            f"`{spec.source}` instead", None,
+                    help="pass the spec (NAME.yaml) whose `source:` names this file")
     if (spec is not None and not diags.errors[before:] and not os.path.isfile(spec.source)
             and spec.source not in sources):
         if spec.source_given:

@@ -47,6 +47,18 @@ def test_check_missing_path(capsys):
     assert "error[E0203]" in err and "help:" in err
 
 
+def test_an_algorithm_file_is_taken_through_the_spec_beside_it(capsys, tmp_path):
+    code, out, _ = run(capsys, "ir", "specs/softmax.pto", "--stage", "tensor", "--variant", "T=f16")
+    assert code == 0 and out.startswith("module @softmax level tensor")
+    (tmp_path / "lone.pto").write_text("kernel lone(x: f32[N], y: out f32[N]):\n    y[:] = x\n")
+    code, _, err = run(capsys, "check", str(tmp_path / "lone.pto"))
+    assert code == 1 and "error[E0203]" in err and "no spec" in err and "help:" in err
+    (tmp_path / "lone.yaml").write_text("op: lone\nsource: other.pto\n")
+    (tmp_path / "other.pto").write_text("kernel lone(x: f32[N], y: out f32[N]):\n    y[:] = x\n")
+    code, _, err = run(capsys, "check", str(tmp_path / "lone.pto"))
+    assert code == 1 and "error[E0203]" in err and "compiles" in err
+
+
 def test_test_command_runs_cases(capsys):
     code, out, _ = run(capsys, "test", "specs", "-k", "add_one")
     assert code == 0
