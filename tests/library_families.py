@@ -18,7 +18,7 @@ EVERYDAY: dict[str, str] = {
     "rmsnorm": "T=f16",  # a norm: reduction, broadcast back, scale
     "softmax_bwd": "T=f16",  # a backward op of several inputs
     "matmul": "T=f16",  # the cube: L1/L0 tiles, block grids
-    "matmul_bias_relu": "T=bf16",  # cube then vector kernels with a workspace between them
+    "matmul_bias_relu": "T=bf16",  # a cube epilogue: the bias table and the fixpipe's relu
     "matmul_i8": "",  # int8 matmul with an i32 accumulator
     "flash_attn": "T=f16",  # attention: cube and vector in a loop, online softmax
     "gather_rows": "T=bf16,I=i64",  # rows gathered by an index tensor read at run time

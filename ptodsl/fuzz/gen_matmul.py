@@ -26,7 +26,11 @@ MATMUL_FEATURES = frozenset({
     "mm_i8",  # int8 x int8 -> int32
     "mm_split",  # cube_tile.split_k: partial products summed by a vector kernel
     "mm_steps",  # the product inside a loop whose steps carry an f32 state (attention's KV loop shape)
+    "mm_epilogue",  # relu(matmul(...) + v) and its parts: the bias table and the fixpipe's relu
 })
+# what a matmul block wraps its product in: (prefix, suffix), the suffix's `{v}` a row of the
+# accumulator's dtype; the folds of passes/epilogue.py and forms next to them that must not fold
+EPILOGUES = (("relu(", ")"), ("", " + {v}"), ("relu(", " + {v})"), ("relu(", ") + {v}"), ("{v} + ", ""))
 
 # (a's batch dims, b's batch dims): each pair broadcasts, as torch.matmul's do
 BATCHES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
@@ -101,8 +105,24 @@ def matmul_block(gen: Gen, k: int, rng: random.Random) -> Block:
     steps_rng = random.Random(f"mm_steps:{gen.seed}:{k}")
     if gen.has("mm_steps") and not (batch or int8 or computed or ta) and steps_rng.random() < 0.4:
         return _steps_block(gen, k, steps_rng, y, f"matmul({a_ex.render()}, {b}{tail})", nn, out, names)
-    line: Any = [f"{y}[:] = matmul(", a_ex, f", {b}{tail})"] if computed else f"{y}[:] = matmul({a_ex.render()}, {b}{tail})"
+    pre, post = _epilogue(gen, k, out == acc and not any(f.startswith("bias=") for f in flags), acc, nn, names)
+    line: Any = ([f"{y}[:] = {pre}matmul(", a_ex, f", {b}{tail}){post}"] if computed
+                 else f"{y}[:] = {pre}matmul({a_ex.render()}, {b}{tail}){post}")
     return Block("matmul", [(0, line)], [y, *names])
+
+
+def _epilogue(gen: Gen, k: int, row_ok: bool, acc: str, nn: str, names: list[str]) -> tuple[str, str]:
+    """What the product is wrapped in (a stream of its own, so other seeds keep their programs); an
+    added row needs the product in the accumulator's dtype and no bias of its own."""
+    rng = random.Random(f"mm_epilogue:{gen.seed}:{k}")
+    if not gen.has("mm_epilogue") or rng.random() >= 0.4:
+        return "", ""
+    pre, post = rng.choice([e for e in EPILOGUES if row_ok or "{v}" not in e[0] + e[1]])
+    if "{v}" in pre + post:
+        v = gen.param(f"u{k}", f"{acc}[{nn}]", "in", acc, (nn,))
+        names.append(v)
+        pre, post = pre.format(v=v), post.format(v=v)
+    return pre, post
 
 
 def _steps_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn: str, out: str,

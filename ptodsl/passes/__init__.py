@@ -5,6 +5,7 @@ the one list the driver, ``ptodsl ir --after`` and the stage dumps read."""
 from . import (
     blocks,
     dbuf,
+    epilogue,
     fuse,
     fusedops,
     loops,
@@ -21,7 +22,7 @@ from . import (
 from .context import Pass, check_pipeline
 
 # After tensorize (typed AST -> Tensor IR), in order.
-PIPELINE: list[Pass] = [loops.PASS, splitred.PASS, paths.PASS, unroll.PASS, tile.PASS, fuse.PASS, fusedops.PASS,
+PIPELINE: list[Pass] = [loops.PASS, splitred.PASS, paths.PASS, unroll.PASS, epilogue.PASS, tile.PASS, fuse.PASS, fusedops.PASS,
                         parallel.PASS, rowgrid.PASS, partition.PASS, blocks.PASS, dbuf.PASS, memplan.PASS,
                         sync.PASS]
 check_pipeline(PIPELINE)

@@ -18,7 +18,9 @@ sums the slices in order and converts the sum to the output dtype. The partials 
 slices and read nothing the others write, so the blocks pass shares them out over the cube
 cores (their slices lie whole output tiles apart, so the parallel proof sees each partial's own
 band). A bias is added by the vector grid, to the first partial before the others: the partials
-are then alike and run as one loop, one launch, rather than the first one before the rest.
+are then alike and run as one loop, one launch, rather than the first one before the rest. A relu
+folded into the matmul (``relu = true``, passes/epilogue.py) is the fixpipe's as the accumulator
+leaves L0C (TSTORE with ``ReluPreMode::NormalRelu``), or the vector grid's, on the sum.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class _Product:
     mn_valid: tuple[sym.Expr, sym.Expr]  # valid extents of the product's rows and columns
     vk: sym.Expr
     tiles: tuple[int, int, int]  # L0 extents of m, k, n
+    relu: bool  # relu of the product (passes/epilogue.py): the fixpipe's, or the split-K sum's
 
     @property
     def nk(self) -> sym.Expr:
@@ -67,12 +70,12 @@ class CubeTiling:
         split = self.schedule.split_k
         nk = p.nk
         if split <= 1 or (sym.is_const(nk) and nk <= 1):
-            self.partial(p, 0, nk, dest, p.bias is not None)
+            self.partial(p, 0, nk, dest, p.bias is not None, p.relu)
             return
         per = sym.ceildiv(nk, split)
         parts = sym.ceildiv(nk, per)
         if sym.is_const(parts) and parts <= 1:
-            self.partial(p, 0, nk, dest, p.bias is not None)
+            self.partial(p, 0, nk, dest, p.bias is not None, p.relu)
             return
         rt: TensorType = op.result.type
         # the partials' slices lie ``d0`` rows apart: for a 2-D product the rows rounded up to whole
@@ -88,7 +91,7 @@ class CubeTiling:
                                          "kind": "split"}, span=op.span)])
         at = sym.Sym(idx)
         self.partial(p, sym.mul(at, per), sym.min_(sym.mul(sym.add(at, 1), per), nk),
-                     (ws, (sym.mul(at, d0), *zeros[1:])), False)
+                     (ws, (sym.mul(at, d0), *zeros[1:])), False, False)
         self.close(1)
         self.sum_partials(p, ws, parts, d0, dest)
 
@@ -121,7 +124,7 @@ class CubeTiling:
         (_, n), (_, vn) = _matrix(bt, tb)
         tiles = self.cube_tile(m, k, n, in_dt)
         return _Product(op, a, b, bias, ta, tb, in_dt, acc_dt, out_dt, tuple(rt.shape[:-2]),
-                        tuple(rt.valid_shape[:-2]), (vm, vn), vk, tiles)
+                        tuple(rt.valid_shape[:-2]), (vm, vn), vk, tiles, bool(op.attrs.get("relu", False)))
 
     def no_cube(self, op: Op, what: str, why: str, field: str, fix: str | None = None) -> None:
         target = self.ctx.target
@@ -147,9 +150,10 @@ class CubeTiling:
 
     # ------------------------------------------------------------ one (partial) product
 
-    def partial(self, p: _Product, k_lo: sym.Expr, k_hi: sym.Expr, dest, with_bias: bool) -> None:
-        """The product over the k tiles [k_lo, k_hi) (at least one), stored to ``dest``: grid loops
-        over the batch and the output tiles, the first k tile peeled."""
+    def partial(self, p: _Product, k_lo: sym.Expr, k_hi: sym.Expr, dest, with_bias: bool, relu: bool) -> None:
+        """The product over the k tiles [k_lo, k_hi) (at least one), stored to ``dest`` (through the
+        fixpipe's relu with ``relu``): grid loops over the batch and the output tiles, the first k
+        tile peeled."""
         span = p.op.span
         boffs, bdepth = self.batch_grid(p, span)
         tm, tk, tn = p.tiles
@@ -181,7 +185,7 @@ class CubeTiling:
                                              "kind": "grid"}, span=span)])
             step(sym.Sym(kidx), False)
             self.close(1)
-        self.store(dest, acc, (*boffs, *offs), span)
+        self.store(dest, acc, (*boffs, *offs), span, {"relu": True} if relu else None)
         self.close(depth)
         self.close(bdepth)
 
@@ -266,6 +270,8 @@ class CubeTiling:
         self.emit(Op("tile.load", [part, ws], {"offsets": at}, span=span))
         self.emit(Op("tile.add", [total, total, part], {}, span=span))
         self.close(1)
+        if p.relu:
+            self.emit(Op("tile.relu", [total, total], {}, span=span))
         out = total
         if p.out_dt != p.acc_dt:
             out = Value(self.fresh("t"), TileType("ub", p.out_dt, tuple(tshape), tuple(tvalid)))

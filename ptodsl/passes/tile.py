@@ -383,10 +383,10 @@ class _Tiler(CubeTiling):
         self.compute(name, out, tiles, attrs, span)
         return out
 
-    def store(self, dest, tile: Value, offs, span) -> None:
+    def store(self, dest, tile: Value, offs, span, attrs: dict | None = None) -> None:
         gm, base = dest
         at = tuple(sym.add(b, o) for b, o in zip(base, offs)) if len(base) == len(offs) else self.align(base, offs)
-        self.emit(Op("tile.store", [gm, tile], {"offsets": at}, span=span))
+        self.emit(Op("tile.store", [gm, tile], {"offsets": at, **(attrs or {})}, span=span))
 
     @staticmethod
     def align(base, offs):

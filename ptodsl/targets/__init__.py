@@ -149,6 +149,7 @@ class Target:
     bias_bytes: int  # the bias table (BT) a TMATMUL_BIAS reads its bias row from
     bias_row_bytes: int  # a bias row (L1 and BT tile) is a whole number of these
     bias_moves: tuple[tuple[str, str], ...]  # (bias table, L1) dtypes TMOV converts into the bias table
+    relu_stores: tuple[str, ...]  # accumulator dtypes TSTORE applies the fixpipe's relu to, out of L0C
     max_mkn: int
     cube_fractal_rows: int
     cube_c0_bytes: int
@@ -245,6 +246,8 @@ _TARGET_FIELDS = {
     "bias_row_bytes": _bytes("a bias row in L1 and in the bias table is a whole number of these bytes"),
     "bias_moves": ListOf(item=ListOf(item=dtype_name(), min_len=2, max_len=2), min_len=1,
                          desc="(bias table, L1) dtype pairs TMOV moves into the bias table, converting"),
+    "relu_stores": ListOf(item=dtype_name(), desc="accumulator dtypes TSTORE applies the fixpipe's relu to "
+                          "on the way out of L0C (ReluPreMode::NormalRelu)"),
     "max_mkn": Int(min=1, desc="largest m, k, n of one matmul instruction"),
     "cube_fractal_rows": Int(min=1, desc="rows of a cube fractal"),
     "cube_c0_bytes": Int(min=1, desc="bytes of a cube fractal row"),
@@ -353,11 +356,13 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
         return None
     return Target(
         name=name,
-        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "cube_stores", "bias_moves", "default_vec_tile",
+        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "cube_stores", "bias_moves", "relu_stores",
+                                                       "default_vec_tile",
                                                        "vector_instructions", "timing", "stack", "chip")},
         cube_dtypes=tuple(tuple(t) for t in data["cube_dtypes"]),
         cube_stores=tuple(tuple(t) for t in data["cube_stores"]),
         bias_moves=tuple(tuple(t) for t in data["bias_moves"]),
+        relu_stores=tuple(data["relu_stores"]),
         default_vec_tile=tuple(data["default_vec_tile"]),
         vector_instructions=rules,
         timing=_timing(data["timing"]),

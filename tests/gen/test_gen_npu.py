@@ -303,20 +303,22 @@ extern "C" aclError aclrtGetLastError(aclrtLastErrLevel level);
 
 
 def test_cube_kernels_are_built_for_the_cube_core(pkg: ModuleType, tmp_path: Path, ready: Path):
-    op = _copy_op(pkg, tmp_path, "matmul_bias_relu")
-    a, b, bias = np.ones((64, 32), np.float32), np.ones((32, 48), np.float32), np.ones((48,), np.float32)
-    npu_error(lambda: op((a, b, bias), {}, {}, backend="npu"))
+    op = _copy_op(pkg, tmp_path, "matmul_bwd")
+    a, b, dc = np.ones((64, 32), np.float32), np.ones((32, 48), np.float32), np.ones((64, 48), np.float32)
+    npu_error(lambda: op((a, b, dc), {}, {}, backend="npu"))
     calls = builds(ready)
     archs = {c.split()[-3].rsplit("/", 1)[1]: c.split("--cce-aicore-arch=")[1].split()[0]
              for c in calls if c.startswith("-c -xcce ")}
-    assert archs == {"matmul_bias_relu_f32_k0.cpp": "dav-c220-cube", "matmul_bias_relu_f32_k1.cpp": "dav-c220-vec"}
+    cube, vector = ["matmul_bwd_f32_k1", "matmul_bwd_f32_k3"], ["matmul_bwd_f32_k0", "matmul_bwd_f32_k2",
+                                                                 "matmul_bwd_f32_k4"]
+    assert archs == {**{f"{k}.cpp": "dav-c220-cube" for k in cube}, **{f"{k}.cpp": "dav-c220-vec" for k in vector}}
     # cube and vector kernels go to separate libraries, both linked into the host library
-    libraries = {c.rsplit("/", 1)[1]: [a.rsplit("/", 1)[1] for a in c.split() if a.endswith(".o")]
+    libraries = {c.rsplit("/", 1)[1]: sorted(a.rsplit("/", 1)[1] for a in c.split() if a.endswith(".o"))
                  for c in calls if c.startswith("-shared --cce-fatobj-link ")}
-    assert libraries == {"libmatmul_bias_relu_f32_vector.so": ["matmul_bias_relu_f32_k1.o"],
-                         "libmatmul_bias_relu_f32_cube.so": ["matmul_bias_relu_f32_k0.o"]}
+    assert libraries == {"libmatmul_bwd_f32_vector.so": [f"{k}.o" for k in vector],
+                         "libmatmul_bwd_f32_cube.so": [f"{k}.o" for k in cube]}
     link = calls[-1]
-    assert "-l:libmatmul_bias_relu_f32_vector.so -l:libmatmul_bias_relu_f32_cube.so" in link
+    assert "-l:libmatmul_bwd_f32_vector.so -l:libmatmul_bwd_f32_cube.so" in link
     assert [c.split()[:2] for c in calls if "host.cpp" in c] == [["-c", "-xc++"]]
 
 

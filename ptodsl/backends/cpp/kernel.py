@@ -369,7 +369,13 @@ class KernelEmitter:
             self._line(depth, f"TLOAD({tile.var}, {view});", op.span)
         else:
             self._use(STORE, (gm, self.operands[tile.var]), op.span)
-            self._line(depth, f"TSTORE({view}, {tile.var});", op.span)
+            if op.attrs.get("relu"):
+                # the fixpipe's relu on the way out of L0C; the real header's overload that takes it
+                # names the atomic mode first, without a default
+                self._line(depth, f"TSTORE<decltype({tile.var}), decltype({view}), AtomicType::AtomicNone, "
+                                  f"ReluPreMode::NormalRelu>({view}, {tile.var});", op.span)
+            else:
+                self._line(depth, f"TSTORE({view}, {tile.var});", op.span)
 
     def _gm_view(self, tensor: _Tensor, tile: TileInfo, offsets: list[sym.Expr], gm: Value,
                  span: Span | None, depth: int) -> str:

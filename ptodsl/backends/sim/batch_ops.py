@@ -24,7 +24,7 @@ from ...dtypes import numpy_dtype
 from ...ir import Op, TileType
 from ...ir.opdefs import FUSED, IR_OPS, launched_params, spread_operand
 from ...ops import OPS
-from . import SIM, Machine, SimError, _f32, _round_to, _slices, _Tile, spread
+from . import SIM, Machine, SimError, _f32, _round_to, _slices, _Tile, spread, stored
 from .batch import BView, Unbatchable, affine, evaluate, outer_tiles, uniform
 from .fused import expand_binary_values
 
@@ -265,9 +265,8 @@ def _store(bm: BMachine, op: Op) -> None:
     region = _placed_region(bm, gm, [bm.evi(o) for o in op.attrs["offsets"]], src.valid, op, "tile store")
     if not isinstance(region, BView) or region.step == 0:
         raise Unbatchable("every iteration stores to the same place")
-    values = src.data[src.region()]
     target = region.stacked(bm.n)
-    target[...] = values if values.dtype == target.dtype else _round_to(values, op.operands[0].type.dtype)
+    target[...] = stored(op, src.data[src.region()], target.dtype)
     _gm_bytes(bm, "store", gm, src)
     _time(bm, op)
 

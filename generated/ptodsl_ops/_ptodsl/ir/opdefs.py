@@ -398,6 +398,17 @@ def matmul_ranks(a: str, b: str, result: str, bias: str) -> Rule:
     return Rule(f"{a}, {b} of rank 2 to 4, {result} of the larger rank, {bias} of rank 1", check)
 
 
+def relu_from_acc(src: str) -> Rule:
+    """Only the fixpipe applies a relu on the way to GM: a store with ``relu`` moves an accumulator."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        if op.attrs.get("relu") and bound[src].type.space != "l0c":
+            return f"{src} is in {bound[src].type.space}"
+        return None
+
+    return Rule(f"a store with relu moves {src} out of l0c", check)
+
+
 def in_space(name: str, *spaces: str) -> Rule:
     def check(op: Op, bound: dict) -> str | None:
         bad = [t.space for _, t in _types(bound, (name,)) if t.space not in spaces]
@@ -475,8 +486,11 @@ def _structural() -> list[IROp]:
               Attr("rows", "int"), Attr("cols", "int"), Attr("buffer", "int"), Attr("buffer_of", "name"))),
         IROp("tile.load", TILE_LEVELS, "load", (Arg("dst", TILE, "dst"), Arg("src", TENSOR)), (), (OFFSETS,),
              (same_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("src")), pipe="MTE2"),
-        IROp("tile.store", TILE_LEVELS, "store", (Arg("dst", TENSOR, "dst"), Arg("src", TILE)), (), (OFFSETS,),
-             (stored_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("dst")), pipe="MTE3",
+        IROp("tile.store", TILE_LEVELS, "store", (Arg("dst", TENSOR, "dst"), Arg("src", TILE)), (),
+             (OFFSETS, Attr("relu", "bool", doc="true: the fixpipe applies relu as an accumulator leaves L0C "
+                            "(passes/epilogue.py)")),
+             (stored_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("dst"), relu_from_acc("src")),
+             pipe="MTE3",
              pipe_by_space=(("l0c", "FIX"),), pipe_space_of=1),
         IROp("tile.fill", TILE_LEVELS, "fill_tile", (Arg("dst", TILE, "dst"),), (), (Attr("scalar", required=True),),
              pipe="V"),
@@ -594,7 +608,9 @@ def _language(name: str) -> list[IROp]:
     if od.kind == "matmul":
         return [IROp(name, ("tensor",), "matmul", (Arg("a", TENSOR), Arg("b", TENSOR), Arg("bias", TENSOR, optional=True)),
                      (TENSOR,), (Attr("trans_a", "bool"), Attr("trans_b", "bool"), Attr("out_dtype", "dtype"),
-                                 Attr("in_dtype", "dtype")),
+                                 Attr("in_dtype", "dtype"),
+                                 Attr("relu", "bool", doc="true: relu of the product, applied by the fixpipe "
+                                      "(passes/epilogue.py)")),
                      (same_dtype("a", "b"), dtype_from("result", "out_dtype"), matmul_ranks("a", "b", "result", "bias"))),
                 IROp(T, TILE_LEVELS, "matmul", (Arg("dst", TILE, "dst"), Arg("a", TILE), Arg("b", TILE)), (), (),
                      (same_dtype("a", "b"), matmul_shapes("dst", "a", "b"), in_space("dst", "l0c"),

@@ -365,10 +365,16 @@ def _store(m: Machine, op: Op) -> None:
     src = m.tiles[op.operands[1].name]
     offs = [m.evi(o) for o in op.attrs["offsets"]]
     sl = _slices(offs, src.valid, gm.shape, op, "tile store")
-    # an f32 accumulator leaving L0C for f16 / bf16 data is rounded once, to nearest even
-    values = src.data[src.region()]
-    gm[sl] = values if values.dtype == gm.dtype else _round_to(values, op.operands[0].type.dtype)
+    gm[sl] = stored(op, src.data[src.region()], gm.dtype)
     m.count("store", gm, int(np.prod(src.valid)) * gm.dtype.itemsize)
+
+
+def stored(op: Op, values: np.ndarray, gm_dtype: np.dtype) -> np.ndarray:
+    """What a tile store writes: through the fixpipe's relu when it has one, and an f32
+    accumulator leaving L0C for f16 / bf16 data rounded once, to nearest even."""
+    if op.attrs.get("relu"):
+        values = OPS["relu"].sim(values)
+    return values if values.dtype == gm_dtype else _round_to(values, op.operands[0].type.dtype)
 
 
 def _tiles(m: Machine, op: Op) -> tuple[_Tile, list[_Tile]]:

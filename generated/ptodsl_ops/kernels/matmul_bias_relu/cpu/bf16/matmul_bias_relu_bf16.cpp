@@ -11,8 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void matmul_bias_relu_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* t2, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void matmul_bias_relu_bf16_k0(__gm__ float* bias, __gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* c, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -44,11 +43,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -69,59 +63,30 @@ extern "C" int matmul_bias_relu_bf16(bfloat16_t* a, bfloat16_t* b, float* bias, 
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // matmul_bias_relu.pto:4:17
-        std::vector<unsigned char> t2_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bias_relu.pto:4:17
-        float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bias_relu.pto:4:17
-        {  // matmul_bias_relu.pto:4:17
-            const int64_t matmul_bias_relu_bf16_k0_blocks = max_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), max_i64(((N + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bias_relu.pto:4:17
-            bool matmul_bias_relu_bf16_k0_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t matmul_bias_relu_bf16_k0_block = 0; matmul_bias_relu_bf16_k0_block < matmul_bias_relu_bf16_k0_blocks; ++matmul_bias_relu_bf16_k0_block) {  // matmul_bias_relu.pto:4:17
-                try {
-                    start_launch(poison);  // matmul_bias_relu.pto:4:17
-                    matmul_bias_relu_bf16_k0(b, a, t2, N, K, M, matmul_bias_relu_bf16_k0_block, matmul_bias_relu_bf16_k0_blocks);  // matmul_bias_relu.pto:4:17
+    {  // matmul_bias_relu.pto:5:17
+        const int64_t matmul_bias_relu_bf16_k0_blocks = max_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), max_i64(((N + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bias_relu.pto:5:17
+        bool matmul_bias_relu_bf16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t matmul_bias_relu_bf16_k0_block = 0; matmul_bias_relu_bf16_k0_block < matmul_bias_relu_bf16_k0_blocks; ++matmul_bias_relu_bf16_k0_block) {  // matmul_bias_relu.pto:5:17
+            try {
+                start_launch(poison);  // matmul_bias_relu.pto:5:17
+                matmul_bias_relu_bf16_k0(bias, b, a, c, N, K, M, matmul_bias_relu_bf16_k0_block, matmul_bias_relu_bf16_k0_blocks);  // matmul_bias_relu.pto:5:17
 #ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
+            } catch (const pto::cpu::Failure&) {
 #endif
-                } catch (const std::bad_alloc&) {
+            } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    matmul_bias_relu_bf16_k0_block_no_memory = true;
-                }
+                matmul_bias_relu_bf16_k0_block_no_memory = true;
             }
-            if (matmul_bias_relu_bf16_k0_block_no_memory) {
-                throw std::bad_alloc();
-            }
-#ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
-            }
-#endif
         }
-        {  // matmul_bias_relu.pto:4:17
-            const int64_t matmul_bias_relu_bf16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1);  // matmul_bias_relu.pto:4:17
-            bool matmul_bias_relu_bf16_k1_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t matmul_bias_relu_bf16_k1_block = 0; matmul_bias_relu_bf16_k1_block < matmul_bias_relu_bf16_k1_blocks; ++matmul_bias_relu_bf16_k1_block) {  // matmul_bias_relu.pto:4:17
-                try {
-                    start_launch(poison);  // matmul_bias_relu.pto:4:17
-                    matmul_bias_relu_bf16_k1(bias, t2, c, N, M, matmul_bias_relu_bf16_k1_block, matmul_bias_relu_bf16_k1_blocks);  // matmul_bias_relu.pto:4:17
-#ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
-#endif
-                } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                    matmul_bias_relu_bf16_k1_block_no_memory = true;
-                }
-            }
-            if (matmul_bias_relu_bf16_k1_block_no_memory) {
-                throw std::bad_alloc();
-            }
-#ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
-            }
-#endif
+        if (matmul_bias_relu_bf16_k0_block_no_memory) {
+            throw std::bad_alloc();
         }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -26,163 +26,177 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void matmul_bias_relu_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* t2, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void matmul_bias_relu_bf16_k0(__gm__ float* bias, __gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* c, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void matmul_bias_relu_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* t2, int64_t N, int64_t K, int64_t M)
+extern "C" __global__ AICORE void matmul_bias_relu_bf16_k0(__gm__ float* bias, __gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* c, int64_t N, int64_t K, int64_t M)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT6 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT2Tile = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
-    using TileT3 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT4 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9B0 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11B0 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9B1 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11B1 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Mat, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Bias, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT8 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT2 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT6 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B0 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B0 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B1 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B1 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1 = floor_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), max_i64((M + 255) / 256, 1)); _g1 < ceil_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256, 1)); ++_g1) {  // matmul_bias_relu.pto:4:17
-        TileT5 t5(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-        TASSIGN(t5, 0);  // matmul_bias_relu.pto:4:17
-        TileT6 t6(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-        TASSIGN(t6, 0);  // matmul_bias_relu.pto:4:17
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-        GmView0 bGm0(b + _g1 * 128, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(N));  // matmul_bias_relu.pto:4:17
-        TLOAD(t5, bGm0);  // matmul_bias_relu.pto:4:17
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-        TMOV(t6, t5);  // matmul_bias_relu.pto:4:17
-        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul_bias_relu.pto:4:17
-            TileT2Tile t2Tile(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t2Tile, 0);  // matmul_bias_relu.pto:4:17
-            TileT3 t3(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t3, 0);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView1 aGm1(a + _g0 * 256 * K, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(K));  // matmul_bias_relu.pto:4:17
-            TLOAD(t3, aGm1);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT4 t4(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t4, 0);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TMOV(t4, t3);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t2Tile, t4, t6);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k7_db = 0; _k7_db < (max_i64((K + 63) / 64 - 1, 0) + 1) / 2; ++_k7_db) {  // matmul_bias_relu.pto:4:17
-                TileT8B0 t8_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 2) * 64, 64));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t8_b0, 0);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-                GmView2 aGm2(a + _g0 * 256 * K + (1 + _k7_db * 2) * 64, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(K));  // matmul_bias_relu.pto:4:17
-                TLOAD(t8_b0, aGm2);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT9B0 t9_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 2) * 64, 64));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t9_b0, 0);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t9_b0, t8_b0);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT10B0 t10_b0(min_i64(K - (1 + _k7_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t10_b0, 32768);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-                GmView3 bGm3(b + (1 + _k7_db * 2) * 64 * N + _g1 * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(N));  // matmul_bias_relu.pto:4:17
-                TLOAD(t10_b0, bGm3);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT11B0 t11_b0(min_i64(K - (1 + _k7_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t11_b0, 16384);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t11_b0, t10_b0);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2Tile, t2Tile, t9_b0, t11_b0);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // matmul_bias_relu.pto:4:17
-                    TileT8B1 t8_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64));  // matmul_bias_relu.pto:4:17
-                    TASSIGN(t8_b1, 49152);  // matmul_bias_relu.pto:4:17
-                    using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-                    GmView4 aGm4(a + _g0 * 256 * K + (_k7_db * 2 + _k7_dr + 2) * 64, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(K));  // matmul_bias_relu.pto:4:17
-                    TLOAD(t8_b1, aGm4);  // matmul_bias_relu.pto:4:17
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT9B1 t9_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64));  // matmul_bias_relu.pto:4:17
-                    TASSIGN(t9_b1, 32768);  // matmul_bias_relu.pto:4:17
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TMOV(t9_b1, t8_b1);  // matmul_bias_relu.pto:4:17
-                    TileT10B1 t10_b1(min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-                    TASSIGN(t10_b1, 81920);  // matmul_bias_relu.pto:4:17
-                    using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-                    GmView5 bGm5(b + (_k7_db * 2 + _k7_dr + 2) * 64 * N + _g1 * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(N));  // matmul_bias_relu.pto:4:17
-                    TLOAD(t10_b1, bGm5);  // matmul_bias_relu.pto:4:17
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT11B1 t11_b1(min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-                    TASSIGN(t11_b1, 32768);  // matmul_bias_relu.pto:4:17
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TMOV(t11_b1, t10_b1);  // matmul_bias_relu.pto:4:17
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2Tile, t2Tile, t9_b1, t11_b1);  // matmul_bias_relu.pto:4:17
-                }
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView6 t2Gm6(t2 + _g0 * 256 * N + _g1 * 128, GmView6::Shape(t2Tile.GetValidRow(), t2Tile.GetValidCol()), GmView6::Stride(N));  // matmul_bias_relu.pto:4:17
-            TSTORE(t2Gm6, t2Tile);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // matmul_bias_relu.pto:5:17
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = floor_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), max_i64((M + 255) / 256, 1)); _g1 < ceil_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256, 1)); ++_g1) {  // matmul_bias_relu.pto:5:17
+            TileT3 t3(min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+            TASSIGN(t3, 0);  // matmul_bias_relu.pto:5:17
+            TileT4 t4(min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+            TASSIGN(t4, 0);  // matmul_bias_relu.pto:5:17
+            TileT7 t7(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+            TASSIGN(t7, 512);  // matmul_bias_relu.pto:5:17
+            TileT8 t8(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+            TASSIGN(t8, 0);  // matmul_bias_relu.pto:5:17
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias_relu.pto:5:17
+            GmView0 biasGm0(bias + _g1 * 128, GmView0::Shape(t3.GetValidCol()));  // matmul_bias_relu.pto:5:17
+            TLOAD(t3, biasGm0);  // matmul_bias_relu.pto:5:17
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TMOV(t4, t3);  // matmul_bias_relu.pto:5:17
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+            GmView1 bGm1(b + _g1 * 128, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(N));  // matmul_bias_relu.pto:5:17
+            TLOAD(t7, bGm1);  // matmul_bias_relu.pto:5:17
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TMOV(t8, t7);  // matmul_bias_relu.pto:5:17
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul_bias_relu.pto:5:17
+                TileT2 t2(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                TASSIGN(t2, 0);  // matmul_bias_relu.pto:5:17
+                TileT5 t5(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:5:17
+                TASSIGN(t5, 0);  // matmul_bias_relu.pto:5:17
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                GmView2 aGm2(a + _g0 * 256 * K, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(K));  // matmul_bias_relu.pto:5:17
+                TLOAD(t5, aGm2);  // matmul_bias_relu.pto:5:17
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT6 t6(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:5:17
+                TASSIGN(t6, 0);  // matmul_bias_relu.pto:5:17
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TMOV(t6, t5);  // matmul_bias_relu.pto:5:17
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_BIAS(t2, t6, t8, t4);  // matmul_bias_relu.pto:5:17
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _k9_db = 0; _k9_db < (max_i64((K + 63) / 64 - 1, 0) + 1) / 2; ++_k9_db) {  // matmul_bias_relu.pto:5:17
+                    TileT10B0 t10_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 64, 64));  // matmul_bias_relu.pto:5:17
+                    TASSIGN(t10_b0, 0);  // matmul_bias_relu.pto:5:17
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                    GmView3 aGm3(a + _g0 * 256 * K + (1 + _k9_db * 2) * 64, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(K));  // matmul_bias_relu.pto:5:17
+                    TLOAD(t10_b0, aGm3);  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT11B0 t11_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 64, 64));  // matmul_bias_relu.pto:5:17
+                    TASSIGN(t11_b0, 0);  // matmul_bias_relu.pto:5:17
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t11_b0, t10_b0);  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT12B0 t12_b0(min_i64(K - (1 + _k9_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                    TASSIGN(t12_b0, 32768);  // matmul_bias_relu.pto:5:17
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                    GmView4 bGm4(b + (1 + _k9_db * 2) * 64 * N + _g1 * 128, GmView4::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView4::Stride(N));  // matmul_bias_relu.pto:5:17
+                    TLOAD(t12_b0, bGm4);  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT13B0 t13_b0(min_i64(K - (1 + _k9_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                    TASSIGN(t13_b0, 16384);  // matmul_bias_relu.pto:5:17
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t13_b0, t12_b0);  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t2, t2, t11_b0, t13_b0);  // matmul_bias_relu.pto:5:17
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // matmul_bias_relu.pto:5:17
+                        TileT10B1 t10_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t10_b1, 49152);  // matmul_bias_relu.pto:5:17
+                        using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                        GmView5 aGm5(a + _g0 * 256 * K + (_k9_db * 2 + _k9_dr + 2) * 64, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(K));  // matmul_bias_relu.pto:5:17
+                        TLOAD(t10_b1, aGm5);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B1 t11_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t11_b1, 32768);  // matmul_bias_relu.pto:5:17
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b1, t10_b1);  // matmul_bias_relu.pto:5:17
+                        TileT12B1 t12_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t12_b1, 81920);  // matmul_bias_relu.pto:5:17
+                        using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                        GmView6 bGm6(b + (_k9_db * 2 + _k9_dr + 2) * 64 * N + _g1 * 128, GmView6::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView6::Stride(N));  // matmul_bias_relu.pto:5:17
+                        TLOAD(t12_b1, bGm6);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT13B1 t13_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t13_b1, 32768);  // matmul_bias_relu.pto:5:17
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t13_b1, t12_b1);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t11_b1, t13_b1);  // matmul_bias_relu.pto:5:17
+                    }
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                GmView7 cGm7(c + _g0 * 256 * N + _g1 * 128, GmView7::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView7::Stride(N));  // matmul_bias_relu.pto:5:17
+                TSTORE<decltype(t2), decltype(cGm7), AtomicType::AtomicNone, ReluPreMode::NormalRelu>(cGm7, t2);  // matmul_bias_relu.pto:5:17
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

@@ -26,124 +26,138 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void matmul_bias_relu_f32_k0(__gm__ float* b, __gm__ float* a, __gm__ float* t2, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void matmul_bias_relu_f32_k0(__gm__ float* bias, __gm__ float* b, __gm__ float* a, __gm__ float* c, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void matmul_bias_relu_f32_k0(__gm__ float* b, __gm__ float* a, __gm__ float* t2, int64_t N, int64_t K, int64_t M)
+extern "C" __global__ AICORE void matmul_bias_relu_f32_k0(__gm__ float* bias, __gm__ float* b, __gm__ float* a, __gm__ float* c, int64_t N, int64_t K, int64_t M)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT5 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT6 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT2Tile = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
-    using TileT3 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT4 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Mat, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Bias, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT8 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT2 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT6 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1 = floor_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), max_i64((M + 255) / 256, 1)); _g1 < ceil_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256, 1)); ++_g1) {  // matmul_bias_relu.pto:4:17
-        TileT5 t5(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-        TASSIGN(t5, 0);  // matmul_bias_relu.pto:4:17
-        TileT6 t6(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-        TASSIGN(t6, 0);  // matmul_bias_relu.pto:4:17
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-        GmView0 bGm0(b + _g1 * 128, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(N));  // matmul_bias_relu.pto:4:17
-        TLOAD(t5, bGm0);  // matmul_bias_relu.pto:4:17
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-        TMOV(t6, t5);  // matmul_bias_relu.pto:4:17
-        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul_bias_relu.pto:4:17
-            TileT2Tile t2Tile(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t2Tile, 0);  // matmul_bias_relu.pto:4:17
-            TileT3 t3(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t3, 0);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView1 aGm1(a + _g0 * 256 * K, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(K));  // matmul_bias_relu.pto:4:17
-            TLOAD(t3, aGm1);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT4 t4(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t4, 0);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TMOV(t4, t3);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t2Tile, t4, t6);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k7 = 1; _k7 < (K + 63) / 64; ++_k7) {  // matmul_bias_relu.pto:4:17
-                TileT8 t8(min_i64(M - _g0 * 256, 256), min_i64(K - _k7 * 64, 64));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t8, 0);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-                GmView2 aGm2(a + _g0 * 256 * K + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(K));  // matmul_bias_relu.pto:4:17
-                TLOAD(t8, aGm2);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT9 t9(min_i64(M - _g0 * 256, 256), min_i64(K - _k7 * 64, 64));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t9, 0);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t9, t8);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT10 t10(min_i64(K - _k7 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t10, 0);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-                GmView3 bGm3(b + _k7 * 64 * N + _g1 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // matmul_bias_relu.pto:4:17
-                TLOAD(t10, bGm3);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT11 t11(min_i64(K - _k7 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t11, 32768);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t11, t10);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2Tile, t2Tile, t9, t11);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView4 t2Gm4(t2 + _g0 * 256 * N + _g1 * 128, GmView4::Shape(t2Tile.GetValidRow(), t2Tile.GetValidCol()), GmView4::Stride(N));  // matmul_bias_relu.pto:4:17
-            TSTORE(t2Gm4, t2Tile);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // matmul_bias_relu.pto:5:17
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = floor_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), max_i64((M + 255) / 256, 1)); _g1 < ceil_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256, 1)); ++_g1) {  // matmul_bias_relu.pto:5:17
+            TileT3 t3(min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+            TASSIGN(t3, 0);  // matmul_bias_relu.pto:5:17
+            TileT4 t4(min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+            TASSIGN(t4, 0);  // matmul_bias_relu.pto:5:17
+            TileT7 t7(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+            TASSIGN(t7, 512);  // matmul_bias_relu.pto:5:17
+            TileT8 t8(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+            TASSIGN(t8, 0);  // matmul_bias_relu.pto:5:17
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias_relu.pto:5:17
+            GmView0 biasGm0(bias + _g1 * 128, GmView0::Shape(t3.GetValidCol()));  // matmul_bias_relu.pto:5:17
+            TLOAD(t3, biasGm0);  // matmul_bias_relu.pto:5:17
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TMOV(t4, t3);  // matmul_bias_relu.pto:5:17
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+            GmView1 bGm1(b + _g1 * 128, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(N));  // matmul_bias_relu.pto:5:17
+            TLOAD(t7, bGm1);  // matmul_bias_relu.pto:5:17
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TMOV(t8, t7);  // matmul_bias_relu.pto:5:17
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul_bias_relu.pto:5:17
+                TileT2 t2(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                TASSIGN(t2, 0);  // matmul_bias_relu.pto:5:17
+                TileT5 t5(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:5:17
+                TASSIGN(t5, 0);  // matmul_bias_relu.pto:5:17
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                GmView2 aGm2(a + _g0 * 256 * K, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(K));  // matmul_bias_relu.pto:5:17
+                TLOAD(t5, aGm2);  // matmul_bias_relu.pto:5:17
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT6 t6(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:5:17
+                TASSIGN(t6, 0);  // matmul_bias_relu.pto:5:17
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TMOV(t6, t5);  // matmul_bias_relu.pto:5:17
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_BIAS(t2, t6, t8, t4);  // matmul_bias_relu.pto:5:17
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _k9 = 1; _k9 < (K + 63) / 64; ++_k9) {  // matmul_bias_relu.pto:5:17
+                    TileT10 t10(min_i64(M - _g0 * 256, 256), min_i64(K - _k9 * 64, 64));  // matmul_bias_relu.pto:5:17
+                    TASSIGN(t10, 0);  // matmul_bias_relu.pto:5:17
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                    GmView3 aGm3(a + _g0 * 256 * K + _k9 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(K));  // matmul_bias_relu.pto:5:17
+                    TLOAD(t10, aGm3);  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT11 t11(min_i64(M - _g0 * 256, 256), min_i64(K - _k9 * 64, 64));  // matmul_bias_relu.pto:5:17
+                    TASSIGN(t11, 0);  // matmul_bias_relu.pto:5:17
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t11, t10);  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    TileT12 t12(min_i64(K - _k9 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                    TASSIGN(t12, 0);  // matmul_bias_relu.pto:5:17
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                    GmView4 bGm4(b + _k9 * 64 * N + _g1 * 128, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(N));  // matmul_bias_relu.pto:5:17
+                    TLOAD(t12, bGm4);  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT13 t13(min_i64(K - _k9 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                    TASSIGN(t13, 32768);  // matmul_bias_relu.pto:5:17
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t13, t12);  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t2, t2, t11, t13);  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                GmView5 cGm5(c + _g0 * 256 * N + _g1 * 128, GmView5::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView5::Stride(N));  // matmul_bias_relu.pto:5:17
+                TSTORE<decltype(t2), decltype(cGm5), AtomicType::AtomicNone, ReluPreMode::NormalRelu>(cGm5, t2);  // matmul_bias_relu.pto:5:17
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

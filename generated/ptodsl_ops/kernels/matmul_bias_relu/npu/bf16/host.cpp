@@ -13,8 +13,7 @@
 #include <new>
 #include <vector>
 
-extern "C" void matmul_bias_relu_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* b, bfloat16_t* a, float* t2, int64_t N, int64_t K, int64_t M);
-extern "C" void matmul_bias_relu_bf16_k1_launch(uint32_t block_dim, void* stream, float* bias, float* t2, float* c, int64_t N, int64_t M);
+extern "C" void matmul_bias_relu_bf16_k0_launch(uint32_t block_dim, void* stream, float* bias, bfloat16_t* b, bfloat16_t* a, float* c, int64_t N, int64_t K, int64_t M);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -195,11 +194,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -216,25 +210,11 @@ extern "C" int matmul_bias_relu_bf16(int32_t device, void* stream, bfloat16_t* a
     if (ptodsl_failed) {
         return -1;
     }
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // matmul_bias_relu.pto:4:17
-        DeviceWorkspace t2_bytes((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bias_relu.pto:4:17
-        if (ptodsl_failed) {  // matmul_bias_relu.pto:4:17
-            return -1;  // matmul_bias_relu.pto:4:17
-        }
-        float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bias_relu.pto:4:17
-        {  // matmul_bias_relu.pto:4:17
-            const int64_t matmul_bias_relu_bf16_k0_blocks = max_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), max_i64(((N + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bias_relu.pto:4:17
-            matmul_bias_relu_bf16_k0_launch(matmul_bias_relu_bf16_k0_blocks, ptodsl_stream, b, a, t2, N, K, M);  // matmul_bias_relu.pto:4:17
-            if (!launched("the launch of matmul_bias_relu_bf16_k0")) {  // matmul_bias_relu.pto:4:17
-                return -1;  // matmul_bias_relu.pto:4:17
-            }
-        }
-        {  // matmul_bias_relu.pto:4:17
-            const int64_t matmul_bias_relu_bf16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1);  // matmul_bias_relu.pto:4:17
-            matmul_bias_relu_bf16_k1_launch(matmul_bias_relu_bf16_k1_blocks, ptodsl_stream, bias, t2, c, N, M);  // matmul_bias_relu.pto:4:17
-            if (!launched("the launch of matmul_bias_relu_bf16_k1")) {  // matmul_bias_relu.pto:4:17
-                return -1;  // matmul_bias_relu.pto:4:17
-            }
+    {  // matmul_bias_relu.pto:5:17
+        const int64_t matmul_bias_relu_bf16_k0_blocks = max_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), max_i64(((N + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bias_relu.pto:5:17
+        matmul_bias_relu_bf16_k0_launch(matmul_bias_relu_bf16_k0_blocks, ptodsl_stream, bias, b, a, c, N, K, M);  // matmul_bias_relu.pto:5:17
+        if (!launched("the launch of matmul_bias_relu_bf16_k0")) {  // matmul_bias_relu.pto:5:17
+            return -1;  // matmul_bias_relu.pto:5:17
         }
     }
     return call.finish();

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/matmul_bias_relu_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches matmul_bias_relu_bf16_k0 on an NPU stream (cube core).
-extern "C" void matmul_bias_relu_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* b, bfloat16_t* a, float* t2, int64_t N, int64_t K, int64_t M)
+extern "C" void matmul_bias_relu_bf16_k0_launch(uint32_t block_dim, void* stream, float* bias, bfloat16_t* b, bfloat16_t* a, float* c, int64_t N, int64_t K, int64_t M)
 {
-    matmul_bias_relu_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)b, (__gm__ bfloat16_t*)a, (__gm__ float*)t2, N, K, M);
+    matmul_bias_relu_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)bias, (__gm__ bfloat16_t*)b, (__gm__ bfloat16_t*)a, (__gm__ float*)c, N, K, M);
 }

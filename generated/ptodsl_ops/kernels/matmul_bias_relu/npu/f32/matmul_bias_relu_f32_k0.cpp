@@ -2,7 +2,7 @@
 #include "../../cpu/f32/matmul_bias_relu_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches matmul_bias_relu_f32_k0 on an NPU stream (cube core).
-extern "C" void matmul_bias_relu_f32_k0_launch(uint32_t block_dim, void* stream, float* b, float* a, float* t2, int64_t N, int64_t K, int64_t M)
+extern "C" void matmul_bias_relu_f32_k0_launch(uint32_t block_dim, void* stream, float* bias, float* b, float* a, float* c, int64_t N, int64_t K, int64_t M)
 {
-    matmul_bias_relu_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)b, (__gm__ float*)a, (__gm__ float*)t2, N, K, M);
+    matmul_bias_relu_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)bias, (__gm__ float*)b, (__gm__ float*)a, (__gm__ float*)c, N, K, M);
 }

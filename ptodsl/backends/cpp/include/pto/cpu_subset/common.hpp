@@ -69,6 +69,7 @@ enum class RoundMode : std::uint8_t {
 enum class CmpMode : std::uint8_t { EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5 };
 
 enum class AtomicType : std::uint8_t { AtomicNone = 0, AtomicAdd = 1 };
+enum class ReluPreMode : std::uint8_t { NoRelu = 0, NormalRelu = 1 };
 
 // GM data layouts: ND is row-major, DN column-major, NZ the cube's fractal layout.
 enum class Layout { ND, DN, NZ, SCALE, MAX };

@@ -223,9 +223,10 @@ AICORE inline RecordEvent TLOAD(TileData& dst, GlobalData& src) {
     return {};
 }
 
-// Store exactly the source's valid region. An Acc tile stores through the fixpipe, which may narrow
-// an f32 accumulator to f16 / bf16 on the way (rounding to nearest even).
-template <typename TileData, typename GlobalData, AtomicType atomicType = AtomicType::AtomicNone>
+// Store exactly the source's valid region. An Acc tile stores through the fixpipe, which may apply
+// relu (reluPreMode) and narrow an f32 accumulator to f16 / bf16 on the way (rounding to nearest even).
+template <typename TileData, typename GlobalData, AtomicType atomicType = AtomicType::AtomicNone,
+          ReluPreMode reluPreMode = ReluPreMode::NoRelu>
 AICORE inline RecordEvent TSTORE(GlobalData& dst, TileData& src) {
     static_assert(is_tile_data_v<TileData>, "TSTORE: the source must be a Tile");
     static_assert(is_global_data_v<GlobalData>, "TSTORE: the destination must be a GlobalTensor");
@@ -243,6 +244,8 @@ AICORE inline RecordEvent TSTORE(GlobalData& dst, TileData& src) {
     static_assert(!narrows || (std::is_same_v<T, float> && (std::is_same_v<G, half> || std::is_same_v<G, bfloat16_t>)),
                   "TSTORE: an Acc tile stores as its own type, or f32 as f16 / bf16");
     static_assert(narrows || sizeof(T) == sizeof(G), "TSTORE: GM and tile elements must have the same size");
+    constexpr bool relu = reluPreMode == ReluPreMode::NormalRelu;
+    static_assert(!relu || TileData::Loc == TileType::Acc, "TSTORE: only an Acc tile stores through the relu");
     const T* in = cpu::elements(src, "TSTORE");
     G* out = dst.data();
     if (out == nullptr) {
@@ -251,7 +254,7 @@ AICORE inline RecordEvent TSTORE(GlobalData& dst, TileData& src) {
     const cpu::GmView<GlobalData> view(dst);
     cpu::check_transfer(src, view, "TSTORE");
     const std::int64_t col_stride = view.stride[4];
-    if (col_stride == 1 && cpu::row_run_cols<TileData>() > 1 && atomicType == AtomicType::AtomicNone) {
+    if (col_stride == 1 && cpu::row_run_cols<TileData>() > 1 && atomicType == AtomicType::AtomicNone && !relu) {
         // contiguous runs of the tile into contiguous GM columns; narrowing converts as it goes
         G* row = nullptr;
         std::int64_t last = -1;
@@ -275,7 +278,10 @@ AICORE inline RecordEvent TSTORE(GlobalData& dst, TileData& src) {
     for (std::int64_t r = 0; r < view.rows; ++r) {
         G* row = out + view.row_offset(r);
         for (std::int64_t c = 0; c < view.cols; ++c) {
-            const T value = in[cpu::element_offset<TileData>(r, c)];
+            T value = in[cpu::element_offset<TileData>(r, c)];
+            if constexpr (relu) {
+                value = value > T(0) ? value : T(0);  // as TRELU here
+            }
             G converted;
             if constexpr (narrows) {
                 converted = cpu::convert_default<G>(value);
