@@ -116,7 +116,11 @@ def test_the_seed_set_covers_the_language():
                       " = x1[g", "* x1[g",
                       # the cube: batches, transposes, out_dtype, bias, int8, split-K, a computed operand
                       "= matmul(", "T[B, H, ", "T[B, 1, ", "trans_a=True", "trans_b=True", "out_dtype=T",
-                      "bias=v", "i8[", "out i32[", "split_k: ", "= matmul(cast(", "= matmul(where(",
+                      "bias=v", "i8[", "out i32[", "split_k: ", "matmul(cast(", "matmul(where(",
+                      # epilogues the cube takes over (passes/epilogue.py) and forms it must leave
+                      "relu(matmul(", ") + u", "+ matmul(",
+                      # scatters whose positions are declared unique
+                      "unique_indices=True",
                       # data-driven control: trip counts, extents, conditions and fills from reads
                       "for j in loop(cdiv(n", "for j in loop(cdiv(lens[r]", "loop(cdiv(min(", "= min(n",
                       "[r, 0] = n", "if x1[r, 0] > 0.0:", "for q in loop(cdiv(cu[sg + 1] - st",

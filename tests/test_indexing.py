@@ -67,14 +67,18 @@ def test_a_slot_outside_the_cache_stops_the_call_before_any_row_is_written(backe
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_repeated_slots_keep_the_later_row(backend: str):
+def test_repeated_slots_are_refused_before_either_cache_is_written(backend: str):
+    """The library's KV-cache write declares its slots unique (a slot mapping names each slot
+    once): a repeat stops the call (E0731). Scatters that keep the later row are
+    tests/passes/test_unique_scatter.py's."""
     op = ptodsl.load(str(ROOT / "specs/kv_cache_update.yaml"))
     k_cache = np.zeros((16, 2, 64), np.float32)
     v_cache = np.zeros((16, 2, 64), np.float32)
-    new = np.arange(4, dtype=np.float32)[:, None, None] + np.zeros((4, 2, 64), np.float32)
-    op(k_cache, v_cache, np.array([7, 3, 7, 7], np.int32), new, new * 2, backend=backend)
-    assert (k_cache[7] == 3).all() and (v_cache[7] == 6).all() and (k_cache[3] == 1).all()
-    assert not np.delete(k_cache, [3, 7], axis=0).any()
+    new = np.arange(1, 5, dtype=np.float32)[:, None, None] + np.zeros((4, 2, 64), np.float32)
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(k_cache, v_cache, np.array([7, 3, 7, 7], np.int32), new, new * 2, backend=backend)
+    assert info.value.diagnostic.code == "E0731"
+    assert not k_cache.any() and not v_cache.any()
 
 
 def test_an_index_tensor_computed_in_the_kernel_is_guarded_too(tmp_path: Path):

@@ -29,6 +29,18 @@ def guard_failure(attrs: dict, span: Span | None, offset: int, extent: int, dim:
             help="check the lengths read from the tensors; a negative or zero trip count is an empty loop, and "
                  "a bound clamped with `min(..., N)` to a dim needs no check"))
     tensor, axis = attrs["tensor"], attrs["axis"]
+    if access == "repeat":
+        # a scatter's positions declared unique: `offset` is the value, `extent` its second position
+        source = attrs.get("source", "?")
+        return GuardError(Diagnostic(
+            "E0731", f"`{source}` names position {offset} of `{tensor}` twice, but its positions are declared unique",
+            span, f"`{source}[{extent}]` repeats an earlier value {offset}",
+            notes=("the call stopped before this op wrote anything; outputs written earlier in the call keep "
+                   "their values",
+                   "with `unique_indices=True` the rows are written in any order, so a repeated position would "
+                   "keep an unspecified one of its rows"),
+            help=f"pass distinct positions in `{source}`, or drop `unique_indices=True` to write the rows in "
+                 "order (the later one wins a repeated position)"))
     if access == "index":
         # an index a gather, scatter or index_select read from a tensor (the guard checks each one
         # before the op, since the op itself would move data at that position)

@@ -199,8 +199,30 @@ class IndexTyping:
                      secondary=[Label(e.args[3].span, f"shape {fmt_shape(src.shape)}")],
                      help="one index per row of the source")
             return
+        unique = self._unique_indices(e)
+        if unique is None:
+            return
         self.t.call[id(e)] = CallInfo("scatter_update", {"axis": axis, "target": b.ir_name, "table": b.name,
-                                                         "source": self._name_of(e.args[2])})
+                                                         "source": self._name_of(e.args[2]), "unique": unique})
+
+    def _unique_indices(self, e: ast.Call) -> bool | None:
+        """``unique_indices=True``: the caller promises distinct positions, so the rows may be written
+        in any order, on many cores. The call checks the promise on the values it is given, which
+        are the values the kernel reads only when the index is an input parameter (E0323)."""
+        kw = e.keyword("unique_indices")
+        if kw is None:
+            return False
+        unique = self.const_bool(kw.value, "`unique_indices`")
+        if not unique:
+            return unique
+        b = self.t.binding.get(id(e.args[2])) if isinstance(e.args[2], ast.Name) else None
+        if b is None or b.kind != "param" or b.param is None or b.param.mode != "in":
+            self.err("E0323", "`unique_indices=True` needs the index to be an input parameter", e.args[2].span,
+                     "not an `in` parameter of the kernel", secondary=[Label(kw.span, "promised here")],
+                     help="pass the positions as an input tensor (the call checks that its values are "
+                          "distinct), or drop `unique_indices` to write the rows in order")
+            return None
+        return True
 
     # ------------------------------------------------------------ generated tensors
     def _type_arange(self, e: ast.Call) -> Ty | None:

@@ -70,6 +70,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     # Indexing builtins (gen_index.py): index tensors with in-range and out-of-range values.
     "index_gather",  # index_select along dim 0 or -1, gather along -1
     "scatter",  # scatter_update of rows into an inout tensor
+    "scatter_unique",  # ... with unique_indices=True: distinct positions, shared out; a repeat refused (E0731)
     "arange",  # arange ramps added to an input
     "triu",  # triu / tril with literal and symbolic diagonals
     "argmax",  # argmax / argmin along the last dim, keepdim or not, ties from small integers
@@ -149,6 +150,7 @@ class Param:
     role: str = ""  # "index": an i32 tensor of row indices into [M, N] inputs (see run.make_inputs)
     index_of: str | None = None  # an index tensor: its values lie in [0, this dim) ...
     oob: bool = False  # ... but for one of them, maybe, which the call must refuse (E0730)
+    distinct: bool = False  # ... and distinct (a scatter's unique_indices), but maybe one repeat (E0731)
     ints: tuple[int, int] | None = None  # small integer data in [lo, hi] (ties for argmax / topk)
 
 

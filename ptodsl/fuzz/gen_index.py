@@ -10,6 +10,7 @@ the lowest-index rule among them are exercised.
 
 from __future__ import annotations
 
+import random
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -67,10 +68,14 @@ def index_block(g: Gen, kind: str, k: int) -> Block:
         y = g.out("M, N", "inout")
         src = g.param(f"xs{k}", "T[K, N]", "in", "T", ("K", "N"))
         ix = _index(g, k, "K", "M")
-        lines: list[tuple[int, Any]] = [(0, f"scatter_update({y}, 0, {ix}, {src})")]
+        # (a stream of its own: programs without the feature keep their draws)
+        unique = g.has("scatter_unique") and random.Random(f"scatter_unique:{g.seed}:{k}").random() < 0.5
+        flag = ", unique_indices=True" if unique else ""
+        g.params[ix].distinct = unique
+        lines: list[tuple[int, Any]] = [(0, f"scatter_update({y}, 0, {ix}, {src}{flag})")]
         if r.random() < 0.5:  # and a later update of the same tensor, from computed rows
             g.input2("x0")
-            lines.append((0, f"scatter_update({y}, 0, {ix}, {src} * 2.0 + 1.0)"))
+            lines.append((0, f"scatter_update({y}, 0, {ix}, {src} * 2.0 + 1.0{flag})"))
         return Block(kind, lines, [y, src, ix, "x0"])
     if kind == "arange":
         y = g.out("M, N")

@@ -205,7 +205,9 @@ class Interpreter:
                 if int(self.eval(e.args[1], env)) % dst.a.ndim != 0:
                     raise InterpError("scatter_update along another dim than 0")
                 index, src = self.tensor(self.eval(e.args[2], env)), self.tensor(self.eval(e.args[3], env))
-                ix.scatter_update(dst, index, src, _round, self.stop)
+                unique = e.keyword("unique_indices")
+                ix.scatter_update(dst, index, src, _round, self.stop,
+                                  unique is not None and bool(self.eval(unique.value, env)))
                 return
             if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
                 target = self.eval(e.func.value, env)

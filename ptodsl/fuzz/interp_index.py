@@ -51,9 +51,12 @@ def gather(t: Any, index: Any, TV: type, stop: Callable[[str], None]) -> Any:
     return TV(out, t.dtype, valid)
 
 
-def scatter_update(dst: Any, index: Any, src: Any, rounded, stop: Callable[[str], None]) -> None:
-    """Row index[r] of dst = row r of src, in order (a later row sent to one place stays)."""
+def scatter_update(dst: Any, index: Any, src: Any, rounded, stop: Callable[..., None], unique: bool = False) -> None:
+    """Row index[r] of dst = row r of src, in order (a later row sent to one place stays); with
+    ``unique``, a position named twice stops the call (E0731) after the range check."""
     idx = _checked(index.a[: index.valid[0]], dst.valid[0], "the index", stop)
+    if unique and len(np.unique(idx)) < len(idx):
+        stop("the index names a position twice", "E0731")
     rows = min(src.valid[0], len(idx))
     cols = tuple(slice(0, v) for v in src.valid[1:])
     for r in range(rows):

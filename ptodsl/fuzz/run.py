@@ -146,6 +146,11 @@ def make_inputs(program: Program) -> dict[str, np.ndarray]:
             # positions in [0, dim) of the dim indexed, repeats included; maybe one outside it
             bound = int(p.index_of) if p.index_of.isdigit() else env[p.index_of]
             a = rng.integers(0, bound, size=shape)
+            if p.distinct and a.size <= bound:
+                # positions declared unique: distinct, but for one repeat now and then (E0731)
+                a = rng.permutation(bound)[:a.size].reshape(shape)
+                if a.size > 1 and rng.random() < 0.2:
+                    a.reshape(-1)[int(rng.integers(1, a.size))] = a.reshape(-1)[0]
             if p.oob and a.size and rng.random() < 0.6:
                 at = tuple(int(rng.integers(0, s)) for s in shape)
                 a[at] = rng.choice([-1, -bound, bound, bound + 5])

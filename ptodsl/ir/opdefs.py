@@ -398,6 +398,18 @@ def matmul_ranks(a: str, b: str, result: str, bias: str) -> Rule:
     return Rule(f"{a}, {b} of rank 2 to 4, {result} of the larger rank, {bias} of rank 1", check)
 
 
+def _repeat_guard() -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        index = bound.get("index")
+        if (index is not None) != (op.attrs.get("access") == "repeat"):
+            return "a guard takes an index tensor exactly when its access is `repeat`"
+        if index is not None and index.type.rank != 1:
+            return f"index has rank {index.type.rank}"
+        return None
+
+    return Rule("an index tensor of rank 1 exactly when access is `repeat`", check)
+
+
 def relu_from_acc(src: str) -> Rule:
     """Only the fixpipe applies a relu on the way to GM: a store with ``relu`` moves an accumulator."""
 
@@ -461,12 +473,16 @@ def _structural() -> list[IROp]:
              rules=(offsets_of("src", "index"),), control=True, doc="one element of a tensor as a scalar symbol"),
         # an access's bounds (E0730: `tensor`, `axis`; for an index read from data, `source` names the
         # tensor holding it), or a loop's trip count read from data against the call's largest dim
-        # (E0870: access `trips`, `loop`, the count as `offset`, the bound as `dim`)
-        IROp("guard", ALL, "guard", attrs=(Attr("cond", required=True), Attr("tensor", "name"),
-                                           Attr("axis", "int"), Attr("offset", required=True),
-                                           Attr("extent", required=True), Attr("dim", required=True),
-                                           Attr("access", "name", choices=("write", "read", "view", "index", "trips")),
-                                           Attr("loop", "name"), Attr("source", "name")), control=True),
+        # (E0870: access `trips`, `loop`, the count as `offset`, the bound as `dim`), or, access
+        # `repeat` with a 1-D index tensor as its operand and `cond` 1, that the valid elements of an
+        # index declared unique are distinct (E0731: `dim` the positions they index, `tensor`, `source`)
+        IROp("guard", ALL, "guard", (Arg("index", TENSOR, optional=True),),
+             attrs=(Attr("cond", required=True), Attr("tensor", "name"),
+                    Attr("axis", "int"), Attr("offset", required=True),
+                    Attr("extent", required=True), Attr("dim", required=True),
+                    Attr("access", "name", choices=("write", "read", "view", "index", "trips", "repeat")),
+                    Attr("loop", "name"), Attr("source", "name")),
+             rules=(_repeat_guard(),), control=True),
         # GM tensors
         IROp("view", ALL, "view", (Arg("src", TENSOR),), (TENSOR,),
              (OFFSETS, Attr("valid_given", "exprs", doc="the valid shape as written, read by E0711's check")),
@@ -810,7 +826,9 @@ def _indexing() -> list[IROp]:
              (same_dtype("src", "result"), same_rank("src", "index", "result"), dtype_is("index", *INDEX_DTYPES)),
              doc="result[i][j] = src[i][index[i][j]] (axis 1), as torch.gather"),
         IROp("scatter_update", ("tensor",), "scatter_update",
-             (Arg("dst", TENSOR, "dst"), Arg("index", TENSOR), Arg("src", TENSOR)), (), (axis,),
+             (Arg("dst", TENSOR, "dst"), Arg("index", TENSOR), Arg("src", TENSOR)), (),
+             (axis, Attr("unique", "bool", doc="the positions are distinct (a `repeat` guard checked them): "
+                         "the rows may be written in any order")),
              (same_dtype("dst", "src"), same_rank("dst", "src"), dtype_is("index", *INDEX_DTYPES),
               rank_is("index", 1)),
              doc="dst's slices along `axis` at the positions `index` holds become src's, in order"),
@@ -838,7 +856,9 @@ def _indexing() -> list[IROp]:
              (same_dtype("dst", "table"), dtype_is("index", "i32"), offsets_of("table")), pipe="V",
              doc="dst[0][c] = table[offsets][index[0][c]] along the last dim, MGATHER<Elem> over one row"),
         IROp("tile.scatter_rows", TILE_LEVELS, "scatter_rows",
-             (Arg("table", TENSOR, "dst"), Arg("src", TILE), Arg("index", TILE)), (), (OFFSETS,),
+             (Arg("table", TENSOR, "dst"), Arg("src", TILE), Arg("index", TILE)), (),
+             (OFFSETS, Attr("unique", "bool", doc="its scatter's positions are distinct over the whole index "
+                            "tensor, so tiles of distinct index rows write distinct table rows")),
              (same_dtype("table", "src"), dtype_is("index", "i32"), offsets_of("table")), pipe="V",
              doc="the table row index[r] (the table starts at `offsets`) = src row r, MSCATTER<Row>"),
         IROp("tile.ci", TILE_LEVELS, "ci", (Arg("dst", TILE, "dst"),), (), (Attr("start", required=True),),

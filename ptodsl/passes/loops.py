@@ -34,8 +34,9 @@ def wrap_top_level(ops: list[Op], counter) -> list[Op]:
     body: list[Op] = []
     pending: list[Op] = []
     for op in ops + [None]:
-        # a trip-count guard belongs to the loop right after it (the checker's model leaves it out)
-        if op is None or stays_top_level(op.name, bool(pending)) or op.attrs.get("access") == "trips":
+        # a trip-count guard belongs to the loop right after it (the checker's model leaves it out);
+        # a guard on an index's repeats reads a whole input, in the control program
+        if op is None or stays_top_level(op.name, bool(pending)) or op.attrs.get("access") in ("trips", "repeat"):
             if pending:
                 name = f"_top{next(counter)}"
                 body.append(Op("loop", [], {"index": name, "lo": 0, "hi": 1, "step": 1, "name": name,
@@ -46,6 +47,18 @@ def wrap_top_level(ops: list[Op], counter) -> list[Op]:
         else:
             pending.append(op)
     return body
+
+
+def merge_implicit(ops: list[Op]) -> list[Op]:
+    """Adjacent implicit ``loop(1)``s as one (a later pass moved what stood between them away)."""
+    merged: list[Op] = []
+    for op in ops:
+        prev = merged[-1] if merged else None
+        if prev is not None and all(_is_single(x) and x.attrs.get("kind") == "implicit" for x in (prev, op)):
+            prev.regions[0] = _body_at_zero(prev) + _body_at_zero(op)
+            continue
+        merged.append(op)
+    return merged
 
 
 def merge_single_trip(ops: list[Op], loops: dict) -> list[Op]:

@@ -22,6 +22,10 @@ The proof is deliberately conservative. For the loop with index ``i`` and step `
   inside the iteration's own band of the same dim (never by a scalar ``read``), so no iteration
   sees another's results (a partial accumulation reading and writing its own row of a workspace);
 - no tile allocated outside the loop is written inside it (an accumulator carried across it);
+- a scatter whose positions are declared unique (``tile.scatter_rows {unique = true}``, its index
+  checked for repeats by the call, E0731) writes distinct rows in distinct iterations when its
+  index tile is loaded (and converted) in the iteration from a region of the index that is
+  disjoint over iterations, as above, and nothing else in the loop touches the tensor it writes;
 - nothing prints (the output order would change).
 
 A guard inside does not make a loop sequential: its condition reads nothing that iterations write,
@@ -91,6 +95,10 @@ def independent(loop: Op, origins: dict[str, Origin]) -> bool:
     ranges = _inner_ranges(body, inner | {index})
     writes: dict[str, list[_Write]] = {}
     loads: dict[str, list[_Write]] = {}  # the regions read, per root (None offsets: unknown)
+    # a unique scatter writes the rows its index tile names: disjoint over iterations when the
+    # iterations load disjoint elements of the index (whose values the call checked are distinct)
+    scattered: dict[str, list[_Write]] = {}  # written root -> the regions of the index loaded
+    filled = _filled_from(body, origins)
     for op in walk_ops(body):
         if op.name == "print":
             return False
@@ -102,6 +110,9 @@ def independent(loop: Op, origins: dict[str, Origin]) -> bool:
         elif op.name == "tile.store":
             writes.setdefault(origins[op.operands[0].name].root, []).append(
                 _access(origins[op.operands[0].name], op, op.operands[1]))
+        elif op.name == "tile.scatter_rows" and op.attrs.get("unique") and op.operands[2].name in filled:
+            dst_root = origins[op.operands[0].name].root
+            scattered.setdefault(dst_root, []).append(filled[op.operands[2].name])
         elif any(indexed_gm(op)):  # a gather or scatter: which rows only the data knows
             read, written = indexed_gm(op)
             for v in read:
@@ -111,6 +122,10 @@ def independent(loop: Op, origins: dict[str, Origin]) -> bool:
         elif op.name.startswith("tile.") and op.operands and isinstance(op.operands[0].type, TileType):
             if op.operands[0].name not in tiles_inside and _writes_dst(op):
                 return False  # a tile carried across iterations
+    for root, regions in scattered.items():
+        # the rows of `root` only unique scatters touch in the loop, each through its own index rows
+        if root in writes or root in loads or not _disjoint(regions, index, step, inner, ranges):
+            return False
     for root, ws in writes.items():
         if root in local:
             continue
@@ -119,6 +134,27 @@ def independent(loop: Op, origins: dict[str, Origin]) -> bool:
         if not _disjoint(ws + loads.get(root, []), index, step, inner, ranges):
             return False
     return True
+
+
+def _filled_from(body: list[Op], origins: dict[str, Origin]) -> dict[str, _Write]:
+    """Tile -> the region of a GM tensor it holds, for the tiles of ``body`` one ``tile.load``
+    fills (through conversions: a scatter's i32 index tile cast from the index's dtype) and nothing
+    else writes."""
+    out: dict[str, _Write] = {}
+    writers: dict[str, int] = {}
+    for op in walk_ops(body):
+        if op.name.startswith("tile.") and op.operands and isinstance(op.operands[0].type, TileType) \
+                and _writes_dst(op):
+            writers[op.operands[0].name] = writers.get(op.operands[0].name, 0) + 1
+    for op in walk_ops(body):
+        dst = op.operands[0].name if op.operands else None
+        if dst is None or writers.get(dst) != 1:
+            continue
+        if op.name == "tile.load":
+            out[dst] = _access(origins[op.operands[1].name], op, op.operands[0])
+        elif op.name == "tile.cast" and op.operands[1].name in out:
+            out[dst] = out[op.operands[1].name]
+    return out
 
 
 def _access(origin: Origin, op: Op, tile) -> _Write:

@@ -24,6 +24,7 @@ from ..ir.opdefs import in_kernel_loop, indexed_gm
 from ..ir.schedule import schedule_of
 from . import trial
 from .context import Pass, PassContext
+from .loops import merge_implicit
 from .persistent import MIXED, Placement, bound_within, cycles, hoist_workspaces, kind_of, mixed_loop
 
 
@@ -48,9 +49,13 @@ class _Partitioner:
         out: list[Op] = []
         run: list[Op] = []
         for op in ops:
-            if op.name in ("alloc", "view", "reshape", "permute", "guard") and run:
+            if (op.name in ("alloc", "view", "reshape", "permute", "guard") and run) or \
+                    (op.name == "guard" and op.operands) or (run and self.checks_inputs(op)):
                 # GM allocations, views and bounds guards depend on no tile work: hoist them above
-                # the open run instead of cutting it (a cut there would split tiles still live)
+                # the open run instead of cutting it (a cut there would split tiles still live); a
+                # guard on an input index's repeats reads the whole index, in the control program,
+                # and so does a loop checking an input's values (an index's range), which no kernel
+                # writes: the work on both sides of it stays one kernel
                 out.append(op)
                 continue
             kinds = self.place.kinds(op)
@@ -75,6 +80,15 @@ class _Partitioner:
                 run.append(op)
         self.flush(run, out)
         return out
+
+    def checks_inputs(self, op: Op) -> bool:
+        """A loop of element reads and guards over the call's inputs only (nothing writes them)."""
+        if op.name != "loop":
+            return False
+        inputs = {p.value.name for p in self.func.params if p.is_tensor and p.mode == "in" and p.value is not None}
+        inner = [o for o in op.walk() if o is not op]
+        return bool(inner) and all(o.name in ("loop", "read", "guard") for o in inner) and \
+            all(o.operands[0].name in inputs for o in inner if o.name == "read" or o.operands)
 
     @staticmethod
     def live_across(run: list[Op], cut: int) -> bool:
@@ -146,6 +160,8 @@ class _Partitioner:
         """The compute kernel running ``ops`` (of ``kind``, by default their one kind); returns what
         the control program does in their place: allocate the kernel's workspaces, then launch it."""
         kind = kind or kind_of(ops[0])
+        # statements whose implicit loops the checks hoisted above them used to part (``region``)
+        ops = merge_implicit(ops)
         name = f"{self.func.name}_k{next(self.counter)}"
         func, allocs, tensors, free = self.build(ops, name, kind)
         self.kernels.append(func)

@@ -4,7 +4,9 @@ Every index a gather, index_select or scatter_update reads from data is checked 
 a loop of the control program reads each valid element of the index tensor and guards it against
 the dim it indexes (``guard {access = "index"}``), so an index outside ``[0, dim)`` stops the call
 with E0730 on every backend before anything is read or written at it. The ops after the guards
-may then trust their indices (their instructions are still emitted with a clamp).
+may then trust their indices (their instructions are still emitted with a clamp). A
+``scatter_update(..., unique_indices=True)`` also gets a ``guard {access = "repeat"}`` on its index,
+which stops the call at the first position that repeats (E0731), and carries ``unique = true``.
 
 ``triu``/``tril`` become a triangular 0/1 mask (``tri``), a comparison and a select, so the masked
 elements are exactly 0 whatever x holds (inf and NaN too, as torch gives); ``argsort`` is a
@@ -90,8 +92,18 @@ def lower_scatter(b: Any, s: ast.ExprStmt) -> None:
     a = b.t.call[id(e)].attrs
     dst = b.values[a["target"]]
     idx, src = b.value(e.args[2]), b.value(e.args[3])
-    index_guards(b, idx, dst.type.valid_shape[a["axis"]], a["table"], a["axis"], a["source"], s.span)
-    b.emit(Op("scatter_update", [dst, idx, src], {"axis": a["axis"]}, span=s.span))
+    bound = dst.type.valid_shape[a["axis"]]
+    index_guards(b, idx, bound, a["table"], a["axis"], a["source"], s.span)
+    attrs: dict[str, Any] = {"axis": a["axis"]}
+    if a.get("unique"):
+        # positions declared distinct (each now known to lie in [0, bound)): checked once per call,
+        # at the top level (the index is an input, the same in every iteration of a loop around
+        # the op), before the statement holding the op, so that its rows may be written in any order
+        b.blocks[0].append(Op("guard", [idx], {"cond": 1, "tensor": a["table"], "axis": a["axis"], "offset": 0,
+                                   "extent": idx.type.valid_shape[0], "dim": bound, "access": "repeat",
+                                   "source": a["source"]}, span=s.span))
+        attrs["unique"] = True
+    b.emit(Op("scatter_update", [dst, idx, src], attrs, span=s.span))
 
 
 def lower_unpack(b: Any, s: ast.Unpack) -> None:

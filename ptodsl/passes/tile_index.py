@@ -116,7 +116,8 @@ def scatter(tl: _Tiler, op: Op, nxt: Op | None) -> None:
     tl.emit(Op("tile.load", [rows, src], {"offsets": tuple(offs)}, span=op.span))
     it = _index_tile(tl, idx, (tshape[0],), (offs[0],), (tvalid[0],), op)
     if it is not None:
-        tl.emit(Op("tile.scatter_rows", [dst, rows, it], {"offsets": (0, *offs[1:])}, span=op.span))
+        attrs = {"offsets": (0, *offs[1:]), **({"unique": True} if op.attrs.get("unique") else {})}
+        tl.emit(Op("tile.scatter_rows", [dst, rows, it], attrs, span=op.span))
     tl.close(depth)
 
 

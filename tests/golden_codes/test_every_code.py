@@ -396,6 +396,19 @@ def e0730_gathered_row_past_the_end(env: Env) -> Diagnostic:
     return info.value.diagnostic
 
 
+def e0731_slot_named_twice(env: Env) -> Diagnostic:
+    # Slot 5 twice in a slot mapping declared unique: the call stops before either row is written,
+    # on the cpu backend as on the simulator.
+    op = ptodsl.load("specs/kv_cache_update.yaml")
+    cache = np.zeros((16, 2, 64), np.float32)
+    rows = np.ones((4, 2, 64), np.float32)
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(cache, cache.copy(), np.array([5, 9, 5, 2], np.int32), rows, rows,
+           backend="cpu" if shutil.which("g++") else "sim")
+    assert not cache.any()
+    return info.value.diagnostic
+
+
 def e0870_length_read_as_unsigned(env: Env) -> Diagnostic:
     # -1 written as unsigned 32-bit data and read back as i32 gives 2**31 - 1 columns: 33554432
     # blocks of 64 where the call's largest dim is 256; the call stops before the loop.
@@ -861,6 +874,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0730_gathered_row_past_the_end,
     e0730_gathered_row_outside_the_table,
     e0730_element_read_at_a_negative_index,
+    e0731_slot_named_twice,
     e0833_heads_that_do_not_fill_the_hidden_dim,
     e0839_rotate_by_more_columns_than_a_row_has,
     e0870_length_read_as_unsigned,

@@ -128,3 +128,31 @@ def test_an_iteration_reading_only_its_own_rows_of_what_it_writes_is_marked():
 def test_an_inner_loop_running_its_own_share_of_rows_is_marked():
     # the shares of two iterations never meet
     assert _marked(_run(SHARE))
+
+
+# iteration b scatters 8 rows of x into y at the positions rows [8b, 8b + 8) of %i name
+SCATTER = '''      %it = tile.alloc() : tile<ub i64 [8] valid [8]>
+      tile.load(%it, %i) {offsets = [OFF]}
+      %ic = tile.alloc() : tile<ub i32 [8] valid [8]>
+      tile.cast(%ic, %it) {to = "i32", mode = "rint"}
+      %t = tile.alloc() : tile<ub f32 [8, 64] valid [8, 64]>
+      tile.load(%t, %x) {offsets = [b * 8, 0]}
+      tile.scatter_rows(%y, %t, %ic) {offsets = [0, 0]UNIQUE}'''
+SCATTER_PARAMS = "%x: tensor<f32 [B, 64]>, %y: tensor<f32 [S, 64]> out, %i: tensor<i64 [B]>"
+
+
+@pytest.mark.parametrize("what, off, unique, marked", [
+    ("positions declared unique, each iteration its own", "b * 8", True, True),
+    ("positions that may repeat", "b * 8", False, False),
+    ("every iteration the same positions", "0", True, False),
+    ("positions of overlapping index rows", "b * 4", True, False),
+])
+def test_a_unique_scatter_is_independent_where_its_iterations_read_their_own_positions(what, off, unique, marked):
+    body = SCATTER.replace("OFF", off).replace("UNIQUE", ", unique = true" if unique else "")
+    assert _marked(_run(body, SCATTER_PARAMS)) == marked, what
+
+
+def test_a_unique_scatter_into_a_tensor_the_loop_also_reads_stays_sequential():
+    body = SCATTER.replace("OFF", "b * 8").replace("UNIQUE", ", unique = true") + \
+        '\n      %u = tile.alloc() : tile<ub f32 [1, 64] valid [1, 64]>\n      tile.load(%u, %y) {offsets = [b, 0]}'
+    assert not _marked(_run(body, SCATTER_PARAMS))

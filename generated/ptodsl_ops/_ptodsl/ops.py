@@ -344,10 +344,11 @@ INDEXING: dict[str, IndexOp] = {row.name: row for row in [
     IndexOp("gather", "gather(t, dim, index)",
             "out[i][j] = t[i][index[i][j]] along the last dim (index has t's rank)",
             ("MGATHER",), "torch.gather(t, dim, index)"),
-    IndexOp("scatter_update", "scatter_update(dst, dim, index, src)",
+    IndexOp("scatter_update", "scatter_update(dst, dim, index, src, unique_indices=False)",
             "writes the slices of src along dim into dst at the positions index holds (a later "
-            "position wins a repeated index)",
-            ("MSCATTER",), "dst.index_copy_(dim, index, src)", statement=True),
+            "position wins a repeated index; with unique_indices=True the positions must be distinct, "
+            "which the call checks, and the rows are written in any order, on many cores)",
+            ("MSCATTER",), "dst.index_copy_(dim, index, src)", keywords=("unique_indices",), statement=True),
     IndexOp("arange", "arange(n, dtype) / arange(start, stop, dtype)", "start, start + 1, ..., stop - 1",
             ("TCI",), "torch.arange(start, stop, dtype=dtype)"),
     IndexOp("triu", "triu(x, diagonal=0)", "x with the elements below the diagonal-th diagonal set to 0",

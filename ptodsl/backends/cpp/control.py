@@ -386,10 +386,44 @@ class ControlEmitter:
     def _op_guard(self, op: Op, depth: int) -> None:
         self.guards += 1
         a = op.attrs
+        if op.operands:
+            self._repeat_guard(op, depth)
+            return
         self._line(depth, f"if (!({self._e(a['cond'])})) {{", op)
         for k, key in enumerate(("offset", "extent", "dim")):
             self._line(depth + 1, f"{self.guard_var}[{k}] = static_cast<int64_t>({self._e(a[key])});", op)
         self._line(depth + 1, f"return {self.guards};", op)
+        self._line(depth, "}")
+
+    def _repeat_guard(self, op: Op, depth: int) -> None:
+        """Stop the call at the first element of the index that an earlier one holds (the guards
+        before it proved each in [0, dim)): a byte per position of the dim marks the ones seen."""
+        a = op.attrs
+        index = op.operands[0]
+        pointer = self._pointer(index.name, op)
+        origin = self.origins[index.name]
+        source = next((p for p in self.control.params if p.name == origin.root and p.is_tensor
+                       and p.mode == "in" and not origin.workspace), None)
+        seen, i, v, dim = (self.names.claim(n) for n in ("_seen", "_ri", "_rv", "_rdim"))
+        self._line(depth, "{", op)
+        self._line(depth + 1, f"const int64_t {dim} = static_cast<int64_t>({self._e(a['dim'])});", op)
+        self._line(depth + 1, f"std::vector<unsigned char> {seen}(static_cast<size_t>({dim} > 0 ? {dim} : 0), 0);",
+                   op)
+        self._line(depth + 1, f"for (int64_t {i} = 0; {i} < static_cast<int64_t>({self._e(a['extent'])}); "
+                              f"++{i}) {{", op)
+        stride = origin.strides[-1]
+        at = i if stride == 1 else f"{i} * ({self._e(stride)})"
+        self._line(depth + 2, f"const int64_t {v} = static_cast<int64_t>({self._read_value(pointer, at, source)});",
+                   op)
+        self._after_device_call(depth + 2, op)
+        self._line(depth + 2, f"if ({v} < 0 || {v} >= {dim}) continue;", op)
+        self._line(depth + 2, f"if ({seen}[static_cast<size_t>({v})]) {{", op)
+        for k, value in enumerate((v, i, dim)):
+            self._line(depth + 3, f"{self.guard_var}[{k}] = {value};", op)
+        self._line(depth + 3, f"return {self.guards};", op)
+        self._line(depth + 2, "}")
+        self._line(depth + 2, f"{seen}[static_cast<size_t>({v})] = 1;", op)
+        self._line(depth + 1, "}")
         self._line(depth, "}")
 
     @CONTROL.on("print")

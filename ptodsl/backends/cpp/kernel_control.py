@@ -91,6 +91,9 @@ def _read(self: KernelEmitter, op: Op, depth: int) -> None:
 
 @KERNEL.on("guard")
 def _guard(self: KernelEmitter, op: Op, depth: int) -> None:
+    if op.operands:
+        raise unsupported("a check that an index's positions are distinct inside a compute kernel", op.span,
+                          "the control program checks them before the launch")
     number = self.plan.guard_base + next(k for k, g in enumerate(self.guards) if g is op)
     a = op.attrs
     index = self.func.attrs.get("block_index")

@@ -309,9 +309,25 @@ def _print(m: Machine, op: Op) -> None:
 
 @SIM.on("guard")
 def _guard(m: Machine, op: Op) -> None:
-    if not m.ev(op.attrs["cond"]):
-        a = op.attrs
+    a = op.attrs
+    if op.operands:  # `repeat`: the index's valid elements are distinct
+        n = m.evi(a["extent"])
+        values = np.asarray(m.tensors[op.operands[0].name][:n]).astype(np.int64)
+        first = repeated(values)
+        if first is not None:
+            raise guard_failure(a, op.span, int(values[first]), first, m.evi(a["dim"]))
+    elif not m.ev(a["cond"]):
         raise guard_failure(a, op.span, m.evi(a["offset"]), m.evi(a["extent"]), m.evi(a["dim"]))
+
+
+def repeated(values: np.ndarray) -> int | None:
+    """The first position whose value an earlier position holds, or None when all are distinct."""
+    _, first = np.unique(values, return_index=True)
+    if len(first) == len(values):
+        return None
+    seen = np.zeros(len(values), bool)
+    seen[first] = True
+    return int(np.argmin(seen))
 
 
 @SIM.on("sync_set", "sync_wait", "sync_barrier")

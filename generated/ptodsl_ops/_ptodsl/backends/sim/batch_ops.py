@@ -201,6 +201,8 @@ def _launch(bm: BMachine, op: Op) -> None:
 @on("guard")
 def _guard(bm: BMachine, op: Op) -> None:
     """A guard every iteration passes; when one fails, the element-wise run reports the first."""
+    if op.operands:
+        raise Unbatchable("a guard on an index's repeats")
     if not np.all(bm.ev(op.attrs["cond"])):
         raise Unbatchable("a guard fails")
 

@@ -11,8 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, int64_t M, int64_t K, int64_t N, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm__ float* x, __gm__ float* selected, int64_t J, int64_t M, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, __gm__ int64_t* cols, __gm__ float* selected, int64_t M, int64_t K, int64_t N, int64_t J, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -42,11 +41,6 @@ AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
-}
-
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
 }
 
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
@@ -82,31 +76,6 @@ extern "C" int gather_last_f32(float* x, int32_t* idx, int64_t* cols, float* pic
             }
         }
     }
-    {  // gather_last.pto:4:17
-        const int64_t gather_last_f32_k0_blocks = max_i64(ceil_div(M, max_i64(ceil_div(M, max_i64(48 / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1);  // gather_last.pto:4:17
-        bool gather_last_f32_k0_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t gather_last_f32_k0_block = 0; gather_last_f32_k0_block < gather_last_f32_k0_blocks; ++gather_last_f32_k0_block) {  // gather_last.pto:4:17
-            try {
-                start_launch(poison);  // gather_last.pto:4:17
-                gather_last_f32_k0(idx, x, picked, M, K, N, gather_last_f32_k0_block, gather_last_f32_k0_blocks);  // gather_last.pto:4:17
-#ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
-#endif
-            } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                gather_last_f32_k0_block_no_memory = true;
-            }
-        }
-        if (gather_last_f32_k0_block_no_memory) {
-            throw std::bad_alloc();
-        }
-#ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
-#endif
-    }
     for (int64_t _ix5 = 0; _ix5 < J; ++_ix5) {  // gather_last.pto:5:19
         const int64_t _iv6 = static_cast<int64_t>(cols[_ix5]);  // gather_last.pto:5:19
         if (!(0 <= _iv6 && _iv6 <= N - 1)) {  // gather_last.pto:5:19
@@ -116,23 +85,23 @@ extern "C" int gather_last_f32(float* x, int32_t* idx, int64_t* cols, float* pic
             return 2;  // gather_last.pto:5:19
         }
     }
-    {  // gather_last.pto:5:19
-        const int64_t gather_last_f32_k1_blocks = max_i64(ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, max_i64(48 / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1);  // gather_last.pto:5:19
-        bool gather_last_f32_k1_block_no_memory = false;
+    {  // gather_last.pto:4:17
+        const int64_t gather_last_f32_k0_blocks = max_i64(max_i64(ceil_div(M * ((K + 63) / 64), max_i64((M * ((K + 63) / 64) + 47) / 48, 1)), 1), max_i64(ceil_div((J + 63) / 64 * M, max_i64(((J + 63) / 64 * M + 47) / 48, 1)), 1));  // gather_last.pto:4:17
+        bool gather_last_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
-        for (int64_t gather_last_f32_k1_block = 0; gather_last_f32_k1_block < gather_last_f32_k1_blocks; ++gather_last_f32_k1_block) {  // gather_last.pto:5:19
+        for (int64_t gather_last_f32_k0_block = 0; gather_last_f32_k0_block < gather_last_f32_k0_blocks; ++gather_last_f32_k0_block) {  // gather_last.pto:4:17
             try {
-                start_launch(poison);  // gather_last.pto:5:19
-                gather_last_f32_k1(cols, x, selected, J, M, N, gather_last_f32_k1_block, gather_last_f32_k1_blocks);  // gather_last.pto:5:19
+                start_launch(poison);  // gather_last.pto:4:17
+                gather_last_f32_k0(idx, x, picked, cols, selected, M, K, N, J, gather_last_f32_k0_block, gather_last_f32_k0_blocks);  // gather_last.pto:4:17
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
             } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                gather_last_f32_k1_block_no_memory = true;
+                gather_last_f32_k0_block_no_memory = true;
             }
         }
-        if (gather_last_f32_k1_block_no_memory) {
+        if (gather_last_f32_k0_block_no_memory) {
             throw std::bad_alloc();
         }
 #ifdef PTO_CPU_SUBSET

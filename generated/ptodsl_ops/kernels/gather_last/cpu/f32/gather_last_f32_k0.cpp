@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, int64_t M, int64_t K, int64_t N, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, __gm__ int64_t* cols, __gm__ float* selected, int64_t M, int64_t K, int64_t N, int64_t J, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, int64_t M, int64_t K, int64_t N)
+extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, __gm__ int64_t* cols, __gm__ float* selected, int64_t M, int64_t K, int64_t N, int64_t J)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
@@ -39,62 +39,115 @@ extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__
     using TileT3B0 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2B1 = Tile<TileType::Vec, int32_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT3B1 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, int64_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, int32_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // gather_last.pto:4:17
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_db = 0; _g1_f_db < (max_i64(min_i64(ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), M - block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0) * max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0) + 1) / 2; ++_g1_f_db) {  // gather_last.pto:4:17
-            pipe_barrier(PIPE_V);
-            TileT2B0 t2_b0(min_i64(K - (block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * 64, 64));  // gather_last.pto:4:17
-            TASSIGN(t2_b0, 0);  // gather_last.pto:4:17
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
-            GmView0 idxGm0(idx + (block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + _g1_f_db * 2 / max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * K + (block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView0::Shape(t2_b0.GetValidCol()), GmView0::Stride(K));  // gather_last.pto:4:17
-            TLOAD(t2_b0, idxGm0);  // gather_last.pto:4:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B0 t3_b0(min_i64(K - (block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * 64, 64));  // gather_last.pto:4:17
-            TASSIGN(t3_b0, 256);  // gather_last.pto:4:17
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:4:17
-            GmView1 xTable1(x + (block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + _g1_f_db * 2 / max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * N, GmView1::Shape(N));  // gather_last.pto:4:17
-            MGATHER<Coalesce::Elem, GatherOOB::Clamp>(t3_b0, xTable1, t2_b0);  // gather_last.pto:4:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
-            GmView2 pickedGm2(picked + (block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + _g1_f_db * 2 / max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * K + (block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView2::Shape(t3_b0.GetValidCol()), GmView2::Stride(K));  // gather_last.pto:4:17
-            TSTORE(pickedGm2, t3_b0);  // gather_last.pto:4:17
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g0 = floor_div(block_index * ceil_div(M * ((K + 63) / 64), block_count), max_i64((K + 63) / 64, 1)); _g0 < ceil_div(block_index * ceil_div(M * ((K + 63) / 64), block_count) + min_i64(ceil_div(M * ((K + 63) / 64), block_count), M * ((K + 63) / 64) - block_index * ceil_div(M * ((K + 63) / 64), block_count)), max_i64((K + 63) / 64, 1)); ++_g0) {  // gather_last.pto:4:17
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(max_i64(min_i64(ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), M - block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0) * max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // gather_last.pto:4:17
-                TileT2B1 t2_b1(min_i64(K - (block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * 64, 64));  // gather_last.pto:4:17
-                TASSIGN(t2_b1, 512);  // gather_last.pto:4:17
-                using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
-                GmView3 idxGm3(idx + (block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * K + (block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView3::Shape(t2_b1.GetValidCol()), GmView3::Stride(K));  // gather_last.pto:4:17
-                TLOAD(t2_b1, idxGm3);  // gather_last.pto:4:17
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT3B1 t3_b1(min_i64(K - (block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * 64, 64));  // gather_last.pto:4:17
-                TASSIGN(t3_b1, 768);  // gather_last.pto:4:17
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:4:17
-                GmView4 xTable4(x + (block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * N, GmView4::Shape(N));  // gather_last.pto:4:17
-                MGATHER<Coalesce::Elem, GatherOOB::Clamp>(t3_b1, xTable4, t2_b1);  // gather_last.pto:4:17
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g1_db = 0; _g1_db < (max_i64(min_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) + min_i64(ceil_div(M * ((K + 63) / 64), block_count), M * ((K + 63) / 64) - block_index * ceil_div(M * ((K + 63) / 64), block_count)) - _g0 * max_i64((K + 63) / 64, 1), (K + 63) / 64) - max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0), 0) + 1) / 2; ++_g1_db) {  // gather_last.pto:4:17
+                pipe_barrier(PIPE_V);
+                TileT2B0 t2_b0(min_i64(K - (max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0) + _g1_db * 2) * 64, 64));  // gather_last.pto:4:17
+                TASSIGN(t2_b0, 0);  // gather_last.pto:4:17
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
+                GmView0 idxGm0(idx + _g0 * K + (max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0) + _g1_db * 2) * 64, GmView0::Shape(t2_b0.GetValidCol()), GmView0::Stride(K));  // gather_last.pto:4:17
+                TLOAD(t2_b0, idxGm0);  // gather_last.pto:4:17
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT3B0 t3_b0(min_i64(K - (max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0) + _g1_db * 2) * 64, 64));  // gather_last.pto:4:17
+                TASSIGN(t3_b0, 256);  // gather_last.pto:4:17
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:4:17
+                GmView1 xTable1(x + _g0 * N, GmView1::Shape(N));  // gather_last.pto:4:17
+                MGATHER<Coalesce::Elem, GatherOOB::Clamp>(t3_b0, xTable1, t2_b0);  // gather_last.pto:4:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
+                GmView2 pickedGm2(picked + _g0 * K + (max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0) + _g1_db * 2) * 64, GmView2::Shape(t3_b0.GetValidCol()), GmView2::Stride(K));  // gather_last.pto:4:17
+                TSTORE(pickedGm2, t3_b0);  // gather_last.pto:4:17
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                for (int64_t _g1_dr = 0; _g1_dr < min_i64(max_i64(min_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) + min_i64(ceil_div(M * ((K + 63) / 64), block_count), M * ((K + 63) / 64) - block_index * ceil_div(M * ((K + 63) / 64), block_count)) - _g0 * max_i64((K + 63) / 64, 1), (K + 63) / 64) - max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0), 0) - (_g1_db * 2 + 1), 1); ++_g1_dr) {  // gather_last.pto:4:17
+                    TileT2B1 t2_b1(min_i64(K - (max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 64, 64));  // gather_last.pto:4:17
+                    TASSIGN(t2_b1, 512);  // gather_last.pto:4:17
+                    using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
+                    GmView3 idxGm3(idx + _g0 * K + (max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 64, GmView3::Shape(t2_b1.GetValidCol()), GmView3::Stride(K));  // gather_last.pto:4:17
+                    TLOAD(t2_b1, idxGm3);  // gather_last.pto:4:17
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT3B1 t3_b1(min_i64(K - (max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 64, 64));  // gather_last.pto:4:17
+                    TASSIGN(t3_b1, 768);  // gather_last.pto:4:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:4:17
+                    GmView4 xTable4(x + _g0 * N, GmView4::Shape(N));  // gather_last.pto:4:17
+                    MGATHER<Coalesce::Elem, GatherOOB::Clamp>(t3_b1, xTable4, t2_b1);  // gather_last.pto:4:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
+                    GmView5 pickedGm5(picked + _g0 * K + (max_i64(block_index * ceil_div(M * ((K + 63) / 64), block_count) - _g0 * max_i64((K + 63) / 64, 1), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 64, GmView5::Shape(t3_b1.GetValidCol()), GmView5::Stride(K));  // gather_last.pto:4:17
+                    TSTORE(pickedGm5, t3_b1);  // gather_last.pto:4:17
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        for (int64_t _g5 = floor_div(block_index * ceil_div((J + 63) / 64 * M, block_count), max_i64(M, 1)); _g5 < ceil_div(block_index * ceil_div((J + 63) / 64 * M, block_count) + min_i64(ceil_div((J + 63) / 64 * M, block_count), (J + 63) / 64 * M - block_index * ceil_div((J + 63) / 64 * M, block_count)), max_i64(M, 1)); ++_g5) {  // gather_last.pto:5:19
+            pipe_barrier(PIPE_V);
+            TileT6 t6(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
+            TASSIGN(t6, 0);  // gather_last.pto:5:19
+            TileT7 t7(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
+            TASSIGN(t7, 512);  // gather_last.pto:5:19
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView6 = GlobalTensor<int64_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:5:19
+            GmView6 colsGm6(cols + _g5 * 64, GmView6::Shape(t6.GetValidCol()));  // gather_last.pto:5:19
+            TLOAD(t6, colsGm6);  // gather_last.pto:5:19
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t7, t6, RoundMode::CAST_RINT);  // gather_last.pto:5:19
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g4 = max_i64(block_index * ceil_div((J + 63) / 64 * M, block_count) - _g5 * max_i64(M, 1), 0); _g4 < min_i64(block_index * ceil_div((J + 63) / 64 * M, block_count) + min_i64(ceil_div((J + 63) / 64 * M, block_count), (J + 63) / 64 * M - block_index * ceil_div((J + 63) / 64 * M, block_count)) - _g5 * max_i64(M, 1), M); ++_g4) {  // gather_last.pto:5:19
+                pipe_barrier(PIPE_V);
+                TileT8 t8(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
+                TASSIGN(t8, 0);  // gather_last.pto:5:19
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:5:19
+                GmView7 xTable7(x + _g4 * N, GmView7::Shape(N));  // gather_last.pto:5:19
+                MGATHER<Coalesce::Elem, GatherOOB::Clamp>(t8, xTable7, t7);  // gather_last.pto:5:19
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
-                GmView5 pickedGm5(picked + (block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * K + (block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView5::Shape(t3_b1.GetValidCol()), GmView5::Stride(K));  // gather_last.pto:4:17
-                TSTORE(pickedGm5, t3_b1);  // gather_last.pto:4:17
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:5:19
+                GmView8 selectedGm8(selected + _g4 * J + _g5 * 64, GmView8::Shape(t8.GetValidCol()), GmView8::Stride(J));  // gather_last.pto:5:19
+                TSTORE(selectedGm8, t8);  // gather_last.pto:5:19
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
 }

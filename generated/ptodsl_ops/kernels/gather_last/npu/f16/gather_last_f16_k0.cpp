@@ -2,7 +2,7 @@
 #include "../../cpu/f16/gather_last_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches gather_last_f16_k0 on an NPU stream (vector core).
-extern "C" void gather_last_f16_k0_launch(uint32_t block_dim, void* stream, int32_t* idx, half* x, half* picked, int64_t M, int64_t K, int64_t N)
+extern "C" void gather_last_f16_k0_launch(uint32_t block_dim, void* stream, int32_t* idx, half* x, half* picked, int64_t* cols, half* selected, int64_t M, int64_t K, int64_t N, int64_t J)
 {
-    gather_last_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ int32_t*)idx, (__gm__ half*)x, (__gm__ half*)picked, M, K, N);
+    gather_last_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ int32_t*)idx, (__gm__ half*)x, (__gm__ half*)picked, (__gm__ int64_t*)cols, (__gm__ half*)selected, M, K, N, J);
 }

@@ -13,8 +13,7 @@
 #include <new>
 #include <vector>
 
-extern "C" void gather_last_f16_k0_launch(uint32_t block_dim, void* stream, int32_t* idx, half* x, half* picked, int64_t M, int64_t K, int64_t N);
-extern "C" void gather_last_f16_k1_launch(uint32_t block_dim, void* stream, int64_t* cols, half* x, half* selected, int64_t J, int64_t M, int64_t N);
+extern "C" void gather_last_f16_k0_launch(uint32_t block_dim, void* stream, int32_t* idx, half* x, half* picked, int64_t* cols, half* selected, int64_t M, int64_t K, int64_t N, int64_t J);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -195,11 +194,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -234,13 +228,6 @@ extern "C" int gather_last_f16(int32_t device, void* stream, half* x, int32_t* i
             }
         }
     }
-    {  // gather_last.pto:4:17
-        const int64_t gather_last_f16_k0_blocks = max_i64(ceil_div(M, max_i64(ceil_div(M, max_i64(48 / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1);  // gather_last.pto:4:17
-        gather_last_f16_k0_launch(gather_last_f16_k0_blocks, ptodsl_stream, idx, x, picked, M, K, N);  // gather_last.pto:4:17
-        if (!launched("the launch of gather_last_f16_k0")) {  // gather_last.pto:4:17
-            return -1;  // gather_last.pto:4:17
-        }
-    }
     for (int64_t _ix5 = 0; _ix5 < J; ++_ix5) {  // gather_last.pto:5:19
         const int64_t _iv6 = static_cast<int64_t>(cols_pages[_ix5]);  // gather_last.pto:5:19
         if (ptodsl_failed) {  // gather_last.pto:5:19
@@ -253,11 +240,11 @@ extern "C" int gather_last_f16(int32_t device, void* stream, half* x, int32_t* i
             return 2;  // gather_last.pto:5:19
         }
     }
-    {  // gather_last.pto:5:19
-        const int64_t gather_last_f16_k1_blocks = max_i64(ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, max_i64(48 / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1);  // gather_last.pto:5:19
-        gather_last_f16_k1_launch(gather_last_f16_k1_blocks, ptodsl_stream, cols, x, selected, J, M, N);  // gather_last.pto:5:19
-        if (!launched("the launch of gather_last_f16_k1")) {  // gather_last.pto:5:19
-            return -1;  // gather_last.pto:5:19
+    {  // gather_last.pto:4:17
+        const int64_t gather_last_f16_k0_blocks = max_i64(max_i64(ceil_div(M * ((K + 63) / 64), max_i64((M * ((K + 63) / 64) + 47) / 48, 1)), 1), max_i64(ceil_div((J + 63) / 64 * M, max_i64(((J + 63) / 64 * M + 47) / 48, 1)), 1));  // gather_last.pto:4:17
+        gather_last_f16_k0_launch(gather_last_f16_k0_blocks, ptodsl_stream, idx, x, picked, cols, selected, M, K, N, J);  // gather_last.pto:4:17
+        if (!launched("the launch of gather_last_f16_k0")) {  // gather_last.pto:4:17
+            return -1;  // gather_last.pto:4:17
         }
     }
     return call.finish();

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/gather_last_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches gather_last_f32_k0 on an NPU stream (vector core).
-extern "C" void gather_last_f32_k0_launch(uint32_t block_dim, void* stream, int32_t* idx, float* x, float* picked, int64_t M, int64_t K, int64_t N)
+extern "C" void gather_last_f32_k0_launch(uint32_t block_dim, void* stream, int32_t* idx, float* x, float* picked, int64_t* cols, float* selected, int64_t M, int64_t K, int64_t N, int64_t J)
 {
-    gather_last_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ int32_t*)idx, (__gm__ float*)x, (__gm__ float*)picked, M, K, N);
+    gather_last_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ int32_t*)idx, (__gm__ float*)x, (__gm__ float*)picked, (__gm__ int64_t*)cols, (__gm__ float*)selected, M, K, N, J);
 }

@@ -11,8 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void kv_cache_update_f16_k0(__gm__ half* k, __gm__ int32_t* slot_mapping, __gm__ half* k_cache, int64_t N, int64_t S);
-extern "C" __global__ AICORE void kv_cache_update_f16_k1(__gm__ half* v, __gm__ int32_t* slot_mapping, __gm__ half* v_cache, int64_t N, int64_t S);
+extern "C" __global__ AICORE void kv_cache_update_f16_k0(__gm__ half* k, __gm__ int32_t* slot_mapping, __gm__ half* k_cache, __gm__ half* v, __gm__ half* v_cache, int64_t N, int64_t S, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -33,6 +32,22 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" { int64_t kv_cache_update_f16_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* kv_cache_update_f16_failure(void)
@@ -50,28 +65,79 @@ extern "C" int kv_cache_update_f16(half* k_cache, half* v_cache, int32_t* slot_m
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _ix0 = 0; _ix0 < N; ++_ix0) {  // kv_cache_update.pto:6:5
-        const int64_t _iv1 = static_cast<int64_t>(slot_mapping[_ix0]);  // kv_cache_update.pto:6:5
-        if (!(0 <= _iv1 && _iv1 <= S - 1)) {  // kv_cache_update.pto:6:5
-            kv_cache_update_f16_guard[0] = static_cast<int64_t>(_iv1);  // kv_cache_update.pto:6:5
-            kv_cache_update_f16_guard[1] = static_cast<int64_t>(1);  // kv_cache_update.pto:6:5
-            kv_cache_update_f16_guard[2] = static_cast<int64_t>(S);  // kv_cache_update.pto:6:5
-            return 1;  // kv_cache_update.pto:6:5
-        }
-    }
-    start_launch(poison);  // kv_cache_update.pto:6:5
-    kv_cache_update_f16_k0(k, slot_mapping, k_cache, N, S);  // kv_cache_update.pto:6:5
-    for (int64_t _ix2 = 0; _ix2 < N; ++_ix2) {  // kv_cache_update.pto:7:5
-        const int64_t _iv3 = static_cast<int64_t>(slot_mapping[_ix2]);  // kv_cache_update.pto:7:5
-        if (!(0 <= _iv3 && _iv3 <= S - 1)) {  // kv_cache_update.pto:7:5
-            kv_cache_update_f16_guard[0] = static_cast<int64_t>(_iv3);  // kv_cache_update.pto:7:5
+    for (int64_t _ix0 = 0; _ix0 < N; ++_ix0) {  // kv_cache_update.pto:7:5
+        const int64_t _iv1 = static_cast<int64_t>(slot_mapping[_ix0]);  // kv_cache_update.pto:7:5
+        if (!(0 <= _iv1 && _iv1 <= S - 1)) {  // kv_cache_update.pto:7:5
+            kv_cache_update_f16_guard[0] = static_cast<int64_t>(_iv1);  // kv_cache_update.pto:7:5
             kv_cache_update_f16_guard[1] = static_cast<int64_t>(1);  // kv_cache_update.pto:7:5
             kv_cache_update_f16_guard[2] = static_cast<int64_t>(S);  // kv_cache_update.pto:7:5
-            return 2;  // kv_cache_update.pto:7:5
+            return 1;  // kv_cache_update.pto:7:5
         }
     }
-    start_launch(poison);  // kv_cache_update.pto:7:5
-    kv_cache_update_f16_k1(v, slot_mapping, v_cache, N, S);  // kv_cache_update.pto:7:5
+    {  // kv_cache_update.pto:7:5
+        const int64_t _rdim = static_cast<int64_t>(S);  // kv_cache_update.pto:7:5
+        std::vector<unsigned char> _seen(static_cast<size_t>(_rdim > 0 ? _rdim : 0), 0);  // kv_cache_update.pto:7:5
+        for (int64_t _ri = 0; _ri < static_cast<int64_t>(N); ++_ri) {  // kv_cache_update.pto:7:5
+            const int64_t _rv = static_cast<int64_t>(slot_mapping[_ri]);  // kv_cache_update.pto:7:5
+            if (_rv < 0 || _rv >= _rdim) continue;  // kv_cache_update.pto:7:5
+            if (_seen[static_cast<size_t>(_rv)]) {  // kv_cache_update.pto:7:5
+                kv_cache_update_f16_guard[0] = _rv;  // kv_cache_update.pto:7:5
+                kv_cache_update_f16_guard[1] = _ri;  // kv_cache_update.pto:7:5
+                kv_cache_update_f16_guard[2] = _rdim;  // kv_cache_update.pto:7:5
+                return 2;  // kv_cache_update.pto:7:5
+            }
+            _seen[static_cast<size_t>(_rv)] = 1;  // kv_cache_update.pto:7:5
+        }
+    }
+    for (int64_t _ix2 = 0; _ix2 < N; ++_ix2) {  // kv_cache_update.pto:8:5
+        const int64_t _iv3 = static_cast<int64_t>(slot_mapping[_ix2]);  // kv_cache_update.pto:8:5
+        if (!(0 <= _iv3 && _iv3 <= S - 1)) {  // kv_cache_update.pto:8:5
+            kv_cache_update_f16_guard[0] = static_cast<int64_t>(_iv3);  // kv_cache_update.pto:8:5
+            kv_cache_update_f16_guard[1] = static_cast<int64_t>(1);  // kv_cache_update.pto:8:5
+            kv_cache_update_f16_guard[2] = static_cast<int64_t>(S);  // kv_cache_update.pto:8:5
+            return 3;  // kv_cache_update.pto:8:5
+        }
+    }
+    {  // kv_cache_update.pto:8:5
+        const int64_t _rdim_1 = static_cast<int64_t>(S);  // kv_cache_update.pto:8:5
+        std::vector<unsigned char> _seen_1(static_cast<size_t>(_rdim_1 > 0 ? _rdim_1 : 0), 0);  // kv_cache_update.pto:8:5
+        for (int64_t _ri_1 = 0; _ri_1 < static_cast<int64_t>(N); ++_ri_1) {  // kv_cache_update.pto:8:5
+            const int64_t _rv_1 = static_cast<int64_t>(slot_mapping[_ri_1]);  // kv_cache_update.pto:8:5
+            if (_rv_1 < 0 || _rv_1 >= _rdim_1) continue;  // kv_cache_update.pto:8:5
+            if (_seen_1[static_cast<size_t>(_rv_1)]) {  // kv_cache_update.pto:8:5
+                kv_cache_update_f16_guard[0] = _rv_1;  // kv_cache_update.pto:8:5
+                kv_cache_update_f16_guard[1] = _ri_1;  // kv_cache_update.pto:8:5
+                kv_cache_update_f16_guard[2] = _rdim_1;  // kv_cache_update.pto:8:5
+                return 4;  // kv_cache_update.pto:8:5
+            }
+            _seen_1[static_cast<size_t>(_rv_1)] = 1;  // kv_cache_update.pto:8:5
+        }
+    }
+    {  // kv_cache_update.pto:7:5
+        const int64_t kv_cache_update_f16_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(((N + 7) / 8 + 47) / 48, 1)), 1);  // kv_cache_update.pto:7:5
+        bool kv_cache_update_f16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t kv_cache_update_f16_k0_block = 0; kv_cache_update_f16_k0_block < kv_cache_update_f16_k0_blocks; ++kv_cache_update_f16_k0_block) {  // kv_cache_update.pto:7:5
+            try {
+                start_launch(poison);  // kv_cache_update.pto:7:5
+                kv_cache_update_f16_k0(k, slot_mapping, k_cache, v, v_cache, N, S, kv_cache_update_f16_k0_block, kv_cache_update_f16_k0_blocks);  // kv_cache_update.pto:7:5
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                kv_cache_update_f16_k0_block_no_memory = true;
+            }
+        }
+        if (kv_cache_update_f16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -4,62 +4,136 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void kv_cache_update_f16_k0(__gm__ half* k, __gm__ int32_t* slot_mapping, __gm__ half* k_cache, int64_t N, int64_t S)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void kv_cache_update_f16_k0(__gm__ half* k, __gm__ int32_t* slot_mapping, __gm__ half* k_cache, __gm__ half* v, __gm__ half* v_cache, int64_t N, int64_t S, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void kv_cache_update_f16_k0(__gm__ half* k, __gm__ int32_t* slot_mapping, __gm__ half* k_cache, __gm__ half* v, __gm__ half* v_cache, int64_t N, int64_t S)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2B0 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT3B0 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2B1 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT3B1 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT7B0 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT7B1 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // kv_cache_update.pto:6:5
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // kv_cache_update.pto:7:5
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_db = 0; _g1_f_db < ((N + 7) / 8 * 2 + 1) / 2; ++_g1_f_db) {  // kv_cache_update.pto:6:5
+        for (int64_t _g1_f_db = 0; _g1_f_db < (max_i64(min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)), 0) * 2 + 1) / 2; ++_g1_f_db) {  // kv_cache_update.pto:7:5
             pipe_barrier(PIPE_V);
-            TileT2B0 t2_b0(min_i64(N - _g1_f_db * 8, 8));  // kv_cache_update.pto:6:5
-            TASSIGN(t2_b0, 0);  // kv_cache_update.pto:6:5
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:6:5
-            GmView0 kGm0(k + _g1_f_db * 8 * 128 + _g1_f_db * 2 % 2 * 64, GmView0::Shape(min_i64(N - _g1_f_db * 8, 8)));  // kv_cache_update.pto:6:5
-            TLOAD(t2_b0, kGm0);  // kv_cache_update.pto:6:5
-            TileT3B0 t3_b0(min_i64(N - _g1_f_db * 8, 8));  // kv_cache_update.pto:6:5
-            TASSIGN(t3_b0, 1024);  // kv_cache_update.pto:6:5
-            using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:6:5
-            GmView1 slot_mappingGm1(slot_mapping + _g1_f_db * 8, GmView1::Shape(t3_b0.GetValidCol()));  // kv_cache_update.pto:6:5
-            TLOAD(t3_b0, slot_mappingGm1);  // kv_cache_update.pto:6:5
+            TileT2B0 t2_b0(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g1_f_db) * 8, 8));  // kv_cache_update.pto:7:5
+            TASSIGN(t2_b0, 0);  // kv_cache_update.pto:7:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:7:5
+            GmView0 kGm0(k + (block_index * ceil_div((N + 7) / 8, block_count) + _g1_f_db) * 8 * 128 + _g1_f_db * 2 % 2 * 64, GmView0::Shape(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g1_f_db) * 8, 8)));  // kv_cache_update.pto:7:5
+            TLOAD(t2_b0, kGm0);  // kv_cache_update.pto:7:5
+            TileT3B0 t3_b0(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g1_f_db) * 8, 8));  // kv_cache_update.pto:7:5
+            TASSIGN(t3_b0, 1024);  // kv_cache_update.pto:7:5
+            using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:7:5
+            GmView1 slot_mappingGm1(slot_mapping + (block_index * ceil_div((N + 7) / 8, block_count) + _g1_f_db) * 8, GmView1::Shape(t3_b0.GetValidCol()));  // kv_cache_update.pto:7:5
+            TLOAD(t3_b0, slot_mappingGm1);  // kv_cache_update.pto:7:5
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:6:5
-            GmView2 k_cacheTable2(k_cache + _g1_f_db * 2 % 2 * 64, GmView2::Shape(S));  // kv_cache_update.pto:6:5
-            MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(k_cacheTable2, t2_b0, t3_b0);  // kv_cache_update.pto:6:5
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:7:5
+            GmView2 k_cacheTable2(k_cache + _g1_f_db * 2 % 2 * 64, GmView2::Shape(S));  // kv_cache_update.pto:7:5
+            MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(k_cacheTable2, t2_b0, t3_b0);  // kv_cache_update.pto:7:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64((N + 7) / 8 * 2 - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // kv_cache_update.pto:6:5
-                TileT2B1 t2_b1(min_i64(N - (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8, 8));  // kv_cache_update.pto:6:5
-                TASSIGN(t2_b1, 1056);  // kv_cache_update.pto:6:5
-                using GmView3 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:6:5
-                GmView3 kGm3(k + (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8 * 128 + (_g1_f_db * 2 + 1 + _g1_f_dr) % 2 * 64, GmView3::Shape(min_i64(N - (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8, 8)));  // kv_cache_update.pto:6:5
-                TLOAD(t2_b1, kGm3);  // kv_cache_update.pto:6:5
-                TileT3B1 t3_b1(min_i64(N - (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8, 8));  // kv_cache_update.pto:6:5
-                TASSIGN(t3_b1, 2080);  // kv_cache_update.pto:6:5
-                using GmView4 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:6:5
-                GmView4 slot_mappingGm4(slot_mapping + (_g1_f_db * 2 + 1 + _g1_f_dr) / 2 * 8, GmView4::Shape(t3_b1.GetValidCol()));  // kv_cache_update.pto:6:5
-                TLOAD(t3_b1, slot_mappingGm4);  // kv_cache_update.pto:6:5
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(max_i64(min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)), 0) * 2 - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // kv_cache_update.pto:7:5
+                TileT2B1 t2_b1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g1_f_db * 2 + 1 + _g1_f_dr) / 2) * 8, 8));  // kv_cache_update.pto:7:5
+                TASSIGN(t2_b1, 1056);  // kv_cache_update.pto:7:5
+                using GmView3 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:7:5
+                GmView3 kGm3(k + (block_index * ceil_div((N + 7) / 8, block_count) + (_g1_f_db * 2 + 1 + _g1_f_dr) / 2) * 8 * 128 + (_g1_f_db * 2 + 1 + _g1_f_dr) % 2 * 64, GmView3::Shape(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g1_f_db * 2 + 1 + _g1_f_dr) / 2) * 8, 8)));  // kv_cache_update.pto:7:5
+                TLOAD(t2_b1, kGm3);  // kv_cache_update.pto:7:5
+                TileT3B1 t3_b1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g1_f_db * 2 + 1 + _g1_f_dr) / 2) * 8, 8));  // kv_cache_update.pto:7:5
+                TASSIGN(t3_b1, 2080);  // kv_cache_update.pto:7:5
+                using GmView4 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:7:5
+                GmView4 slot_mappingGm4(slot_mapping + (block_index * ceil_div((N + 7) / 8, block_count) + (_g1_f_db * 2 + 1 + _g1_f_dr) / 2) * 8, GmView4::Shape(t3_b1.GetValidCol()));  // kv_cache_update.pto:7:5
+                TLOAD(t3_b1, slot_mappingGm4);  // kv_cache_update.pto:7:5
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:6:5
-                GmView5 k_cacheTable5(k_cache + (_g1_f_db * 2 + 1 + _g1_f_dr) % 2 * 64, GmView5::Shape(S));  // kv_cache_update.pto:6:5
-                MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(k_cacheTable5, t2_b1, t3_b1);  // kv_cache_update.pto:6:5
+                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:7:5
+                GmView5 k_cacheTable5(k_cache + (_g1_f_db * 2 + 1 + _g1_f_dr) % 2 * 64, GmView5::Shape(S));  // kv_cache_update.pto:7:5
+                MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(k_cacheTable5, t2_b1, t3_b1);  // kv_cache_update.pto:7:5
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        for (int64_t _g5_f_db = 0; _g5_f_db < (max_i64(min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)), 0) * 2 + 1) / 2; ++_g5_f_db) {  // kv_cache_update.pto:8:5
+            pipe_barrier(PIPE_V);
+            TileT6B0 t6_b0(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g5_f_db) * 8, 8));  // kv_cache_update.pto:8:5
+            TASSIGN(t6_b0, 0);  // kv_cache_update.pto:8:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView6 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:8:5
+            GmView6 vGm6(v + (block_index * ceil_div((N + 7) / 8, block_count) + _g5_f_db) * 8 * 128 + _g5_f_db * 2 % 2 * 64, GmView6::Shape(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g5_f_db) * 8, 8)));  // kv_cache_update.pto:8:5
+            TLOAD(t6_b0, vGm6);  // kv_cache_update.pto:8:5
+            TileT7B0 t7_b0(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g5_f_db) * 8, 8));  // kv_cache_update.pto:8:5
+            TASSIGN(t7_b0, 1024);  // kv_cache_update.pto:8:5
+            using GmView7 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:8:5
+            GmView7 slot_mappingGm7(slot_mapping + (block_index * ceil_div((N + 7) / 8, block_count) + _g5_f_db) * 8, GmView7::Shape(t7_b0.GetValidCol()));  // kv_cache_update.pto:8:5
+            TLOAD(t7_b0, slot_mappingGm7);  // kv_cache_update.pto:8:5
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            using GmView8 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:8:5
+            GmView8 v_cacheTable8(v_cache + _g5_f_db * 2 % 2 * 64, GmView8::Shape(S));  // kv_cache_update.pto:8:5
+            MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(v_cacheTable8, t6_b0, t7_b0);  // kv_cache_update.pto:8:5
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _g5_f_dr = 0; _g5_f_dr < min_i64(max_i64(min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)), 0) * 2 - (_g5_f_db * 2 + 1), 1); ++_g5_f_dr) {  // kv_cache_update.pto:8:5
+                TileT6B1 t6_b1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g5_f_db * 2 + 1 + _g5_f_dr) / 2) * 8, 8));  // kv_cache_update.pto:8:5
+                TASSIGN(t6_b1, 1056);  // kv_cache_update.pto:8:5
+                using GmView9 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:8:5
+                GmView9 vGm9(v + (block_index * ceil_div((N + 7) / 8, block_count) + (_g5_f_db * 2 + 1 + _g5_f_dr) / 2) * 8 * 128 + (_g5_f_db * 2 + 1 + _g5_f_dr) % 2 * 64, GmView9::Shape(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g5_f_db * 2 + 1 + _g5_f_dr) / 2) * 8, 8)));  // kv_cache_update.pto:8:5
+                TLOAD(t6_b1, vGm9);  // kv_cache_update.pto:8:5
+                TileT7B1 t7_b1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g5_f_db * 2 + 1 + _g5_f_dr) / 2) * 8, 8));  // kv_cache_update.pto:8:5
+                TASSIGN(t7_b1, 2080);  // kv_cache_update.pto:8:5
+                using GmView10 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:8:5
+                GmView10 slot_mappingGm10(slot_mapping + (block_index * ceil_div((N + 7) / 8, block_count) + (_g5_f_db * 2 + 1 + _g5_f_dr) / 2) * 8, GmView10::Shape(t7_b1.GetValidCol()));  // kv_cache_update.pto:8:5
+                TLOAD(t7_b1, slot_mappingGm10);  // kv_cache_update.pto:8:5
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:8:5
+                GmView11 v_cacheTable11(v_cache + (_g5_f_db * 2 + 1 + _g5_f_dr) % 2 * 64, GmView11::Shape(S));  // kv_cache_update.pto:8:5
+                MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(v_cacheTable11, t6_b1, t7_b1);  // kv_cache_update.pto:8:5
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
 }

@@ -13,8 +13,7 @@
 #include <new>
 #include <vector>
 
-extern "C" void kv_cache_update_f16_k0_launch(uint32_t block_dim, void* stream, half* k, int32_t* slot_mapping, half* k_cache, int64_t N, int64_t S);
-extern "C" void kv_cache_update_f16_k1_launch(uint32_t block_dim, void* stream, half* v, int32_t* slot_mapping, half* v_cache, int64_t N, int64_t S);
+extern "C" void kv_cache_update_f16_k0_launch(uint32_t block_dim, void* stream, half* k, int32_t* slot_mapping, half* k_cache, half* v, half* v_cache, int64_t N, int64_t S);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -184,6 +183,22 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" { int64_t kv_cache_update_f16_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* kv_cache_update_f16_failure(void)
@@ -198,37 +213,72 @@ extern "C" int kv_cache_update_f16(int32_t device, void* stream, half* k_cache, 
         return -1;
     }
     HostPages<int32_t> slot_mapping_pages(slot_mapping, N);
-    for (int64_t _ix0 = 0; _ix0 < N; ++_ix0) {  // kv_cache_update.pto:6:5
-        const int64_t _iv1 = static_cast<int64_t>(slot_mapping_pages[_ix0]);  // kv_cache_update.pto:6:5
-        if (ptodsl_failed) {  // kv_cache_update.pto:6:5
-            return -1;  // kv_cache_update.pto:6:5
-        }
-        if (!(0 <= _iv1 && _iv1 <= S - 1)) {  // kv_cache_update.pto:6:5
-            kv_cache_update_f16_guard[0] = static_cast<int64_t>(_iv1);  // kv_cache_update.pto:6:5
-            kv_cache_update_f16_guard[1] = static_cast<int64_t>(1);  // kv_cache_update.pto:6:5
-            kv_cache_update_f16_guard[2] = static_cast<int64_t>(S);  // kv_cache_update.pto:6:5
-            return 1;  // kv_cache_update.pto:6:5
-        }
-    }
-    kv_cache_update_f16_k0_launch(1, ptodsl_stream, k, slot_mapping, k_cache, N, S);  // kv_cache_update.pto:6:5
-    if (!launched("the launch of kv_cache_update_f16_k0")) {  // kv_cache_update.pto:6:5
-        return -1;  // kv_cache_update.pto:6:5
-    }
-    for (int64_t _ix2 = 0; _ix2 < N; ++_ix2) {  // kv_cache_update.pto:7:5
-        const int64_t _iv3 = static_cast<int64_t>(slot_mapping_pages[_ix2]);  // kv_cache_update.pto:7:5
+    for (int64_t _ix0 = 0; _ix0 < N; ++_ix0) {  // kv_cache_update.pto:7:5
+        const int64_t _iv1 = static_cast<int64_t>(slot_mapping_pages[_ix0]);  // kv_cache_update.pto:7:5
         if (ptodsl_failed) {  // kv_cache_update.pto:7:5
             return -1;  // kv_cache_update.pto:7:5
         }
-        if (!(0 <= _iv3 && _iv3 <= S - 1)) {  // kv_cache_update.pto:7:5
-            kv_cache_update_f16_guard[0] = static_cast<int64_t>(_iv3);  // kv_cache_update.pto:7:5
+        if (!(0 <= _iv1 && _iv1 <= S - 1)) {  // kv_cache_update.pto:7:5
+            kv_cache_update_f16_guard[0] = static_cast<int64_t>(_iv1);  // kv_cache_update.pto:7:5
             kv_cache_update_f16_guard[1] = static_cast<int64_t>(1);  // kv_cache_update.pto:7:5
             kv_cache_update_f16_guard[2] = static_cast<int64_t>(S);  // kv_cache_update.pto:7:5
-            return 2;  // kv_cache_update.pto:7:5
+            return 1;  // kv_cache_update.pto:7:5
         }
     }
-    kv_cache_update_f16_k1_launch(1, ptodsl_stream, v, slot_mapping, v_cache, N, S);  // kv_cache_update.pto:7:5
-    if (!launched("the launch of kv_cache_update_f16_k1")) {  // kv_cache_update.pto:7:5
-        return -1;  // kv_cache_update.pto:7:5
+    {  // kv_cache_update.pto:7:5
+        const int64_t _rdim = static_cast<int64_t>(S);  // kv_cache_update.pto:7:5
+        std::vector<unsigned char> _seen(static_cast<size_t>(_rdim > 0 ? _rdim : 0), 0);  // kv_cache_update.pto:7:5
+        for (int64_t _ri = 0; _ri < static_cast<int64_t>(N); ++_ri) {  // kv_cache_update.pto:7:5
+            const int64_t _rv = static_cast<int64_t>(slot_mapping_pages[_ri]);  // kv_cache_update.pto:7:5
+            if (ptodsl_failed) {  // kv_cache_update.pto:7:5
+                return -1;  // kv_cache_update.pto:7:5
+            }
+            if (_rv < 0 || _rv >= _rdim) continue;  // kv_cache_update.pto:7:5
+            if (_seen[static_cast<size_t>(_rv)]) {  // kv_cache_update.pto:7:5
+                kv_cache_update_f16_guard[0] = _rv;  // kv_cache_update.pto:7:5
+                kv_cache_update_f16_guard[1] = _ri;  // kv_cache_update.pto:7:5
+                kv_cache_update_f16_guard[2] = _rdim;  // kv_cache_update.pto:7:5
+                return 2;  // kv_cache_update.pto:7:5
+            }
+            _seen[static_cast<size_t>(_rv)] = 1;  // kv_cache_update.pto:7:5
+        }
+    }
+    for (int64_t _ix2 = 0; _ix2 < N; ++_ix2) {  // kv_cache_update.pto:8:5
+        const int64_t _iv3 = static_cast<int64_t>(slot_mapping_pages[_ix2]);  // kv_cache_update.pto:8:5
+        if (ptodsl_failed) {  // kv_cache_update.pto:8:5
+            return -1;  // kv_cache_update.pto:8:5
+        }
+        if (!(0 <= _iv3 && _iv3 <= S - 1)) {  // kv_cache_update.pto:8:5
+            kv_cache_update_f16_guard[0] = static_cast<int64_t>(_iv3);  // kv_cache_update.pto:8:5
+            kv_cache_update_f16_guard[1] = static_cast<int64_t>(1);  // kv_cache_update.pto:8:5
+            kv_cache_update_f16_guard[2] = static_cast<int64_t>(S);  // kv_cache_update.pto:8:5
+            return 3;  // kv_cache_update.pto:8:5
+        }
+    }
+    {  // kv_cache_update.pto:8:5
+        const int64_t _rdim_1 = static_cast<int64_t>(S);  // kv_cache_update.pto:8:5
+        std::vector<unsigned char> _seen_1(static_cast<size_t>(_rdim_1 > 0 ? _rdim_1 : 0), 0);  // kv_cache_update.pto:8:5
+        for (int64_t _ri_1 = 0; _ri_1 < static_cast<int64_t>(N); ++_ri_1) {  // kv_cache_update.pto:8:5
+            const int64_t _rv_1 = static_cast<int64_t>(slot_mapping_pages[_ri_1]);  // kv_cache_update.pto:8:5
+            if (ptodsl_failed) {  // kv_cache_update.pto:8:5
+                return -1;  // kv_cache_update.pto:8:5
+            }
+            if (_rv_1 < 0 || _rv_1 >= _rdim_1) continue;  // kv_cache_update.pto:8:5
+            if (_seen_1[static_cast<size_t>(_rv_1)]) {  // kv_cache_update.pto:8:5
+                kv_cache_update_f16_guard[0] = _rv_1;  // kv_cache_update.pto:8:5
+                kv_cache_update_f16_guard[1] = _ri_1;  // kv_cache_update.pto:8:5
+                kv_cache_update_f16_guard[2] = _rdim_1;  // kv_cache_update.pto:8:5
+                return 4;  // kv_cache_update.pto:8:5
+            }
+            _seen_1[static_cast<size_t>(_rv_1)] = 1;  // kv_cache_update.pto:8:5
+        }
+    }
+    {  // kv_cache_update.pto:7:5
+        const int64_t kv_cache_update_f16_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(((N + 7) / 8 + 47) / 48, 1)), 1);  // kv_cache_update.pto:7:5
+        kv_cache_update_f16_k0_launch(kv_cache_update_f16_k0_blocks, ptodsl_stream, k, slot_mapping, k_cache, v, v_cache, N, S);  // kv_cache_update.pto:7:5
+        if (!launched("the launch of kv_cache_update_f16_k0")) {  // kv_cache_update.pto:7:5
+            return -1;  // kv_cache_update.pto:7:5
+        }
     }
     return call.finish();
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/kv_cache_update_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches kv_cache_update_f16_k0 on an NPU stream (vector core).
-extern "C" void kv_cache_update_f16_k0_launch(uint32_t block_dim, void* stream, half* k, int32_t* slot_mapping, half* k_cache, int64_t N, int64_t S)
+extern "C" void kv_cache_update_f16_k0_launch(uint32_t block_dim, void* stream, half* k, int32_t* slot_mapping, half* k_cache, half* v, half* v_cache, int64_t N, int64_t S)
 {
-    kv_cache_update_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)k, (__gm__ int32_t*)slot_mapping, (__gm__ half*)k_cache, N, S);
+    kv_cache_update_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)k, (__gm__ int32_t*)slot_mapping, (__gm__ half*)k_cache, (__gm__ half*)v, (__gm__ half*)v_cache, N, S);
 }

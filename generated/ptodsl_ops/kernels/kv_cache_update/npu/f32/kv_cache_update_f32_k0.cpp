@@ -2,7 +2,7 @@
 #include "../../cpu/f32/kv_cache_update_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches kv_cache_update_f32_k0 on an NPU stream (vector core).
-extern "C" void kv_cache_update_f32_k0_launch(uint32_t block_dim, void* stream, float* k, int32_t* slot_mapping, float* k_cache, int64_t N, int64_t S)
+extern "C" void kv_cache_update_f32_k0_launch(uint32_t block_dim, void* stream, float* k, int32_t* slot_mapping, float* k_cache, float* v, float* v_cache, int64_t N, int64_t S)
 {
-    kv_cache_update_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)k, (__gm__ int32_t*)slot_mapping, (__gm__ float*)k_cache, N, S);
+    kv_cache_update_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)k, (__gm__ int32_t*)slot_mapping, (__gm__ float*)k_cache, (__gm__ float*)v, (__gm__ float*)v_cache, N, S);
 }
