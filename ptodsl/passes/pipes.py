@@ -5,8 +5,11 @@ Shared by the sync pass and the sync checker, so both reason about the same depe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .. import sym
-from ..ir import Op, TensorType, TileType
+from ..ir import Func, Module, Op, TensorType, TileType
+from ..ir.gm import GmLayoutError, trace_origins, walk_ops
 from ..ir.opdefs import IR_OPS
 
 Range = tuple[str, int, int]  # (space, start byte, end byte); GM tensors are whole buffers
@@ -21,7 +24,7 @@ def pipe_of(op: Op) -> str | None:
 
 def buffer(v, placement: dict[str, Range]) -> Range:
     if isinstance(v.type, TensorType):
-        return ("gm:" + v.name, 0, GM_WHOLE)
+        return placement.get("gm:" + v.name) or ("gm:" + v.name, 0, GM_WHOLE)
     assert isinstance(v.type, TileType)
     return placement[v.name]
 
@@ -47,6 +50,62 @@ def placement_of(ops) -> dict[str, Range]:
             if o.name == "tile.alloc" and "offset" in o.attrs:
                 t = o.result.type
                 out[o.result.name] = (t.space, o.attrs["offset"], o.attrs["offset"] + o.attrs["bytes"])
+    return out
+
+
+def gm_buffers(func: Func, same: Mapping[str, str] | None = None) -> dict[str, Range]:
+    """Each GM value of a compute kernel -> the one buffer it is part of: a view, reshape or permute
+    made in the kernel is its source's, and tensor parameters ``same`` maps to one name (views of
+    one tensor that a launch passes as two parameters, :func:`param_aliases`) are one. A store
+    through one name and a load through another of the same buffer are then ordered, as the
+    NPU's pipes need (MTE3 writing GM before MTE2 reads it back)."""
+    same = same or {}
+    out: dict[str, Range] = {}
+    for p in func.params:
+        if p.is_tensor:
+            out["gm:" + p.name] = ("gm:" + same.get(p.name, p.name), 0, GM_WHOLE)
+    for op in walk_ops(func.body):
+        if op.name in ("view", "reshape", "permute") and op.results:
+            src = "gm:" + op.operands[0].name
+            out["gm:" + op.result.name] = out.get(src) or (src, 0, GM_WHOLE)
+    return out
+
+
+def param_aliases(module: Module) -> dict[str, dict[str, str]]:
+    """Kernel -> its tensor parameters that some launch passes views of one tensor of the control
+    program (a workspace and its reshape, a tensor and a row of it), each mapped to one of them;
+    every tensor parameter, when a control program's GM values cannot be placed."""
+    funcs = {f.name: f for f in module.funcs}
+    leader: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(k: tuple[str, str]) -> tuple[str, str]:
+        while leader.get(k, k) != k:
+            k = leader[k]
+        return k
+
+    for control in (f for f in module.funcs if f.kind == "control"):
+        try:
+            origins = trace_origins(control)
+        except GmLayoutError:
+            origins = None
+        for op in walk_ops(control.body):
+            kernel = funcs.get(op.attrs["kernel"]) if op.name == "launch" else None
+            if kernel is None:
+                continue
+            firsts: dict[str, tuple[str, str]] = {}
+            tensors = [p.name for p in kernel.params if p.is_tensor]
+            for name, v in zip(tensors, op.operands):
+                root = origins[v.name].root if origins is not None and v.name in origins else ""
+                key = (kernel.name, name)
+                if root in firsts:
+                    a, b = find(firsts[root]), find(key)
+                    if a != b:
+                        leader[b] = a
+                else:
+                    firsts[root] = key
+    out: dict[str, dict[str, str]] = {}
+    for key in leader:
+        out.setdefault(key[0], {})[key[1]] = find(key)[1]
     return out
 
 

@@ -15,17 +15,29 @@ runs at most once carries nothing (its dependencies are carried by the loop arou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..ir import Func, Module, Op
 from . import syncheck
 from .context import Pass, PassContext, on_compute_kernels
-from .pipes import Range, at_most_once, covers, overlap, pipe_of, placement_of, reads_writes
+from .pipes import (
+    Range,
+    at_most_once,
+    covers,
+    gm_buffers,
+    overlap,
+    param_aliases,
+    pipe_of,
+    placement_of,
+    reads_writes,
+)
 
 
 class _Deps:
     """Abstract execution of a kernel body that collects its dependencies."""
 
-    def __init__(self, func: Func):
-        self.placement = placement_of(func.body)
+    def __init__(self, func: Func, same: Mapping[str, str] | None = None):
+        self.placement = placement_of(func.body) | gm_buffers(func, same)
         self.pos: dict[int, int] = {}
         self.parent: dict[int, tuple[Op | None, list[Op]]] = {}
         self.at: dict[int, int] = {}  # index of an op in its region (list.index would make placing quadratic)
@@ -120,9 +132,10 @@ class _Deps:
         return self._once[id(loop)]
 
 
-def insert(func: Func, ctx: PassContext) -> None:
-    """Place the flags and barriers of one compute kernel (in place)."""
-    deps = _Deps(func)
+def insert(func: Func, ctx: PassContext, same: Mapping[str, str] | None = None) -> None:
+    """Place the flags and barriers of one compute kernel (in place); ``same``: its tensor
+    parameters that launches pass views of one tensor (``pipes.param_aliases``)."""
+    deps = _Deps(func, same)
     inserts: list[tuple[list[Op], int, int, Op]] = []  # (list, index, order, op); applied back to front
     pairs: list[tuple[int, int, str, str, list[Op]]] = []  # (set pos, wait pos, src, dst, ops)
 
@@ -227,7 +240,8 @@ def _colour(pairs, func: Func, ctx: PassContext) -> None:
 
 
 def run(module: Module, ctx: PassContext) -> Module:
-    return on_compute_kernels(module, lambda f: insert(f, ctx))
+    aliases = param_aliases(module)
+    return on_compute_kernels(module, lambda f: insert(f, ctx, aliases.get(f.name)))
 
 
 def _proof(module: Module, target) -> list:

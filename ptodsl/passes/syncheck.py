@@ -13,10 +13,21 @@ order, which is the form the sync pass produces.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..ir import Func, Module, Op
-from .pipes import Range, at_most_once, covers, overlap, pipe_of, placement_of, reads_writes
+from .pipes import (
+    Range,
+    at_most_once,
+    covers,
+    gm_buffers,
+    overlap,
+    param_aliases,
+    pipe_of,
+    placement_of,
+    reads_writes,
+)
 
 
 @dataclass(frozen=True)
@@ -78,8 +89,8 @@ class _RangeMax:
         return max(row[lo], row[hi - (1 << level)])
 
 
-def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
-    placement = placement_of(func.body)
+def check_kernel(func: Func, max_events: int, same: Mapping[str, str] | None = None) -> list[MissingSync | str]:
+    placement = placement_of(func.body) | gm_buffers(func, same)
     trace = _trace(func.body)
     problems: list[MissingSync | str] = []
     _balance(func.body, func.name, problems)
@@ -152,7 +163,8 @@ def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
 
 def check(module: Module, max_events: int) -> list[MissingSync | str]:
     out: list[MissingSync | str] = []
+    aliases = param_aliases(module)
     for f in module.funcs:
         if f.kind in ("vector", "cube", "mixed"):
-            out.extend(check_kernel(f, max_events))
+            out.extend(check_kernel(f, max_events, aliases.get(f.name)))
     return out

@@ -48,6 +48,64 @@ def test_deleting_any_wait_is_caught(spec):
     assert deleted
 
 
+def _mte3_to_mte2_waits(block) -> list:
+    return [(f, region, i) for f in block.funcs if f.kind == "vector" for region in _regions(f.body)
+            for i, op in enumerate(region)
+            if op.name == "sync.wait" and (op.attrs["src"], op.attrs["dst"]) == ("MTE3", "MTE2")]
+
+
+VIEWED = """module @m level block attributes {target = "ascend910b"} {
+  vector @k(%a: tensor<f32 [8, 64]> out, %b: tensor<f32 [512]>) {
+    %t = tile.alloc() {offset = 0, bytes = 2048, layout = "row", rows = 8, cols = 64} : tile<ub f32 [8, 64] valid [8, 64]>
+    tile.fill(%t) {scalar = 0.0}
+    tile.store(%a, %t) {offsets = [0, 0]}
+    %u = tile.alloc() {offset = 2048, bytes = 2048, layout = "row", rows = 1, cols = 64} : tile<ub f32 [1, 64] valid [1, 64]>
+    tile.load(%u, SOURCE) {offsets = [0, 0]}
+  }
+  control @m() {
+    %w = alloc() : tensor<f32 [8, 64]>
+    %r = reshape(%w) : tensor<f32 [512]>
+    launch(%w, %r) {kernel = "k", scalars = []}
+  }
+}
+"""
+
+
+def _synchronised(text: str):
+    from ptodsl.passes import sync
+    from ptodsl.passes.context import PassContext
+
+    return sync.run(ir.parse(text), PassContext(load_target("ascend910b")))
+
+
+def test_a_store_and_a_load_of_one_tensor_through_two_names_are_ordered():
+    """A partial accumulation stores row p of its workspace through the workspace and loads it back
+    through a view of the row, a value of another name (tensor_sum, the backward norms): on the
+    NPU the MTE2 load must wait for the MTE3 store, and the checker finds the wait missing."""
+    text = VIEWED.replace("    tile.load(%u, SOURCE)", "    %v = view(%a) {offsets = [3, 0]} : tensor<f32 [1, 64]>\n"
+                                                        "    tile.load(%u, %v)")
+    out = _synchronised(text)
+    waits = _mte3_to_mte2_waits(out)
+    assert len(waits) == 1 and syncheck.check(out, MAX_EVENTS) == []
+    f, region, i = waits[0]
+    region.pop(i)
+    assert any(isinstance(p, MissingSync) and (p.src, p.dst) == ("MTE3", "MTE2")
+               for p in syncheck.check(out, MAX_EVENTS))
+
+
+def test_parameters_a_launch_passes_views_of_one_tensor_are_one_buffer():
+    """Two parameters that a launch fills with views of one tensor (a workspace and its reshape)
+    alias: the sync model treats them as one GM buffer."""
+    text = VIEWED.replace('%u = tile.alloc() {offset = 2048, bytes = 2048, layout = "row", rows = 1, cols = 64} : '
+                          'tile<ub f32 [1, 64] valid [1, 64]>',
+                          '%u = tile.alloc() {offset = 2048, bytes = 2048, layout = "row", rows = 1, cols = 512} : '
+                          'tile<ub f32 [512] valid [512]>').replace("tile.load(%u, SOURCE) {offsets = [0, 0]}",
+                                                                   "tile.load(%u, %b) {offsets = [0]}")
+    assert syncheck.param_aliases(ir.parse(text)) == {"k": {"b": "a"}}
+    out = _synchronised(text)
+    assert len(_mte3_to_mte2_waits(out)) == 1 and syncheck.check(out, MAX_EVENTS) == []
+
+
 def test_deleted_wait_is_reported_with_both_ops():
     block = compile_spec("specs/softmax.yaml").stages["block"]
     lines = str(block).splitlines()

@@ -687,8 +687,8 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -763,10 +763,12 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT87B0 t87_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
                 TASSIGN(t87_b0, 64);  // layernorm_bwd.pto:16:20
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                 GmView26 acc_g_partGm26(acc_g_part + _g65_db * 2 * 1024, GmView26::Shape(t87_b0.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:16:20
                 TLOAD(t87_b0, acc_g_partGm26);  // layernorm_bwd.pto:16:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT89B0 t89_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
                 TASSIGN(t89_b0, 12352);  // layernorm_bwd.pto:16:20
@@ -776,6 +778,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 using GmView27 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                 GmView27 acc_g_partsGm27(acc_g_parts + r_part * H + _g65_db * 2 * 1024, GmView27::Shape(t89_b0.GetValidCol()), GmView27::Stride(H));  // layernorm_bwd.pto:16:20
                 TSTORE(acc_g_partsGm27, t89_b0);  // layernorm_bwd.pto:16:20
@@ -786,6 +789,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 using GmView28 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                 GmView28 acc_b_partGm28(acc_b_part + _g65_db * 2 * 1024, GmView28::Shape(t91_b0.GetValidCol()), GmView28::Stride(H));  // layernorm_bwd.pto:17:20
                 TLOAD(t91_b0, acc_b_partGm28);  // layernorm_bwd.pto:17:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT93B0 t93_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
                 TASSIGN(t93_b0, 8256);  // layernorm_bwd.pto:17:20
@@ -795,13 +799,15 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 using GmView29 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                 GmView29 acc_b_partsGm29(acc_b_parts + r_part * H + _g65_db * 2 * 1024, GmView29::Shape(t93_b0.GetValidCol()), GmView29::Stride(H));  // layernorm_bwd.pto:17:20
                 TSTORE(acc_b_partsGm29, t93_b0);  // layernorm_bwd.pto:17:20
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g65_dr = 0; _g65_dr < min_i64((H + 1023) / 1024 - (_g65_db * 2 + 1), 1); ++_g65_dr) {  // layernorm_bwd.pto:15:71
                     TileT66B1 t66_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
                     TASSIGN(t66_b1, 16448);  // layernorm_bwd.pto:15:71
@@ -873,6 +879,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     using GmView34 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                     GmView34 acc_g_partGm34(acc_g_part + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView34::Shape(t87_b1.GetValidCol()), GmView34::Stride(H));  // layernorm_bwd.pto:16:20
                     TLOAD(t87_b1, acc_g_partGm34);  // layernorm_bwd.pto:16:20
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT89B1 t89_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
                     TASSIGN(t89_b1, 28736);  // layernorm_bwd.pto:16:20
@@ -882,6 +889,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     using GmView35 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                     GmView35 acc_g_partsGm35(acc_g_parts + r_part * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView35::Shape(t89_b1.GetValidCol()), GmView35::Stride(H));  // layernorm_bwd.pto:16:20
                     TSTORE(acc_g_partsGm35, t89_b1);  // layernorm_bwd.pto:16:20
@@ -891,6 +899,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     using GmView36 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                     GmView36 acc_b_partGm36(acc_b_part + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView36::Shape(t91_b1.GetValidCol()), GmView36::Stride(H));  // layernorm_bwd.pto:17:20
                     TLOAD(t91_b1, acc_b_partGm36);  // layernorm_bwd.pto:17:20
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT93B1 t93_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
                     TASSIGN(t93_b1, 24640);  // layernorm_bwd.pto:17:20
@@ -899,17 +908,18 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     TADD(t93_b1, t91_b1, t83_b1);  // layernorm_bwd.pto:17:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     using GmView37 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                     GmView37 acc_b_partsGm37(acc_b_parts + r_part * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView37::Shape(t93_b1.GetValidCol()), GmView37::Stride(H));  // layernorm_bwd.pto:17:20
                     TSTORE(acc_b_partsGm37, t93_b1);  // layernorm_bwd.pto:17:20
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -502,8 +502,8 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -595,10 +595,12 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 TileT87B0 t87_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
                 TASSIGN(t87_b0, 128);  // layernorm_bwd.pto:16:20
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                 GmView20 acc_g_partGm20(acc_g_part + _g65_db * 2 * 1024, GmView20::Shape(t87_b0.GetValidCol()), GmView20::Stride(H));  // layernorm_bwd.pto:16:20
                 TLOAD(t87_b0, acc_g_partGm20);  // layernorm_bwd.pto:16:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT89B0 t89_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
                 TASSIGN(t89_b0, 8320);  // layernorm_bwd.pto:16:20
@@ -609,6 +611,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                 GmView21 acc_g_partsGm21(acc_g_parts + r_part * H + _g65_db * 2 * 1024, GmView21::Shape(t89_b0.GetValidCol()), GmView21::Stride(H));  // layernorm_bwd.pto:16:20
                 TSTORE(acc_g_partsGm21, t89_b0);  // layernorm_bwd.pto:16:20
@@ -619,6 +622,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 using GmView22 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                 GmView22 acc_b_partGm22(acc_b_part + _g65_db * 2 * 1024, GmView22::Shape(t91_b0.GetValidCol()), GmView22::Stride(H));  // layernorm_bwd.pto:17:20
                 TLOAD(t91_b0, acc_b_partGm22);  // layernorm_bwd.pto:17:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT93B0 t93_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
@@ -629,14 +633,16 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                 GmView23 acc_b_partsGm23(acc_b_parts + r_part * H + _g65_db * 2 * 1024, GmView23::Shape(t93_b0.GetValidCol()), GmView23::Stride(H));  // layernorm_bwd.pto:17:20
                 TSTORE(acc_b_partsGm23, t93_b0);  // layernorm_bwd.pto:17:20
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g65_dr = 0; _g65_dr < min_i64((H + 1023) / 1024 - (_g65_db * 2 + 1), 1); ++_g65_dr) {  // layernorm_bwd.pto:15:71
                     TileT66B1 t66_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
                     TASSIGN(t66_b1, 24704);  // layernorm_bwd.pto:15:71
@@ -721,6 +727,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     using GmView28 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                     GmView28 acc_g_partGm28(acc_g_part + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView28::Shape(t87_b1.GetValidCol()), GmView28::Stride(H));  // layernorm_bwd.pto:16:20
                     TLOAD(t87_b1, acc_g_partGm28);  // layernorm_bwd.pto:16:20
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT89B1 t89_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
                     TASSIGN(t89_b1, 32896);  // layernorm_bwd.pto:16:20
@@ -730,6 +737,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     using GmView29 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                     GmView29 acc_g_partsGm29(acc_g_parts + r_part * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView29::Shape(t89_b1.GetValidCol()), GmView29::Stride(H));  // layernorm_bwd.pto:16:20
                     TSTORE(acc_g_partsGm29, t89_b1);  // layernorm_bwd.pto:16:20
@@ -739,6 +747,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     using GmView30 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                     GmView30 acc_b_partGm30(acc_b_part + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView30::Shape(t91_b1.GetValidCol()), GmView30::Stride(H));  // layernorm_bwd.pto:17:20
                     TLOAD(t91_b1, acc_b_partGm30);  // layernorm_bwd.pto:17:20
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT93B1 t93_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
                     TASSIGN(t93_b1, 28800);  // layernorm_bwd.pto:17:20
@@ -747,19 +756,20 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     TADD(t93_b1, t91_b1, t44_re6_re9_b1);  // layernorm_bwd.pto:17:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     using GmView31 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                     GmView31 acc_b_partsGm31(acc_b_parts + r_part * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView31::Shape(t93_b1.GetValidCol()), GmView31::Stride(H));  // layernorm_bwd.pto:17:20
                     TSTORE(acc_b_partsGm31, t93_b1);  // layernorm_bwd.pto:17:20
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

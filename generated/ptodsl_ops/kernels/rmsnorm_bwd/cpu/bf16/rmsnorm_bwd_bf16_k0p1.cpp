@@ -476,8 +476,8 @@ extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0p1(__gm__ float* acc, __gm_
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -568,10 +568,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0p1(__gm__ float* acc, __gm_
                 TROWEXPANDMUL(t74_b0, t69_b0, view10, tmp11);  // rmsnorm_bwd.pto:12:24
                 TileT76B0 t76_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
                 TASSIGN(t76_b0, 4192);  // rmsnorm_bwd.pto:12:18
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
                 GmView19 acc_partGm19(acc_part + _g54_db * 2 * 1024, GmView19::Shape(t76_b0.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
                 TLOAD(t76_b0, acc_partGm19);  // rmsnorm_bwd.pto:12:18
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT78B0 t78_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
@@ -582,15 +584,17 @@ extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0p1(__gm__ float* acc, __gm_
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
                 GmView20 acc_partsGm20(acc_parts + r_part * H + _g54_db * 2 * 1024, GmView20::Shape(t78_b0.GetValidCol()), GmView20::Stride(H));  // rmsnorm_bwd.pto:12:18
                 TSTORE(acc_partsGm20, t78_b0);  // rmsnorm_bwd.pto:12:18
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g54_dr = 0; _g54_dr < min_i64((H + 1023) / 1024 - (_g54_db * 2 + 1), 1); ++_g54_dr) {  // rmsnorm_bwd.pto:11:36
                     TileT55B1 t55_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                     TASSIGN(t55_b1, 16480);  // rmsnorm_bwd.pto:11:36
@@ -676,6 +680,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0p1(__gm__ float* acc, __gm_
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
                     GmView25 acc_partGm25(acc_part + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView25::Shape(t76_b1.GetValidCol()), GmView25::Stride(H));  // rmsnorm_bwd.pto:12:18
                     TLOAD(t76_b1, acc_partGm25);  // rmsnorm_bwd.pto:12:18
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileT78B1 t78_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
                     TASSIGN(t78_b1, 24672);  // rmsnorm_bwd.pto:12:18
@@ -684,19 +689,20 @@ extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0p1(__gm__ float* acc, __gm_
                     TADD(t78_b1, t76_b1, t74_b1);  // rmsnorm_bwd.pto:12:18
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
                     GmView26 acc_partsGm26(acc_parts + r_part * H + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView26::Shape(t78_b1.GetValidCol()), GmView26::Stride(H));  // rmsnorm_bwd.pto:12:18
                     TSTORE(acc_partsGm26, t78_b1);  // rmsnorm_bwd.pto:12:18
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

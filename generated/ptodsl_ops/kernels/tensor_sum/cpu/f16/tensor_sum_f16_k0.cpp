@@ -80,6 +80,7 @@ extern "C" __global__ AICORE void tensor_sum_f16_k0(__gm__ float* acc_parts, __g
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g2_db = 0; _g2_db < ((N + 511) / 512 + 1) / 2; ++_g2_db) {  // tensor_sum.pto:6:15
                 pipe_barrier(PIPE_V);
@@ -98,9 +99,11 @@ extern "C" __global__ AICORE void tensor_sum_f16_k0(__gm__ float* acc_parts, __g
                 TileT6B0 t6_b0(min_i64(N - _g2_db * 2 * 512, 512));  // tensor_sum.pto:10:22
                 TASSIGN(t6_b0, 3072);  // tensor_sum.pto:10:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
                 GmView2 acc_partGm2(acc_part + _g2_db * 2 * 512, GmView2::Shape(t6_b0.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
                 TLOAD(t6_b0, acc_partGm2);  // tensor_sum.pto:10:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT8B0 t8_b0(min_i64(N - _g2_db * 2 * 512, 512));  // tensor_sum.pto:10:22
                 TASSIGN(t8_b0, 5120);  // tensor_sum.pto:10:22
@@ -111,12 +114,15 @@ extern "C" __global__ AICORE void tensor_sum_f16_k0(__gm__ float* acc_parts, __g
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
                 GmView3 acc_partsGm3(acc_parts + b_part * N + _g2_db * 2 * 512, GmView3::Shape(t8_b0.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:10:22
                 TSTORE(acc_partsGm3, t8_b0);  // tensor_sum.pto:10:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g2_dr = 0; _g2_dr < min_i64((N + 511) / 512 - (_g2_db * 2 + 1), 1); ++_g2_dr) {  // tensor_sum.pto:6:15
                     TileT3B1 t3_b1(min_i64(N - (_g2_db * 2 + 1 + _g2_dr) * 512, 512));  // tensor_sum.pto:6:15
                     TASSIGN(t3_b1, 7168);  // tensor_sum.pto:6:15
@@ -133,6 +139,7 @@ extern "C" __global__ AICORE void tensor_sum_f16_k0(__gm__ float* acc_parts, __g
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
                     GmView5 acc_partGm5(acc_part + (_g2_db * 2 + 1 + _g2_dr) * 512, GmView5::Shape(t6_b1.GetValidCol()), GmView5::Stride(N));  // tensor_sum.pto:10:22
                     TLOAD(t6_b1, acc_partGm5);  // tensor_sum.pto:10:22
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileT8B1 t8_b1(min_i64(N - (_g2_db * 2 + 1 + _g2_dr) * 512, 512));  // tensor_sum.pto:10:22
                     TASSIGN(t8_b1, 12288);  // tensor_sum.pto:10:22
@@ -141,17 +148,20 @@ extern "C" __global__ AICORE void tensor_sum_f16_k0(__gm__ float* acc_parts, __g
                     TADD(t8_b1, t6_b1, t4_b1);  // tensor_sum.pto:10:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
                     GmView6 acc_partsGm6(acc_parts + b_part * N + (_g2_db * 2 + 1 + _g2_dr) * 512, GmView6::Shape(t8_b1.GetValidCol()), GmView6::Stride(N));  // tensor_sum.pto:10:22
                     TSTORE(acc_partsGm6, t8_b1);  // tensor_sum.pto:10:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -261,6 +261,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k9(__gm__ float* mi, __g
         TSTORE(t11Gm20, t158);  // varlen_attention.pto:59:34
     }
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -297,6 +298,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k9(__gm__ float* mi, __g
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -322,9 +324,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k9(__gm__ float* mi, __g
         GmView26 oi_updateGm26(oi_update + _g164 * 16 * 64, GmView26::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
         TSTORE(oi_updateGm26, t167);  // varlen_attention.pto:59:34
     }
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g168 = 0; _g168 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g168) {  // varlen_attention.pto:66:29
         TileT169 t169(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g168 * 16, 16));  // varlen_attention.pto:66:29
