@@ -21,6 +21,9 @@ Produces: the same computation in which
      in every iteration swaps its loops (when no iteration depends on another), so the operand is
      loaded, and the tile work on it alone done, once per column block (``passes/hoist.py``);
   6. a region computes each tile op once (common subexpressions);
+  6b. a user loop whose body is one grid nest carrying an accumulator through GM (a partial
+     accumulation's row) runs inside that grid, the accumulator in a tile across its iterations
+     (``passes/carry.py``);
   7. a running max over a row and a sum of exp(t - max) over it, in two grid loops, become one
      (the online form: the sum is rescaled by exp(old max - new max)), so softmax-like ops read a
      row that does not fit on chip twice rather than three times;
@@ -45,6 +48,7 @@ from .. import sym
 from ..ir import Func, Module, Op, Value
 from ..ir.opdefs import in_kernel_loop
 from ..ir.opdefs import indexed_gm as _gm_reads_writes
+from .carry import carry_accumulators
 from .context import Pass, PassContext
 from .hoist import hoist_broadcast_loads
 from .hoist import loads_and_stores as _loads_and_stores
@@ -505,6 +509,9 @@ def run(module: Module, ctx: PassContext) -> Module:
                 break
             sweep(f)
             f.body = merge_loops(f.body, base)
+            f.body = forward(f.body, {}, base)
+            sweep(f)
+        if carry_accumulators(f):
             f.body = forward(f.body, {}, base)
             sweep(f)
         f.body = hoist_broadcast_loads(f.body, base)

@@ -17,6 +17,7 @@ from typing import Any
 from .. import sym
 from ..ir import Op, Value
 from ..ir.opdefs import IR_OPS, indexed_gm
+from .parallel import _disjoint, _Write
 from .unroll import _subst_attr, _subst_type
 
 
@@ -88,6 +89,7 @@ class Access:
         self.carried: set[str] = set()  # written - defined: tiles that outlive an iteration
         self.free: set[str] = set()  # read - defined
         self.names: set[str] = set()  # every value an op operates on or defines
+        self.produced: set[str] = set()  # every value an op defines
 
     @classmethod
     def of(cls, ops: list[Op], base: dict[str, str]) -> Access:
@@ -96,6 +98,7 @@ class Access:
             for o in op.walk():
                 acc.names.update(v.name for v in o.operands)
                 acc.names.update(v.name for v in o.results)
+                acc.produced.update(v.name for v in o.results)
                 if o.name == "tile.load":
                     acc.loads.add((o.operands[1].name, o.attrs["offsets"]))
                     acc.loaded.add(o.operands[1].name)
@@ -132,7 +135,7 @@ class Access:
                              (self.loaded, other.loaded), (self.stores, other.stores), (self.stored, other.stored),
                              (self.stored_bases, other.stored_bases), (self.read, other.read),
                              (self.written, other.written), (self.defined, other.defined),
-                             (self.names, other.names)):
+                             (self.names, other.names), (self.produced, other.produced)):
             mine.update(theirs)
 
 
@@ -147,11 +150,29 @@ def can_merge(a: Op, b: Op, acc_a: Access, acc_b: Access, carried_ok: frozenset[
             return False
     if any(t in written for t in acc_b.scalar_reads):
         return False
-    if any(t in acc_a.loaded or t in written for t in acc_b.stored):
-        return False
+    for t in acc_b.stored:
+        if t in written or t in acc_a.scalar_reads or (t in acc_a.loaded and not _tile_war(a, b, t, env)):
+            return False
     if any(t in acc_a.carried and t not in carried_ok for t in (*acc_b.read, *acc_b.written)):
         return False
     return not any(t in acc_a.free for t in acc_b.written)
+
+
+def _tile_war(a: Op, b: Op, t: str, env: dict[str, sym.Expr]) -> bool:
+    """Whether ``b`` storing to ``t``, which ``a`` loads, may run in ``a``'s iterations: each of a's
+    loads of ``t`` reads a tile b's same iteration overwrites (same offsets and extents, after
+    renaming b's indices onto a's), and those tiles lie in bands of a's index that no two
+    iterations share, so no iteration of a reads what an earlier iteration of b wrote (an
+    in-place update ``acc[:] = acc * 0.5 + x[b, :]`` split over two grids)."""
+    loads = [(tuple(o.attrs["offsets"]), tuple(o.operands[0].type.shape)) for o in a.walk()
+             if o.name == "tile.load" and o.operands[1].name == t]
+    stores = {(tuple(sym.substitute(x, env) for x in o.attrs["offsets"]), tuple(o.operands[1].type.shape))
+              for o in b.walk() if o.name == "tile.store" and o.operands[0].name == t}
+    if not loads or any(access not in stores for access in loads):
+        return False
+    inner = {o.attrs["index"] for o in (*a.walk(), *b.walk()) if o.name == "loop" and o is not a and o is not b}
+    accesses = [_Write(offs, shape) for offs, shape in {*loads, *stores}]
+    return _disjoint(accesses, a.attrs["index"], a.attrs["step"], inner, {})
 
 
 def hoistable(op: Op, loop: Access) -> bool:
@@ -159,6 +180,10 @@ def hoistable(op: Op, loop: Access) -> bool:
     touches no value the loop touches, and a load of it reads no tensor the loop stores to."""
     if op.name in ("alloc", "guard"):
         return True  # a GM workspace, or a guard (it reads only scalars: it then stops the call earlier)
+    if op.name == "view":
+        # an address, reading no data: it may be made before a loop that does not define its source
+        # (the view of the next row between two grids of an elementwise chain, which then fuse)
+        return op.operands[0].name not in loop.produced
     if op.regions or not op.name.startswith("tile.") or op.name == "tile.store" or gm_touching(op):
         return False  # (a gather or scatter never runs before the loop that may hold its index guards)
     if op.name == "tile.load":

@@ -18,10 +18,10 @@ HAS_CXX = shutil.which("g++") is not None
 BACKENDS = ["sim", "cpu"] if HAS_CXX else ["sim"]
 BF16 = ml_dtypes.bfloat16
 
-# The fuzzer's seed 9073. Each of the 4 unrolled copies of the body writes two bf16 workspaces (the
-# casts' results) and reads them back; in one kernel holding the loop, every workspace's load in
-# one iteration and its store in the next is a dependency carried across the loop, one MTE2 -> MTE3
-# event id each for the whole loop: more than the target's 8 (E0612).
+# The fuzzer's seed 9073, unrolled further. Each unrolled copy of the body writes bf16 workspaces
+# (the casts' results) and reads them back; in one kernel holding the loop, every workspace's load
+# in one iteration and its store in the next is a dependency carried across the loop, one
+# MTE2 -> MTE3 event id each for the whole loop: for the 8 copies, more than the target's 8 (E0612).
 FZ9073 = """kernel fz9073(y1: inout T[M, N], gidx: i32[M], x0: T[M, N], xf: f32[M, N], rv: T[N], cv: T[M, 1]):
     for r in loop(M, name="L1"):
         g1 = gidx[r]
@@ -33,7 +33,7 @@ dtypes: {T: [bf16]}
 schedule:
   vec_tile: [1, 48]
   loops:
-    L1: {unroll: [4, 2, 1]}
+    L1: {unroll: [8, 4, 2, 1]}
   pass_options: {multiply_add: true, max_paths: 256}
 """
 
@@ -50,13 +50,13 @@ def test_a_loop_whose_kernel_would_need_too_many_event_ids_launches_per_iteratio
     block = op.compiled.stages["block"]
     control = block.func("fz9073_bf16")
     loops = {o.attrs["unrolled"]: o for o in walk_ops(control.body) if o.name == "loop"}
-    assert list(loops) == [4]  # the copies of 2 and of 1 still run inside their kernel
-    assert any(o.name == "launch" for o in walk_ops(loops[4].regions[0]))
+    assert list(loops) == [8]  # the copies of 4, 2 and 1 still run inside their kernel
+    assert any(o.name == "launch" for o in walk_ops(loops[8].regions[0]))
     kernel_loops = {o.attrs.get("unrolled") for f in block.funcs if f.kind == "vector" for o in f.walk()
                     if o.name == "loop"}
-    assert {2, 1} <= kernel_loops and 4 not in kernel_loops
+    assert {4, 2, 1} <= kernel_loops and 8 not in kernel_loops
 
-    m, n = 7, 100  # a pair of 4, one of 2 and one of 1; two tiles of 48 and a tail of 4
+    m, n = 15, 100  # one group of 8, one of 4, 2 and 1; two tiles of 48 and a tail of 4
     rng = np.random.default_rng(9073)
     gidx = rng.permutation(m).astype(np.int32)
     x0, rv, cv = (rng.standard_normal(s).astype(BF16) for s in ((m, n), (n,), (m, 1)))

@@ -29,20 +29,20 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
 {
     using TileT5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT16B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re1B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT16B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re1B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT27 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT19B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re2B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re1B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT26B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT30B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT19B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re2B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re1B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT26B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT30B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -50,40 +50,40 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
     using TileT34 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT48 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT36B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re2Re4B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re3B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re1Re3B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT39B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT41B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT44B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12Re3B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re2B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT51B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT36B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re2Re4B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re3B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re1Re3B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT39B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT41B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT44B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12Re3B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re2B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT51B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT61 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT53B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT41Re5B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12Re3Re5B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41Re4B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re2Re4B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT59B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT64B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT53B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT41Re5B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12Re3Re5B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41Re4B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re2Re4B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT59B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -95,7 +95,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
     using TileT78B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT81B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT83B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12Re6B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re5B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT85B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT87B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -108,7 +108,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
     using TileT78B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT81B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT83B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12Re6B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12Re5B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT85B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT87B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -154,8 +154,8 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // layernorm_bwd.pto:8:5
@@ -168,53 +168,52 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             TASSIGN(t14, 0);  // layernorm_bwd.pto:11:18
             TEXPANDS(t14, 0.0f);  // layernorm_bwd.pto:11:18
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g11_db = 0; _g11_db < ((H + 1023) / 1024 + 1) / 2; ++_g11_db) {  // layernorm_bwd.pto:10:13
+            for (int64_t _g8_db = 0; _g8_db < ((H + 1023) / 1024 + 1) / 2; ++_g8_db) {  // layernorm_bwd.pto:9:14
                 pipe_barrier(PIPE_V);
-                TileT16B0 t16_b0(min_i64(H - _g11_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:18
-                TASSIGN(t16_b0, 32);  // layernorm_bwd.pto:11:18
-                TileT9Re1B0 t9_re1_b0(min_i64(H - _g11_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
-                TASSIGN(t9_re1_b0, 4128);  // layernorm_bwd.pto:9:14
+                TileT9B0 t9_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
+                TASSIGN(t9_b0, 32);  // layernorm_bwd.pto:9:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView2 v0Gm2(v0 + _g11_db * 2 * 1024, GmView2::Shape(t9_re1_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t9_re1_b0, v0Gm2);  // layernorm_bwd.pto:9:14
+                GmView2 v0Gm2(v0 + _g8_db * 2 * 1024, GmView2::Shape(t9_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
+                TLOAD(t9_b0, v0Gm2);  // layernorm_bwd.pto:9:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT10B0 t10_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
+                TASSIGN(t10_b0, 2080);  // layernorm_bwd.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCVT(t16_b0, t9_re1_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                TCVT(t10_b0, t9_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
                 TileT17B0 t17_b0;  // layernorm_bwd.pto:11:18
-                TASSIGN(t17_b0, 4128);  // layernorm_bwd.pto:11:18
+                TASSIGN(t17_b0, 32);  // layernorm_bwd.pto:11:18
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
                 TASSIGN(tmp0, 32832);  // layernorm_bwd.pto:11:18
-                TROWSUM(t17_b0, t16_b0, tmp0);  // layernorm_bwd.pto:11:18
+                TROWSUM(t17_b0, t10_b0, tmp0);  // layernorm_bwd.pto:11:18
                 pipe_barrier(PIPE_V);
                 TADD(t14, t14, t17_b0);  // layernorm_bwd.pto:11:18
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g11_dr = 0; _g11_dr < min_i64((H + 1023) / 1024 - (_g11_db * 2 + 1), 1); ++_g11_dr) {  // layernorm_bwd.pto:10:13
-                    TileT16B1 t16_b1(min_i64(H - (_g11_db * 2 + 1 + _g11_dr) * 1024, 1024));  // layernorm_bwd.pto:11:18
-                    TASSIGN(t16_b1, 6176);  // layernorm_bwd.pto:11:18
-                    TileT9Re1B1 t9_re1_b1(min_i64(H - (_g11_db * 2 + 1 + _g11_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
-                    TASSIGN(t9_re1_b1, 10272);  // layernorm_bwd.pto:9:14
+                for (int64_t _g8_dr = 0; _g8_dr < min_i64((H + 1023) / 1024 - (_g8_db * 2 + 1), 1); ++_g8_dr) {  // layernorm_bwd.pto:9:14
+                    TileT9B1 t9_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
+                    TASSIGN(t9_b1, 6176);  // layernorm_bwd.pto:9:14
                     using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView3 v0Gm3(v0 + (_g11_db * 2 + 1 + _g11_dr) * 1024, GmView3::Shape(t9_re1_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t9_re1_b1, v0Gm3);  // layernorm_bwd.pto:9:14
+                    GmView3 v0Gm3(v0 + (_g8_db * 2 + 1 + _g8_dr) * 1024, GmView3::Shape(t9_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
+                    TLOAD(t9_b1, v0Gm3);  // layernorm_bwd.pto:9:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT10B1 t10_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
+                    TASSIGN(t10_b1, 8224);  // layernorm_bwd.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCVT(t16_b1, t9_re1_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                    TCVT(t10_b1, t9_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
                     TileT17B1 t17_b1;  // layernorm_bwd.pto:11:18
-                    TASSIGN(t17_b1, 10272);  // layernorm_bwd.pto:11:18
+                    TASSIGN(t17_b1, 6176);  // layernorm_bwd.pto:11:18
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp1;  // layernorm_bwd.pto:11:18
                     TASSIGN(tmp1, 32832);  // layernorm_bwd.pto:11:18
-                    TROWSUM(t17_b1, t16_b1, tmp1);  // layernorm_bwd.pto:11:18
+                    TROWSUM(t17_b1, t10_b1, tmp1);  // layernorm_bwd.pto:11:18
                     pipe_barrier(PIPE_V);
                     TADD(t14, t14, t17_b1);  // layernorm_bwd.pto:11:18
                 }
@@ -223,16 +222,16 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TMULS(t14, t14, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
             TileT27 t27;  // layernorm_bwd.pto:12:22
             TASSIGN(t27, 32);  // layernorm_bwd.pto:12:22
             pipe_barrier(PIPE_V);
-            TEXPANDS(t27, 0.0f);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TEXPANDS(t27, 0.0f);  // layernorm_bwd.pto:12:22
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -240,15 +239,15 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 pipe_barrier(PIPE_V);
                 TileT19B0 t19_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
                 TASSIGN(t19_b0, 64);  // layernorm_bwd.pto:11:13
-                TileT9Re2B0 t9_re2_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
-                TASSIGN(t9_re2_b0, 4160);  // layernorm_bwd.pto:9:14
+                TileT9Re1B0 t9_re1_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
+                TASSIGN(t9_re1_b0, 4160);  // layernorm_bwd.pto:9:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView4 v0Gm4(v0 + _g18_db * 2 * 1024, GmView4::Shape(t9_re2_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t9_re2_b0, v0Gm4);  // layernorm_bwd.pto:9:14
+                GmView4 v0Gm4(v0 + _g18_db * 2 * 1024, GmView4::Shape(t9_re1_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:9:14
+                TLOAD(t9_re1_b0, v0Gm4);  // layernorm_bwd.pto:9:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCVT(t19_b0, t9_re2_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                TCVT(t19_b0, t9_re1_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
                 TileT22B0 t22_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
                 TASSIGN(t22_b0, 4160);  // layernorm_bwd.pto:11:13
                 pipe_barrier(PIPE_V);
@@ -275,14 +274,14 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 for (int64_t _g18_dr = 0; _g18_dr < min_i64((H + 1023) / 1024 - (_g18_db * 2 + 1), 1); ++_g18_dr) {  // layernorm_bwd.pto:11:13
                     TileT19B1 t19_b1(min_i64(H - (_g18_db * 2 + 1 + _g18_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
                     TASSIGN(t19_b1, 8256);  // layernorm_bwd.pto:11:13
-                    TileT9Re2B1 t9_re2_b1(min_i64(H - (_g18_db * 2 + 1 + _g18_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
-                    TASSIGN(t9_re2_b1, 12352);  // layernorm_bwd.pto:9:14
+                    TileT9Re1B1 t9_re1_b1(min_i64(H - (_g18_db * 2 + 1 + _g18_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
+                    TASSIGN(t9_re1_b1, 12352);  // layernorm_bwd.pto:9:14
                     using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView5 v0Gm5(v0 + (_g18_db * 2 + 1 + _g18_dr) * 1024, GmView5::Shape(t9_re2_b1.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t9_re2_b1, v0Gm5);  // layernorm_bwd.pto:9:14
+                    GmView5 v0Gm5(v0 + (_g18_db * 2 + 1 + _g18_dr) * 1024, GmView5::Shape(t9_re1_b1.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:9:14
+                    TLOAD(t9_re1_b1, v0Gm5);  // layernorm_bwd.pto:9:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TCVT(t19_b1, t9_re2_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                    TCVT(t19_b1, t9_re1_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
                     TileT22B1 t22_b1(min_i64(H - (_g18_db * 2 + 1 + _g18_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
                     TASSIGN(t22_b1, 12352);  // layernorm_bwd.pto:11:13
                     pipe_barrier(PIPE_V);
@@ -328,7 +327,6 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -342,25 +340,25 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 pipe_barrier(PIPE_V);
                 TileT36B0 t36_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
                 TASSIGN(t36_b0, 96);  // layernorm_bwd.pto:13:16
-                TileT19Re4B0 t19_re4_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t19_re4_b0, 4192);  // layernorm_bwd.pto:11:13
-                TileT9Re2Re4B0 t9_re2_re4_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
-                TASSIGN(t9_re2_re4_b0, 8288);  // layernorm_bwd.pto:9:14
+                TileT19Re3B0 t19_re3_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
+                TASSIGN(t19_re3_b0, 4192);  // layernorm_bwd.pto:11:13
+                TileT9Re1Re3B0 t9_re1_re3_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
+                TASSIGN(t9_re1_re3_b0, 8288);  // layernorm_bwd.pto:9:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView6 v0Gm6(v0 + _g35_db * 2 * 1024, GmView6::Shape(t9_re2_re4_b0.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t9_re2_re4_b0, v0Gm6);  // layernorm_bwd.pto:9:14
+                GmView6 v0Gm6(v0 + _g35_db * 2 * 1024, GmView6::Shape(t9_re1_re3_b0.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:9:14
+                TLOAD(t9_re1_re3_b0, v0Gm6);  // layernorm_bwd.pto:9:14
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                TCVT(t19_re4_b0, t9_re2_re4_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                TCVT(t19_re3_b0, t9_re1_re3_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 TileView1 view8;  // layernorm_bwd.pto:11:13
                 TASSIGN(view8, 0);  // layernorm_bwd.pto:11:13
                 TileTmp2 tmp9;  // layernorm_bwd.pto:11:13
                 TASSIGN(tmp9, 32832);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t36_b0, t19_re4_b0, view8, tmp9);  // layernorm_bwd.pto:11:13
+                TROWEXPANDSUB(t36_b0, t19_re3_b0, view8, tmp9);  // layernorm_bwd.pto:11:13
                 TileT39B0 t39_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
                 TASSIGN(t39_b0, 4192);  // layernorm_bwd.pto:13:16
                 pipe_barrier(PIPE_V);
@@ -394,17 +392,17 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 TileT44B0 t44_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
                 TASSIGN(t44_b0, 6240);  // layernorm_bwd.pto:14:14
-                TileT12Re3B0 t12_re3_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
-                TASSIGN(t12_re3_b0, 96);  // layernorm_bwd.pto:10:13
+                TileT12Re2B0 t12_re2_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
+                TASSIGN(t12_re2_b0, 96);  // layernorm_bwd.pto:10:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView9 v1Gm9(v1 + _g35_db * 2 * 1024, GmView9::Shape(t12_re3_b0.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t12_re3_b0, v1Gm9);  // layernorm_bwd.pto:10:13
+                GmView9 v1Gm9(v1 + _g35_db * 2 * 1024, GmView9::Shape(t12_re2_b0.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:10:13
+                TLOAD(t12_re2_b0, v1Gm9);  // layernorm_bwd.pto:10:13
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                TCVT(t44_b0, t12_re3_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                TCVT(t44_b0, t12_re2_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 TileT47B0 t47_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
                 TASSIGN(t47_b0, 10336);  // layernorm_bwd.pto:14:14
@@ -427,22 +425,22 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 for (int64_t _g35_dr = 0; _g35_dr < min_i64((H + 1023) / 1024 - (_g35_db * 2 + 1), 1); ++_g35_dr) {  // layernorm_bwd.pto:13:16
                     TileT36B1 t36_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
                     TASSIGN(t36_b1, 14432);  // layernorm_bwd.pto:13:16
-                    TileT19Re4B1 t19_re4_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                    TASSIGN(t19_re4_b1, 18528);  // layernorm_bwd.pto:11:13
-                    TileT9Re2Re4B1 t9_re2_re4_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
-                    TASSIGN(t9_re2_re4_b1, 22624);  // layernorm_bwd.pto:9:14
+                    TileT19Re3B1 t19_re3_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
+                    TASSIGN(t19_re3_b1, 18528);  // layernorm_bwd.pto:11:13
+                    TileT9Re1Re3B1 t9_re1_re3_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
+                    TASSIGN(t9_re1_re3_b1, 22624);  // layernorm_bwd.pto:9:14
                     using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView10 v0Gm10(v0 + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView10::Shape(t9_re2_re4_b1.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t9_re2_re4_b1, v0Gm10);  // layernorm_bwd.pto:9:14
+                    GmView10 v0Gm10(v0 + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView10::Shape(t9_re1_re3_b1.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:9:14
+                    TLOAD(t9_re1_re3_b1, v0Gm10);  // layernorm_bwd.pto:9:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                    TCVT(t19_re4_b1, t9_re2_re4_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+                    TCVT(t19_re3_b1, t9_re1_re3_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
                     pipe_barrier(PIPE_V);
                     TileView1 view13;  // layernorm_bwd.pto:11:13
                     TASSIGN(view13, 0);  // layernorm_bwd.pto:11:13
                     TileTmp2 tmp14;  // layernorm_bwd.pto:11:13
                     TASSIGN(tmp14, 32832);  // layernorm_bwd.pto:11:13
-                    TROWEXPANDSUB(t36_b1, t19_re4_b1, view13, tmp14);  // layernorm_bwd.pto:11:13
+                    TROWEXPANDSUB(t36_b1, t19_re3_b1, view13, tmp14);  // layernorm_bwd.pto:11:13
                     TileT39B1 t39_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
                     TASSIGN(t39_b1, 18528);  // layernorm_bwd.pto:13:16
                     pipe_barrier(PIPE_V);
@@ -474,16 +472,16 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     TileT44B1 t44_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
                     TASSIGN(t44_b1, 20576);  // layernorm_bwd.pto:14:14
-                    TileT12Re3B1 t12_re3_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
-                    TASSIGN(t12_re3_b1, 14432);  // layernorm_bwd.pto:10:13
+                    TileT12Re2B1 t12_re2_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
+                    TASSIGN(t12_re2_b1, 14432);  // layernorm_bwd.pto:10:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                    GmView13 v1Gm13(v1 + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView13::Shape(t12_re3_b1.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:10:13
-                    TLOAD(t12_re3_b1, v1Gm13);  // layernorm_bwd.pto:10:13
+                    GmView13 v1Gm13(v1 + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView13::Shape(t12_re2_b1.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:10:13
+                    TLOAD(t12_re2_b1, v1Gm13);  // layernorm_bwd.pto:10:13
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                    TCVT(t44_b1, t12_re3_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                    TCVT(t44_b1, t12_re2_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
                     TileT47B1 t47_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
                     TASSIGN(t47_b1, 24672);  // layernorm_bwd.pto:14:14
                     pipe_barrier(PIPE_V);
@@ -535,32 +533,32 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 pipe_barrier(PIPE_V);
                 TileT53B0 t53_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
                 TASSIGN(t53_b0, 96);  // layernorm_bwd.pto:15:33
-                TileT41Re5B0 t41_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t41_re5_b0, 4192);  // layernorm_bwd.pto:14:18
+                TileT41Re4B0 t41_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
+                TASSIGN(t41_re4_b0, 4192);  // layernorm_bwd.pto:14:18
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView14 gammaGm14(gamma + _g52_db * 2 * 1024, GmView14::Shape(t41_re5_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t41_re5_b0, gammaGm14);  // layernorm_bwd.pto:14:18
+                GmView14 gammaGm14(gamma + _g52_db * 2 * 1024, GmView14::Shape(t41_re4_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
+                TLOAD(t41_re4_b0, gammaGm14);  // layernorm_bwd.pto:14:18
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                TileT42Re5B0 t42_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t42_re5_b0, 6240);  // layernorm_bwd.pto:14:18
+                TileT42Re4B0 t42_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
+                TASSIGN(t42_re4_b0, 6240);  // layernorm_bwd.pto:14:18
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                TCVT(t42_re5_b0, t41_re5_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+                TCVT(t42_re4_b0, t41_re4_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT44Re5B0 t44_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t44_re5_b0, 10336);  // layernorm_bwd.pto:14:14
-                TileT12Re3Re5B0 t12_re3_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
-                TASSIGN(t12_re3_re5_b0, 4192);  // layernorm_bwd.pto:10:13
+                TileT44Re4B0 t44_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
+                TASSIGN(t44_re4_b0, 10336);  // layernorm_bwd.pto:14:14
+                TileT12Re2Re4B0 t12_re2_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
+                TASSIGN(t12_re2_re4_b0, 4192);  // layernorm_bwd.pto:10:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView15 v1Gm15(v1 + _g52_db * 2 * 1024, GmView15::Shape(t12_re3_re5_b0.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t12_re3_re5_b0, v1Gm15);  // layernorm_bwd.pto:10:13
+                GmView15 v1Gm15(v1 + _g52_db * 2 * 1024, GmView15::Shape(t12_re2_re4_b0.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:10:13
+                TLOAD(t12_re2_re4_b0, v1Gm15);  // layernorm_bwd.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                TCVT(t44_re5_b0, t12_re3_re5_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                TCVT(t44_re4_b0, t12_re2_re4_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
                 pipe_barrier(PIPE_V);
-                TCOLEXPANDMUL(t53_b0, t44_re5_b0, t42_re5_b0);  // layernorm_bwd.pto:14:14
+                TCOLEXPANDMUL(t53_b0, t44_re4_b0, t42_re4_b0);  // layernorm_bwd.pto:14:14
                 TileT56B0 t56_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
                 TASSIGN(t56_b0, 4192);  // layernorm_bwd.pto:15:33
                 pipe_barrier(PIPE_V);
@@ -605,30 +603,30 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 for (int64_t _g52_dr = 0; _g52_dr < min_i64((H + 1023) / 1024 - (_g52_db * 2 + 1), 1); ++_g52_dr) {  // layernorm_bwd.pto:15:33
                     TileT53B1 t53_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
                     TASSIGN(t53_b1, 14432);  // layernorm_bwd.pto:15:33
-                    TileT41Re5B1 t41_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                    TASSIGN(t41_re5_b1, 18528);  // layernorm_bwd.pto:14:18
+                    TileT41Re4B1 t41_re4_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
+                    TASSIGN(t41_re4_b1, 18528);  // layernorm_bwd.pto:14:18
                     using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                    GmView18 gammaGm18(gamma + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView18::Shape(t41_re5_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                    TLOAD(t41_re5_b1, gammaGm18);  // layernorm_bwd.pto:14:18
+                    GmView18 gammaGm18(gamma + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView18::Shape(t41_re4_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
+                    TLOAD(t41_re4_b1, gammaGm18);  // layernorm_bwd.pto:14:18
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT42Re5B1 t42_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                    TASSIGN(t42_re5_b1, 20576);  // layernorm_bwd.pto:14:18
+                    TileT42Re4B1 t42_re4_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
+                    TASSIGN(t42_re4_b1, 20576);  // layernorm_bwd.pto:14:18
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TCVT(t42_re5_b1, t41_re5_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+                    TCVT(t42_re4_b1, t41_re4_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    TileT44Re5B1 t44_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                    TASSIGN(t44_re5_b1, 24672);  // layernorm_bwd.pto:14:14
-                    TileT12Re3Re5B1 t12_re3_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
-                    TASSIGN(t12_re3_re5_b1, 18528);  // layernorm_bwd.pto:10:13
+                    TileT44Re4B1 t44_re4_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
+                    TASSIGN(t44_re4_b1, 24672);  // layernorm_bwd.pto:14:14
+                    TileT12Re2Re4B1 t12_re2_re4_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
+                    TASSIGN(t12_re2_re4_b1, 18528);  // layernorm_bwd.pto:10:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                    GmView19 v1Gm19(v1 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView19::Shape(t12_re3_re5_b1.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:10:13
-                    TLOAD(t12_re3_re5_b1, v1Gm19);  // layernorm_bwd.pto:10:13
+                    GmView19 v1Gm19(v1 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView19::Shape(t12_re2_re4_b1.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:10:13
+                    TLOAD(t12_re2_re4_b1, v1Gm19);  // layernorm_bwd.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TCVT(t44_re5_b1, t12_re3_re5_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                    TCVT(t44_re4_b1, t12_re2_re4_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
                     pipe_barrier(PIPE_V);
-                    TCOLEXPANDMUL(t53_b1, t44_re5_b1, t42_re5_b1);  // layernorm_bwd.pto:14:14
+                    TCOLEXPANDMUL(t53_b1, t44_re4_b1, t42_re4_b1);  // layernorm_bwd.pto:14:14
                     TileT56B1 t56_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
                     TASSIGN(t56_b1, 18528);  // layernorm_bwd.pto:15:33
                     pipe_barrier(PIPE_V);
@@ -745,17 +743,17 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 TileT83B0 t83_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
                 TASSIGN(t83_b0, 4160);  // layernorm_bwd.pto:16:28
-                TileT12Re6B0 t12_re6_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
-                TASSIGN(t12_re6_b0, 8256);  // layernorm_bwd.pto:10:13
+                TileT12Re5B0 t12_re5_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
+                TASSIGN(t12_re5_b0, 8256);  // layernorm_bwd.pto:10:13
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView25 v1Gm25(v1 + _g65_db * 2 * 1024, GmView25::Shape(t12_re6_b0.GetValidCol()), GmView25::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t12_re6_b0, v1Gm25);  // layernorm_bwd.pto:10:13
+                GmView25 v1Gm25(v1 + _g65_db * 2 * 1024, GmView25::Shape(t12_re5_b0.GetValidCol()), GmView25::Stride(H));  // layernorm_bwd.pto:10:13
+                TLOAD(t12_re5_b0, v1Gm25);  // layernorm_bwd.pto:10:13
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCVT(t83_b0, t12_re6_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                TCVT(t83_b0, t12_re5_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
                 TileT85B0 t85_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
                 TASSIGN(t85_b0, 8256);  // layernorm_bwd.pto:16:28
                 pipe_barrier(PIPE_V);
@@ -857,17 +855,17 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     TileT83B1 t83_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
                     TASSIGN(t83_b1, 20544);  // layernorm_bwd.pto:16:28
-                    TileT12Re6B1 t12_re6_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
-                    TASSIGN(t12_re6_b1, 24640);  // layernorm_bwd.pto:10:13
+                    TileT12Re5B1 t12_re5_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
+                    TASSIGN(t12_re5_b1, 24640);  // layernorm_bwd.pto:10:13
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                    GmView33 v1Gm33(v1 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView33::Shape(t12_re6_b1.GetValidCol()), GmView33::Stride(H));  // layernorm_bwd.pto:10:13
-                    TLOAD(t12_re6_b1, v1Gm33);  // layernorm_bwd.pto:10:13
+                    GmView33 v1Gm33(v1 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView33::Shape(t12_re5_b1.GetValidCol()), GmView33::Stride(H));  // layernorm_bwd.pto:10:13
+                    TLOAD(t12_re5_b1, v1Gm33);  // layernorm_bwd.pto:10:13
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TCVT(t83_b1, t12_re6_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+                    TCVT(t83_b1, t12_re5_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
                     TileT85B1 t85_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
                     TASSIGN(t85_b1, 24640);  // layernorm_bwd.pto:16:28
                     pipe_barrier(PIPE_V);
@@ -925,15 +923,15 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);

@@ -37,9 +37,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
 #endif
     using TileT5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT16B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT16B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT27 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT19B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -63,29 +63,29 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
     using TileT51B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT61 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT53B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT41Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT59B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19Re4Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re3Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT64B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT53B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT41Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT59B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19Re4Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re3Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT64B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT66B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19Re4Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re3Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT69B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT71B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT53Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT41Re6Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44Re6Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41Re5Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44Re5Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT73B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT78B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT85B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -94,13 +94,13 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
     using TileT91B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT93B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT66B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19Re4Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re3Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT69B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT71B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT53Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT41Re6Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44Re6Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41Re5Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44Re5Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT73B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT78B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT85B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -166,39 +166,39 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g11_db = 0; _g11_db < ((H + 1023) / 1024 + 1) / 2; ++_g11_db) {  // layernorm_bwd.pto:10:13
+            for (int64_t _g8_db = 0; _g8_db < ((H + 1023) / 1024 + 1) / 2; ++_g8_db) {  // layernorm_bwd.pto:9:14
                 pipe_barrier(PIPE_V);
-                TileT16B0 t16_b0(min_i64(H - _g11_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:18
-                TASSIGN(t16_b0, 32);  // layernorm_bwd.pto:11:18
+                TileT9B0 t9_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
+                TASSIGN(t9_b0, 32);  // layernorm_bwd.pto:9:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView2 v0Gm2(v0 + _g11_db * 2 * 1024, GmView2::Shape(t16_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t16_b0, v0Gm2);  // layernorm_bwd.pto:9:14
+                GmView2 v0Gm2(v0 + _g8_db * 2 * 1024, GmView2::Shape(t9_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
+                TLOAD(t9_b0, v0Gm2);  // layernorm_bwd.pto:9:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT17B0 t17_b0;  // layernorm_bwd.pto:11:18
                 TASSIGN(t17_b0, 4128);  // layernorm_bwd.pto:11:18
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
                 TASSIGN(tmp0, 49280);  // layernorm_bwd.pto:11:18
-                TROWSUM(t17_b0, t16_b0, tmp0);  // layernorm_bwd.pto:11:18
+                TROWSUM(t17_b0, t9_b0, tmp0);  // layernorm_bwd.pto:11:18
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 TADD(t14, t14, t17_b0);  // layernorm_bwd.pto:11:18
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _g11_dr = 0; _g11_dr < min_i64((H + 1023) / 1024 - (_g11_db * 2 + 1), 1); ++_g11_dr) {  // layernorm_bwd.pto:10:13
-                    TileT16B1 t16_b1(min_i64(H - (_g11_db * 2 + 1 + _g11_dr) * 1024, 1024));  // layernorm_bwd.pto:11:18
-                    TASSIGN(t16_b1, 4160);  // layernorm_bwd.pto:11:18
+                for (int64_t _g8_dr = 0; _g8_dr < min_i64((H + 1023) / 1024 - (_g8_db * 2 + 1), 1); ++_g8_dr) {  // layernorm_bwd.pto:9:14
+                    TileT9B1 t9_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
+                    TASSIGN(t9_b1, 4160);  // layernorm_bwd.pto:9:14
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView3 v0Gm3(v0 + (_g11_db * 2 + 1 + _g11_dr) * 1024, GmView3::Shape(t16_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t16_b1, v0Gm3);  // layernorm_bwd.pto:9:14
+                    GmView3 v0Gm3(v0 + (_g8_db * 2 + 1 + _g8_dr) * 1024, GmView3::Shape(t9_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
+                    TLOAD(t9_b1, v0Gm3);  // layernorm_bwd.pto:9:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileT17B1 t17_b1;  // layernorm_bwd.pto:11:18
                     TASSIGN(t17_b1, 8256);  // layernorm_bwd.pto:11:18
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileTmp0 tmp1;  // layernorm_bwd.pto:11:18
                     TASSIGN(tmp1, 49280);  // layernorm_bwd.pto:11:18
-                    TROWSUM(t17_b1, t16_b1, tmp1);  // layernorm_bwd.pto:11:18
+                    TROWSUM(t17_b1, t9_b1, tmp1);  // layernorm_bwd.pto:11:18
                     pipe_barrier(PIPE_V);
                     TADD(t14, t14, t17_b1);  // layernorm_bwd.pto:11:18
                 }
@@ -380,30 +380,30 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 pipe_barrier(PIPE_V);
                 TileT53B0 t53_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
                 TASSIGN(t53_b0, 128);  // layernorm_bwd.pto:15:33
-                TileT41Re6B0 t41_re6_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t41_re6_b0, 4224);  // layernorm_bwd.pto:14:18
+                TileT41Re5B0 t41_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
+                TASSIGN(t41_re5_b0, 4224);  // layernorm_bwd.pto:14:18
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView10 gammaGm10(gamma + _g52_db * 2 * 1024, GmView10::Shape(t41_re6_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t41_re6_b0, gammaGm10);  // layernorm_bwd.pto:14:18
-                TileT44Re6B0 t44_re6_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t44_re6_b0, 8320);  // layernorm_bwd.pto:14:14
+                GmView10 gammaGm10(gamma + _g52_db * 2 * 1024, GmView10::Shape(t41_re5_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
+                TLOAD(t41_re5_b0, gammaGm10);  // layernorm_bwd.pto:14:18
+                TileT44Re5B0 t44_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
+                TASSIGN(t44_re5_b0, 8320);  // layernorm_bwd.pto:14:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView11 v1Gm11(v1 + _g52_db * 2 * 1024, GmView11::Shape(t44_re6_b0.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t44_re6_b0, v1Gm11);  // layernorm_bwd.pto:10:13
+                GmView11 v1Gm11(v1 + _g52_db * 2 * 1024, GmView11::Shape(t44_re5_b0.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:10:13
+                TLOAD(t44_re5_b0, v1Gm11);  // layernorm_bwd.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCOLEXPANDMUL(t53_b0, t44_re6_b0, t41_re6_b0);  // layernorm_bwd.pto:14:14
+                TCOLEXPANDMUL(t53_b0, t44_re5_b0, t41_re5_b0);  // layernorm_bwd.pto:14:14
                 TileT59B0 t59_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
                 TASSIGN(t59_b0, 4224);  // layernorm_bwd.pto:15:83
-                TileT36Re5B0 t36_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-                TASSIGN(t36_re5_b0, 8320);  // layernorm_bwd.pto:13:16
-                TileT19Re4Re5B0 t19_re4_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t19_re4_re5_b0, 12416);  // layernorm_bwd.pto:11:13
+                TileT36Re4B0 t36_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
+                TASSIGN(t36_re4_b0, 8320);  // layernorm_bwd.pto:13:16
+                TileT19Re3Re4B0 t19_re3_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
+                TASSIGN(t19_re3_re4_b0, 12416);  // layernorm_bwd.pto:11:13
                 using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView12 v0Gm12(v0 + _g52_db * 2 * 1024, GmView12::Shape(t19_re4_re5_b0.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t19_re4_re5_b0, v0Gm12);  // layernorm_bwd.pto:9:14
+                GmView12 v0Gm12(v0 + _g52_db * 2 * 1024, GmView12::Shape(t19_re3_re4_b0.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:9:14
+                TLOAD(t19_re3_re4_b0, v0Gm12);  // layernorm_bwd.pto:9:14
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -411,13 +411,13 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TASSIGN(view10, 0);  // layernorm_bwd.pto:11:13
                 TileTmp2 tmp11;  // layernorm_bwd.pto:11:13
                 TASSIGN(tmp11, 49280);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t36_re5_b0, t19_re4_re5_b0, view10, tmp11);  // layernorm_bwd.pto:11:13
+                TROWEXPANDSUB(t36_re4_b0, t19_re3_re4_b0, view10, tmp11);  // layernorm_bwd.pto:11:13
                 pipe_barrier(PIPE_V);
                 TileView1 view12;  // layernorm_bwd.pto:13:16
                 TASSIGN(view12, 32);  // layernorm_bwd.pto:13:16
                 TileTmp2 tmp13;  // layernorm_bwd.pto:13:16
                 TASSIGN(tmp13, 49280);  // layernorm_bwd.pto:13:16
-                TROWEXPANDMUL(t59_b0, t36_re5_b0, view12, tmp13);  // layernorm_bwd.pto:13:16
+                TROWEXPANDMUL(t59_b0, t36_re4_b0, view12, tmp13);  // layernorm_bwd.pto:13:16
                 TileT60B0 t60_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
                 TASSIGN(t60_b0, 8320);  // layernorm_bwd.pto:15:83
                 pipe_barrier(PIPE_V);
@@ -437,28 +437,28 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 for (int64_t _g52_dr = 0; _g52_dr < min_i64((H + 1023) / 1024 - (_g52_db * 2 + 1), 1); ++_g52_dr) {  // layernorm_bwd.pto:15:33
                     TileT53B1 t53_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
                     TASSIGN(t53_b1, 16512);  // layernorm_bwd.pto:15:33
-                    TileT41Re6B1 t41_re6_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                    TASSIGN(t41_re6_b1, 20608);  // layernorm_bwd.pto:14:18
+                    TileT41Re5B1 t41_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
+                    TASSIGN(t41_re5_b1, 20608);  // layernorm_bwd.pto:14:18
                     using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                    GmView13 gammaGm13(gamma + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView13::Shape(t41_re6_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                    TLOAD(t41_re6_b1, gammaGm13);  // layernorm_bwd.pto:14:18
-                    TileT44Re6B1 t44_re6_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                    TASSIGN(t44_re6_b1, 24704);  // layernorm_bwd.pto:14:14
+                    GmView13 gammaGm13(gamma + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView13::Shape(t41_re5_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
+                    TLOAD(t41_re5_b1, gammaGm13);  // layernorm_bwd.pto:14:18
+                    TileT44Re5B1 t44_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
+                    TASSIGN(t44_re5_b1, 24704);  // layernorm_bwd.pto:14:14
                     using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                    GmView14 v1Gm14(v1 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView14::Shape(t44_re6_b1.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:10:13
-                    TLOAD(t44_re6_b1, v1Gm14);  // layernorm_bwd.pto:10:13
+                    GmView14 v1Gm14(v1 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView14::Shape(t44_re5_b1.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:10:13
+                    TLOAD(t44_re5_b1, v1Gm14);  // layernorm_bwd.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCOLEXPANDMUL(t53_b1, t44_re6_b1, t41_re6_b1);  // layernorm_bwd.pto:14:14
+                    TCOLEXPANDMUL(t53_b1, t44_re5_b1, t41_re5_b1);  // layernorm_bwd.pto:14:14
                     TileT59B1 t59_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
                     TASSIGN(t59_b1, 20608);  // layernorm_bwd.pto:15:83
-                    TileT36Re5B1 t36_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-                    TASSIGN(t36_re5_b1, 24704);  // layernorm_bwd.pto:13:16
-                    TileT19Re4Re5B1 t19_re4_re5_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                    TASSIGN(t19_re4_re5_b1, 28800);  // layernorm_bwd.pto:11:13
+                    TileT36Re4B1 t36_re4_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
+                    TASSIGN(t36_re4_b1, 24704);  // layernorm_bwd.pto:13:16
+                    TileT19Re3Re4B1 t19_re3_re4_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
+                    TASSIGN(t19_re3_re4_b1, 28800);  // layernorm_bwd.pto:11:13
                     using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView15 v0Gm15(v0 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView15::Shape(t19_re4_re5_b1.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t19_re4_re5_b1, v0Gm15);  // layernorm_bwd.pto:9:14
+                    GmView15 v0Gm15(v0 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView15::Shape(t19_re3_re4_b1.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:9:14
+                    TLOAD(t19_re3_re4_b1, v0Gm15);  // layernorm_bwd.pto:9:14
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -466,13 +466,13 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     TASSIGN(view15, 0);  // layernorm_bwd.pto:11:13
                     TileTmp2 tmp16;  // layernorm_bwd.pto:11:13
                     TASSIGN(tmp16, 49280);  // layernorm_bwd.pto:11:13
-                    TROWEXPANDSUB(t36_re5_b1, t19_re4_re5_b1, view15, tmp16);  // layernorm_bwd.pto:11:13
+                    TROWEXPANDSUB(t36_re4_b1, t19_re3_re4_b1, view15, tmp16);  // layernorm_bwd.pto:11:13
                     pipe_barrier(PIPE_V);
                     TileView1 view17;  // layernorm_bwd.pto:13:16
                     TASSIGN(view17, 32);  // layernorm_bwd.pto:13:16
                     TileTmp2 tmp18;  // layernorm_bwd.pto:13:16
                     TASSIGN(tmp18, 49280);  // layernorm_bwd.pto:13:16
-                    TROWEXPANDMUL(t59_b1, t36_re5_b1, view17, tmp18);  // layernorm_bwd.pto:13:16
+                    TROWEXPANDMUL(t59_b1, t36_re4_b1, view17, tmp18);  // layernorm_bwd.pto:13:16
                     TileT60B1 t60_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
                     TASSIGN(t60_b1, 24704);  // layernorm_bwd.pto:15:83
                     pipe_barrier(PIPE_V);
@@ -513,15 +513,15 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 pipe_barrier(PIPE_V);
                 TileT66B0 t66_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
                 TASSIGN(t66_b0, 128);  // layernorm_bwd.pto:15:71
-                TileT36Re8B0 t36_re8_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-                TASSIGN(t36_re8_b0, 4224);  // layernorm_bwd.pto:13:16
-                TileT19Re4Re8B0 t19_re4_re8_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-                TASSIGN(t19_re4_re8_b0, 8320);  // layernorm_bwd.pto:11:13
+                TileT36Re7B0 t36_re7_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
+                TASSIGN(t36_re7_b0, 4224);  // layernorm_bwd.pto:13:16
+                TileT19Re3Re7B0 t19_re3_re7_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
+                TASSIGN(t19_re3_re7_b0, 8320);  // layernorm_bwd.pto:11:13
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                GmView16 v0Gm16(v0 + _g65_db * 2 * 1024, GmView16::Shape(t19_re4_re8_b0.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:9:14
-                TLOAD(t19_re4_re8_b0, v0Gm16);  // layernorm_bwd.pto:9:14
+                GmView16 v0Gm16(v0 + _g65_db * 2 * 1024, GmView16::Shape(t19_re3_re7_b0.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:9:14
+                TLOAD(t19_re3_re7_b0, v0Gm16);  // layernorm_bwd.pto:9:14
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -529,14 +529,14 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TASSIGN(view20, 0);  // layernorm_bwd.pto:11:13
                 TileTmp2 tmp21;  // layernorm_bwd.pto:11:13
                 TASSIGN(tmp21, 49280);  // layernorm_bwd.pto:11:13
-                TROWEXPANDSUB(t36_re8_b0, t19_re4_re8_b0, view20, tmp21);  // layernorm_bwd.pto:11:13
+                TROWEXPANDSUB(t36_re7_b0, t19_re3_re7_b0, view20, tmp21);  // layernorm_bwd.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 pipe_barrier(PIPE_V);
                 TileView1 view22;  // layernorm_bwd.pto:13:16
                 TASSIGN(view22, 32);  // layernorm_bwd.pto:13:16
                 TileTmp2 tmp23;  // layernorm_bwd.pto:13:16
                 TASSIGN(tmp23, 49280);  // layernorm_bwd.pto:13:16
-                TROWEXPANDMUL(t66_b0, t36_re8_b0, view22, tmp23);  // layernorm_bwd.pto:13:16
+                TROWEXPANDMUL(t66_b0, t36_re7_b0, view22, tmp23);  // layernorm_bwd.pto:13:16
                 TileT69B0 t69_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
                 TASSIGN(t69_b0, 4224);  // layernorm_bwd.pto:15:71
                 pipe_barrier(PIPE_V);
@@ -547,28 +547,28 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TROWEXPANDMUL(t69_b0, t66_b0, view24, tmp25);  // layernorm_bwd.pto:15:71
                 TileT71B0 t71_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
                 TASSIGN(t71_b0, 8320);  // layernorm_bwd.pto:15:33
-                TileT53Re9B0 t53_re9_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-                TASSIGN(t53_re9_b0, 12416);  // layernorm_bwd.pto:15:33
-                TileT41Re6Re9B0 t41_re6_re9_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-                TASSIGN(t41_re6_re9_b0, 16512);  // layernorm_bwd.pto:14:18
+                TileT53Re8B0 t53_re8_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
+                TASSIGN(t53_re8_b0, 12416);  // layernorm_bwd.pto:15:33
+                TileT41Re5Re8B0 t41_re5_re8_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
+                TASSIGN(t41_re5_re8_b0, 16512);  // layernorm_bwd.pto:14:18
                 using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                GmView17 gammaGm17(gamma + _g65_db * 2 * 1024, GmView17::Shape(t41_re6_re9_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-                TLOAD(t41_re6_re9_b0, gammaGm17);  // layernorm_bwd.pto:14:18
-                TileT44Re6Re9B0 t44_re6_re9_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-                TASSIGN(t44_re6_re9_b0, 20608);  // layernorm_bwd.pto:14:14
+                GmView17 gammaGm17(gamma + _g65_db * 2 * 1024, GmView17::Shape(t41_re5_re8_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
+                TLOAD(t41_re5_re8_b0, gammaGm17);  // layernorm_bwd.pto:14:18
+                TileT44Re5Re8B0 t44_re5_re8_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
+                TASSIGN(t44_re5_re8_b0, 20608);  // layernorm_bwd.pto:14:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                GmView18 v1Gm18(v1 + _g65_db * 2 * 1024, GmView18::Shape(t44_re6_re9_b0.GetValidCol()), GmView18::Stride(H));  // layernorm_bwd.pto:10:13
-                TLOAD(t44_re6_re9_b0, v1Gm18);  // layernorm_bwd.pto:10:13
+                GmView18 v1Gm18(v1 + _g65_db * 2 * 1024, GmView18::Shape(t44_re5_re8_b0.GetValidCol()), GmView18::Stride(H));  // layernorm_bwd.pto:10:13
+                TLOAD(t44_re5_re8_b0, v1Gm18);  // layernorm_bwd.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCOLEXPANDMUL(t53_re9_b0, t44_re6_re9_b0, t41_re6_re9_b0);  // layernorm_bwd.pto:14:14
+                TCOLEXPANDMUL(t53_re8_b0, t44_re5_re8_b0, t41_re5_re8_b0);  // layernorm_bwd.pto:14:14
                 pipe_barrier(PIPE_V);
                 TileView1 view26;  // layernorm_bwd.pto:15:33
                 TASSIGN(view26, 64);  // layernorm_bwd.pto:15:33
                 TileTmp2 tmp27;  // layernorm_bwd.pto:15:33
                 TASSIGN(tmp27, 49280);  // layernorm_bwd.pto:15:33
-                TROWEXPANDSUB(t71_b0, t53_re9_b0, view26, tmp27);  // layernorm_bwd.pto:15:33
+                TROWEXPANDSUB(t71_b0, t53_re8_b0, view26, tmp27);  // layernorm_bwd.pto:15:33
                 TileT73B0 t73_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
                 TASSIGN(t73_b0, 12416);  // layernorm_bwd.pto:15:33
                 pipe_barrier(PIPE_V);
@@ -591,7 +591,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TASSIGN(t85_b0, 4224);  // layernorm_bwd.pto:16:28
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TMUL(t85_b0, t44_re6_re9_b0, t66_b0);  // layernorm_bwd.pto:16:28
+                TMUL(t85_b0, t44_re5_re8_b0, t66_b0);  // layernorm_bwd.pto:16:28
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 TileT87B0 t87_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
                 TASSIGN(t87_b0, 128);  // layernorm_bwd.pto:16:20
@@ -629,7 +629,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TASSIGN(t93_b0, 4224);  // layernorm_bwd.pto:17:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TADD(t93_b0, t91_b0, t44_re6_re9_b0);  // layernorm_bwd.pto:17:20
+                TADD(t93_b0, t91_b0, t44_re5_re8_b0);  // layernorm_bwd.pto:17:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -646,26 +646,26 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 for (int64_t _g65_dr = 0; _g65_dr < min_i64((H + 1023) / 1024 - (_g65_db * 2 + 1), 1); ++_g65_dr) {  // layernorm_bwd.pto:15:71
                     TileT66B1 t66_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
                     TASSIGN(t66_b1, 24704);  // layernorm_bwd.pto:15:71
-                    TileT36Re8B1 t36_re8_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-                    TASSIGN(t36_re8_b1, 28800);  // layernorm_bwd.pto:13:16
-                    TileT19Re4Re8B1 t19_re4_re8_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-                    TASSIGN(t19_re4_re8_b1, 32896);  // layernorm_bwd.pto:11:13
+                    TileT36Re7B1 t36_re7_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
+                    TASSIGN(t36_re7_b1, 28800);  // layernorm_bwd.pto:13:16
+                    TileT19Re3Re7B1 t19_re3_re7_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
+                    TASSIGN(t19_re3_re7_b1, 32896);  // layernorm_bwd.pto:11:13
                     using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-                    GmView24 v0Gm24(v0 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView24::Shape(t19_re4_re8_b1.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:9:14
-                    TLOAD(t19_re4_re8_b1, v0Gm24);  // layernorm_bwd.pto:9:14
+                    GmView24 v0Gm24(v0 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView24::Shape(t19_re3_re7_b1.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:9:14
+                    TLOAD(t19_re3_re7_b1, v0Gm24);  // layernorm_bwd.pto:9:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileView1 view29;  // layernorm_bwd.pto:11:13
                     TASSIGN(view29, 0);  // layernorm_bwd.pto:11:13
                     TileTmp2 tmp30;  // layernorm_bwd.pto:11:13
                     TASSIGN(tmp30, 49280);  // layernorm_bwd.pto:11:13
-                    TROWEXPANDSUB(t36_re8_b1, t19_re4_re8_b1, view29, tmp30);  // layernorm_bwd.pto:11:13
+                    TROWEXPANDSUB(t36_re7_b1, t19_re3_re7_b1, view29, tmp30);  // layernorm_bwd.pto:11:13
                     pipe_barrier(PIPE_V);
                     TileView1 view31;  // layernorm_bwd.pto:13:16
                     TASSIGN(view31, 32);  // layernorm_bwd.pto:13:16
                     TileTmp2 tmp32;  // layernorm_bwd.pto:13:16
                     TASSIGN(tmp32, 49280);  // layernorm_bwd.pto:13:16
-                    TROWEXPANDMUL(t66_b1, t36_re8_b1, view31, tmp32);  // layernorm_bwd.pto:13:16
+                    TROWEXPANDMUL(t66_b1, t36_re7_b1, view31, tmp32);  // layernorm_bwd.pto:13:16
                     TileT69B1 t69_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
                     TASSIGN(t69_b1, 28800);  // layernorm_bwd.pto:15:71
                     pipe_barrier(PIPE_V);
@@ -676,27 +676,27 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     TROWEXPANDMUL(t69_b1, t66_b1, view33, tmp34);  // layernorm_bwd.pto:15:71
                     TileT71B1 t71_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
                     TASSIGN(t71_b1, 32896);  // layernorm_bwd.pto:15:33
-                    TileT53Re9B1 t53_re9_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-                    TASSIGN(t53_re9_b1, 36992);  // layernorm_bwd.pto:15:33
-                    TileT41Re6Re9B1 t41_re6_re9_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-                    TASSIGN(t41_re6_re9_b1, 41088);  // layernorm_bwd.pto:14:18
+                    TileT53Re8B1 t53_re8_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
+                    TASSIGN(t53_re8_b1, 36992);  // layernorm_bwd.pto:15:33
+                    TileT41Re5Re8B1 t41_re5_re8_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
+                    TASSIGN(t41_re5_re8_b1, 41088);  // layernorm_bwd.pto:14:18
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-                    GmView25 gammaGm25(gamma + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView25::Shape(t41_re6_re9_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-                    TLOAD(t41_re6_re9_b1, gammaGm25);  // layernorm_bwd.pto:14:18
-                    TileT44Re6Re9B1 t44_re6_re9_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-                    TASSIGN(t44_re6_re9_b1, 45184);  // layernorm_bwd.pto:14:14
+                    GmView25 gammaGm25(gamma + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView25::Shape(t41_re5_re8_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
+                    TLOAD(t41_re5_re8_b1, gammaGm25);  // layernorm_bwd.pto:14:18
+                    TileT44Re5Re8B1 t44_re5_re8_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
+                    TASSIGN(t44_re5_re8_b1, 45184);  // layernorm_bwd.pto:14:14
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-                    GmView26 v1Gm26(v1 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView26::Shape(t44_re6_re9_b1.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:10:13
-                    TLOAD(t44_re6_re9_b1, v1Gm26);  // layernorm_bwd.pto:10:13
+                    GmView26 v1Gm26(v1 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView26::Shape(t44_re5_re8_b1.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:10:13
+                    TLOAD(t44_re5_re8_b1, v1Gm26);  // layernorm_bwd.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TCOLEXPANDMUL(t53_re9_b1, t44_re6_re9_b1, t41_re6_re9_b1);  // layernorm_bwd.pto:14:14
+                    TCOLEXPANDMUL(t53_re8_b1, t44_re5_re8_b1, t41_re5_re8_b1);  // layernorm_bwd.pto:14:14
                     pipe_barrier(PIPE_V);
                     TileView1 view35;  // layernorm_bwd.pto:15:33
                     TASSIGN(view35, 64);  // layernorm_bwd.pto:15:33
                     TileTmp2 tmp36;  // layernorm_bwd.pto:15:33
                     TASSIGN(tmp36, 49280);  // layernorm_bwd.pto:15:33
-                    TROWEXPANDSUB(t71_b1, t53_re9_b1, view35, tmp36);  // layernorm_bwd.pto:15:33
+                    TROWEXPANDSUB(t71_b1, t53_re8_b1, view35, tmp36);  // layernorm_bwd.pto:15:33
                     TileT73B1 t73_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
                     TASSIGN(t73_b1, 36992);  // layernorm_bwd.pto:15:33
                     pipe_barrier(PIPE_V);
@@ -719,7 +719,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     TASSIGN(t85_b1, 28800);  // layernorm_bwd.pto:16:28
                     pipe_barrier(PIPE_V);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    TMUL(t85_b1, t44_re6_re9_b1, t66_b1);  // layernorm_bwd.pto:16:28
+                    TMUL(t85_b1, t44_re5_re8_b1, t66_b1);  // layernorm_bwd.pto:16:28
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     TileT87B1 t87_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
                     TASSIGN(t87_b1, 24704);  // layernorm_bwd.pto:16:20
@@ -753,7 +753,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     TASSIGN(t93_b1, 28800);  // layernorm_bwd.pto:17:20
                     pipe_barrier(PIPE_V);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TADD(t93_b1, t91_b1, t44_re6_re9_b1);  // layernorm_bwd.pto:17:20
+                    TADD(t93_b1, t91_b1, t44_re5_re8_b1);  // layernorm_bwd.pto:17:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);

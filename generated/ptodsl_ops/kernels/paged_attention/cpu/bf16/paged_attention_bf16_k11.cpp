@@ -14,7 +14,7 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, __gm__ float* sij_valid_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* max_update, __gm__ float* max_new_u2c1, __gm__ float* t8_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ float* sum_local_u2c1, __gm__ float* update_mul_u2c1, __gm__ float* sum_update, __gm__ float* t11_u2c1, __gm__ float* oi_update, __gm__ float* t13_u2c1, __gm__ bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
+extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, __gm__ float* sij_valid_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* max_update, __gm__ float* max_new_u2c1, __gm__ float* t8_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u2c1, __gm__ bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
 {
     using TileT155 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT157 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -36,15 +36,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     using TileT188 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT189 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT192 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT194 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT196 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT197 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT198 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT200 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT201 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT202 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT204 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT205 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT206 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT207 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT210 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -128,7 +123,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
             TASSIGN(t166, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 6656);  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
             TROWMAX(t166, t165, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t163, t163, t166);  // paged_attention.pto:45:37
@@ -165,7 +160,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
             TASSIGN(t176, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:53:45
-            TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
+            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:45
             TROWEXPAND(tmp1, t170);  // paged_attention.pto:53:45
             pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
             TROWEXPANDSUB(t176, t173, tmp1);  // paged_attention.pto:53:45
@@ -215,6 +210,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -236,167 +232,109 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
             TASSIGN(t185, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
-            TASSIGN(tmp2, 6656);  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
             TROWSUM(t185, t184, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t182, t182, t185);  // paged_attention.pto:54:41
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:54:41
-        GmView14 sum_local_u2c1Gm14(sum_local_u2c1 + _g181 * 16, GmView14::Shape(t182.GetValidRow()));  // paged_attention.pto:54:41
-        TSTORE(sum_local_u2c1Gm14, t182);  // paged_attention.pto:54:41
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         TileT187 t187(min_i64(max_i64(16 - _g181 * 16, 0), 16));  // paged_attention.pto:55:46
-        TASSIGN(t187, 0);  // paged_attention.pto:55:46
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TASSIGN(t187, 512);  // paged_attention.pto:55:46
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView15 max_updateGm15(max_update + _g181 * 16, GmView15::Shape(t187.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t187, max_updateGm15);  // paged_attention.pto:55:46
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
+        GmView14 max_updateGm14(max_update + _g181 * 16, GmView14::Shape(t187.GetValidRow()));  // paged_attention.pto:55:46
+        TLOAD(t187, max_updateGm14);  // paged_attention.pto:55:46
         TileT188 t188(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t188, 512);  // paged_attention.pto:55:46
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView16 max_new_u2c1Gm16(max_new_u2c1 + _g181 * 16, GmView16::Shape(t188.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t188, max_new_u2c1Gm16);  // paged_attention.pto:55:46
+        TASSIGN(t188, 1024);  // paged_attention.pto:55:46
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
+        GmView15 max_new_u2c1Gm15(max_new_u2c1 + _g181 * 16, GmView15::Shape(t188.GetValidRow()));  // paged_attention.pto:55:46
+        TLOAD(t188, max_new_u2c1Gm15);  // paged_attention.pto:55:46
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT189 t189(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t189, 1024);  // paged_attention.pto:55:46
+        TASSIGN(t189, 1536);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t189, t187, t188);  // paged_attention.pto:55:46
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TileT192 t192(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:42
-        TASSIGN(t192, 0);  // paged_attention.pto:55:42
+        TASSIGN(t192, 512);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t192, t189);  // paged_attention.pto:55:42
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:42
-        GmView17 update_mul_u2c1Gm17(update_mul_u2c1 + _g181 * 16, GmView17::Shape(t192.GetValidRow()));  // paged_attention.pto:55:42
-        TSTORE(update_mul_u2c1Gm17, t192);  // paged_attention.pto:55:42
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g193 = 0; _g193 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g193) {  // paged_attention.pto:56:29
-        TileT194 t194(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g193 * 16, 16));  // paged_attention.pto:56:29
-        TASSIGN(t194, 0);  // paged_attention.pto:56:29
-        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView18 max_new_u2c1Gm18(max_new_u2c1 + _g193 * 16, GmView18::Shape(t194.GetValidRow()));  // paged_attention.pto:56:29
-        TLOAD(t194, max_new_u2c1Gm18);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView19 max_updateGm19(max_update + _g193 * 16, GmView19::Shape(t194.GetValidRow()));  // paged_attention.pto:56:29
-        TSTORE(max_updateGm19, t194);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT196 t196(min_i64(max_i64(16 - _g193 * 16, 0), 16));  // paged_attention.pto:57:45
-        TASSIGN(t196, 0);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView20 sum_updateGm20(sum_update + _g193 * 16, GmView20::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t196, sum_updateGm20);  // paged_attention.pto:57:45
-        TileT197 t197(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g193 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t197, 512);  // paged_attention.pto:57:45
-        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView21 update_mul_u2c1Gm21(update_mul_u2c1 + _g193 * 16, GmView21::Shape(t197.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t197, update_mul_u2c1Gm21);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
+        GmView16 max_updateGm16(max_update + _g181 * 16, GmView16::Shape(t188.GetValidRow()));  // paged_attention.pto:56:29
+        TSTORE(max_updateGm16, t188);  // paged_attention.pto:56:29
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT196 t196(min_i64(max_i64(16 - _g181 * 16, 0), 16));  // paged_attention.pto:57:45
+        TASSIGN(t196, 1024);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView17 sum_updateGm17(sum_update + _g181 * 16, GmView17::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
+        TLOAD(t196, sum_updateGm17);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT198 t198(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g193 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t198, 1024);  // paged_attention.pto:57:45
+        TileT198 t198(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t198, 1536);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t198, t196, t197);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView22 t11_u2c1Gm22(t11_u2c1 + _g193 * 16, GmView22::Shape(t198.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(t11_u2c1Gm22, t198);  // paged_attention.pto:57:45
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g199 = 0; _g199 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g199) {  // paged_attention.pto:57:45
-        TileT200 t200(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t200, 0);  // paged_attention.pto:57:45
-        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView23 t11_u2c1Gm23(t11_u2c1 + _g199 * 16, GmView23::Shape(t200.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t200, t11_u2c1Gm23);  // paged_attention.pto:57:45
-        TileT201 t201(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t201, 512);  // paged_attention.pto:57:45
-        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView24 sum_local_u2c1Gm24(sum_local_u2c1 + _g199 * 16, GmView24::Shape(t201.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t201, sum_local_u2c1Gm24);  // paged_attention.pto:57:45
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT202 t202(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:57:45
+        TMUL(t198, t196, t192);  // paged_attention.pto:57:45
+        TileT202 t202(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t202, 1024);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t202, t200, t201);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        TADD(t202, t198, t182);  // paged_attention.pto:57:45
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView25 sum_updateGm25(sum_update + _g199 * 16, GmView25::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(sum_updateGm25, t202);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView18 sum_updateGm18(sum_update + _g181 * 16, GmView18::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
+        TSTORE(sum_updateGm18, t202);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT204 t204(min_i64(max_i64(16 - _g199 * 16, 0), 16));  // paged_attention.pto:58:44
-        TASSIGN(t204, 0);  // paged_attention.pto:58:44
+        TileT204 t204(min_i64(max_i64(16 - _g181 * 16, 0), 16));  // paged_attention.pto:58:44
+        TASSIGN(t204, 1024);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView26 oi_updateGm26(oi_update + _g199 * 16 * 32, GmView26::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t204, oi_updateGm26);  // paged_attention.pto:58:44
-        TileT205 t205(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t205, 2048);  // paged_attention.pto:58:44
-        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:58:44
-        GmView27 update_mul_u2c1Gm27(update_mul_u2c1 + _g199 * 16, GmView27::Shape(t205.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t205, update_mul_u2c1Gm27);  // paged_attention.pto:58:44
+        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView19 oi_updateGm19(oi_update + _g181 * 16 * 32, GmView19::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t204, oi_updateGm19);  // paged_attention.pto:58:44
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t206, 2560);  // paged_attention.pto:58:44
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t206, t205);  // paged_attention.pto:58:44
-        TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t207, 4608);  // paged_attention.pto:58:44
+        TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t206, 3072);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        TROWEXPAND(t206, t192);  // paged_attention.pto:58:44
+        TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t207, 5120);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t207, t204, t206);  // paged_attention.pto:58:44
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView28 t13_u2c1Gm28(t13_u2c1 + _g199 * 16 * 32, GmView28::Shape(t207.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(t13_u2c1Gm28, t207);  // paged_attention.pto:58:44
+        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView20 t13_u2c1Gm20(t13_u2c1 + _g181 * 16 * 32, GmView20::Shape(t207.GetValidRow()));  // paged_attention.pto:58:44
+        TSTORE(t13_u2c1Gm20, t207);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g209 = 0; _g209 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
-            TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
+            TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t210, 0);  // paged_attention.pto:58:76
-            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView29 tilda_pij_1_u2c1Gm29(tilda_pij_1_u2c1 + _g199 * 16 * 32 + _g209 * 32, GmView29::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
-            TLOAD(t210, tilda_pij_1_u2c1Gm29);  // paged_attention.pto:58:76
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView21 tilda_pij_1_u2c1Gm21(tilda_pij_1_u2c1 + _g181 * 16 * 32 + _g209 * 32, GmView21::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
+            TLOAD(t210, tilda_pij_1_u2c1Gm21);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
+            TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t211, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t211, t210, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView30 t15_u2c1Gm30(t15_u2c1 + _g199 * 16 * 32 + _g209 * 32, GmView30::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
-            TSTORE(t15_u2c1Gm30, t211);  // paged_attention.pto:58:76
+            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView22 t15_u2c1Gm22(t15_u2c1 + _g181 * 16 * 32 + _g209 * 32, GmView22::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
+            TSTORE(t15_u2c1Gm22, t211);  // paged_attention.pto:58:76
         }
     }
 }

@@ -25,7 +25,7 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, __gm__ float* sij_valid_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* max_update, __gm__ float* max_new_u1c0, __gm__ float* t8_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ float* sum_local_u1c0, __gm__ float* update_mul_u1c0, __gm__ float* sum_update, __gm__ float* t11_u1c0, __gm__ float* oi_update, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale)
+extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, __gm__ float* sij_valid_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* max_update, __gm__ float* max_new_u1c0, __gm__ float* t8_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale)
 {
     using TileT238 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT240 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -47,15 +47,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     using TileT271 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT272 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT275 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT277 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT279 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT280 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT281 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT283 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT284 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT285 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT287 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT288 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT289 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT290 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT293 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -139,7 +134,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
             TASSIGN(t249, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 6656);  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
             TROWMAX(t249, t248, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t246, t246, t249);  // paged_attention.pto:45:37
@@ -176,7 +171,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
             TASSIGN(t259, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:53:45
-            TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
+            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:45
             TROWEXPAND(tmp1, t253);  // paged_attention.pto:53:45
             pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
             TROWEXPANDSUB(t259, t256, tmp1);  // paged_attention.pto:53:45
@@ -226,6 +221,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -247,167 +243,109 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
             TASSIGN(t268, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
-            TASSIGN(tmp2, 6656);  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
             TROWSUM(t268, t267, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t265, t265, t268);  // paged_attention.pto:54:41
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:54:41
-        GmView14 sum_local_u1c0Gm14(sum_local_u1c0 + _g264 * 16, GmView14::Shape(t265.GetValidRow()));  // paged_attention.pto:54:41
-        TSTORE(sum_local_u1c0Gm14, t265);  // paged_attention.pto:54:41
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         TileT270 t270(min_i64(max_i64(16 - _g264 * 16, 0), 16));  // paged_attention.pto:55:46
-        TASSIGN(t270, 0);  // paged_attention.pto:55:46
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TASSIGN(t270, 512);  // paged_attention.pto:55:46
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView15 max_updateGm15(max_update + _g264 * 16, GmView15::Shape(t270.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t270, max_updateGm15);  // paged_attention.pto:55:46
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
+        GmView14 max_updateGm14(max_update + _g264 * 16, GmView14::Shape(t270.GetValidRow()));  // paged_attention.pto:55:46
+        TLOAD(t270, max_updateGm14);  // paged_attention.pto:55:46
         TileT271 t271(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t271, 512);  // paged_attention.pto:55:46
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView16 max_new_u1c0Gm16(max_new_u1c0 + _g264 * 16, GmView16::Shape(t271.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t271, max_new_u1c0Gm16);  // paged_attention.pto:55:46
+        TASSIGN(t271, 1024);  // paged_attention.pto:55:46
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
+        GmView15 max_new_u1c0Gm15(max_new_u1c0 + _g264 * 16, GmView15::Shape(t271.GetValidRow()));  // paged_attention.pto:55:46
+        TLOAD(t271, max_new_u1c0Gm15);  // paged_attention.pto:55:46
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT272 t272(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t272, 1024);  // paged_attention.pto:55:46
+        TASSIGN(t272, 1536);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t272, t270, t271);  // paged_attention.pto:55:46
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TileT275 t275(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:55:42
-        TASSIGN(t275, 0);  // paged_attention.pto:55:42
+        TASSIGN(t275, 512);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t275, t272);  // paged_attention.pto:55:42
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:42
-        GmView17 update_mul_u1c0Gm17(update_mul_u1c0 + _g264 * 16, GmView17::Shape(t275.GetValidRow()));  // paged_attention.pto:55:42
-        TSTORE(update_mul_u1c0Gm17, t275);  // paged_attention.pto:55:42
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g276 = 0; _g276 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g276) {  // paged_attention.pto:56:29
-        TileT277 t277(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g276 * 16, 16));  // paged_attention.pto:56:29
-        TASSIGN(t277, 0);  // paged_attention.pto:56:29
-        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView18 max_new_u1c0Gm18(max_new_u1c0 + _g276 * 16, GmView18::Shape(t277.GetValidRow()));  // paged_attention.pto:56:29
-        TLOAD(t277, max_new_u1c0Gm18);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView19 max_updateGm19(max_update + _g276 * 16, GmView19::Shape(t277.GetValidRow()));  // paged_attention.pto:56:29
-        TSTORE(max_updateGm19, t277);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT279 t279(min_i64(max_i64(16 - _g276 * 16, 0), 16));  // paged_attention.pto:57:45
-        TASSIGN(t279, 0);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView20 sum_updateGm20(sum_update + _g276 * 16, GmView20::Shape(t279.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t279, sum_updateGm20);  // paged_attention.pto:57:45
-        TileT280 t280(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g276 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t280, 512);  // paged_attention.pto:57:45
-        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView21 update_mul_u1c0Gm21(update_mul_u1c0 + _g276 * 16, GmView21::Shape(t280.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t280, update_mul_u1c0Gm21);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
+        GmView16 max_updateGm16(max_update + _g264 * 16, GmView16::Shape(t271.GetValidRow()));  // paged_attention.pto:56:29
+        TSTORE(max_updateGm16, t271);  // paged_attention.pto:56:29
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT279 t279(min_i64(max_i64(16 - _g264 * 16, 0), 16));  // paged_attention.pto:57:45
+        TASSIGN(t279, 1024);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView17 sum_updateGm17(sum_update + _g264 * 16, GmView17::Shape(t279.GetValidRow()));  // paged_attention.pto:57:45
+        TLOAD(t279, sum_updateGm17);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT281 t281(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g276 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t281, 1024);  // paged_attention.pto:57:45
+        TileT281 t281(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t281, 1536);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t281, t279, t280);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView22 t11_u1c0Gm22(t11_u1c0 + _g276 * 16, GmView22::Shape(t281.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(t11_u1c0Gm22, t281);  // paged_attention.pto:57:45
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g282 = 0; _g282 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g282) {  // paged_attention.pto:57:45
-        TileT283 t283(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t283, 0);  // paged_attention.pto:57:45
-        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView23 t11_u1c0Gm23(t11_u1c0 + _g282 * 16, GmView23::Shape(t283.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t283, t11_u1c0Gm23);  // paged_attention.pto:57:45
-        TileT284 t284(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t284, 512);  // paged_attention.pto:57:45
-        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView24 sum_local_u1c0Gm24(sum_local_u1c0 + _g282 * 16, GmView24::Shape(t284.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t284, sum_local_u1c0Gm24);  // paged_attention.pto:57:45
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT285 t285(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:57:45
+        TMUL(t281, t279, t275);  // paged_attention.pto:57:45
+        TileT285 t285(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t285, 1024);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t285, t283, t284);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        TADD(t285, t281, t265);  // paged_attention.pto:57:45
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView25 sum_updateGm25(sum_update + _g282 * 16, GmView25::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(sum_updateGm25, t285);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView18 sum_updateGm18(sum_update + _g264 * 16, GmView18::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
+        TSTORE(sum_updateGm18, t285);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT287 t287(min_i64(max_i64(16 - _g282 * 16, 0), 16));  // paged_attention.pto:58:44
-        TASSIGN(t287, 0);  // paged_attention.pto:58:44
+        TileT287 t287(min_i64(max_i64(16 - _g264 * 16, 0), 16));  // paged_attention.pto:58:44
+        TASSIGN(t287, 1024);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView26 oi_updateGm26(oi_update + _g282 * 16 * 32, GmView26::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t287, oi_updateGm26);  // paged_attention.pto:58:44
-        TileT288 t288(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t288, 2048);  // paged_attention.pto:58:44
-        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:58:44
-        GmView27 update_mul_u1c0Gm27(update_mul_u1c0 + _g282 * 16, GmView27::Shape(t288.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t288, update_mul_u1c0Gm27);  // paged_attention.pto:58:44
+        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView19 oi_updateGm19(oi_update + _g264 * 16 * 32, GmView19::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t287, oi_updateGm19);  // paged_attention.pto:58:44
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t289, 2560);  // paged_attention.pto:58:44
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t289, t288);  // paged_attention.pto:58:44
-        TileT290 t290(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t290, 4608);  // paged_attention.pto:58:44
+        TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t289, 3072);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        TROWEXPAND(t289, t275);  // paged_attention.pto:58:44
+        TileT290 t290(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t290, 5120);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t290, t287, t289);  // paged_attention.pto:58:44
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView28 t13_u1c0Gm28(t13_u1c0 + _g282 * 16 * 32, GmView28::Shape(t290.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(t13_u1c0Gm28, t290);  // paged_attention.pto:58:44
+        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView20 t13_u1c0Gm20(t13_u1c0 + _g264 * 16 * 32, GmView20::Shape(t290.GetValidRow()));  // paged_attention.pto:58:44
+        TSTORE(t13_u1c0Gm20, t290);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g292 = 0; _g292 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g292) {  // paged_attention.pto:58:76
-            TileT293 t293(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
+            TileT293 t293(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t293, 0);  // paged_attention.pto:58:76
-            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView29 tilda_pij_1_u1c0Gm29(tilda_pij_1_u1c0 + _g282 * 16 * 32 + _g292 * 32, GmView29::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
-            TLOAD(t293, tilda_pij_1_u1c0Gm29);  // paged_attention.pto:58:76
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView21 tilda_pij_1_u1c0Gm21(tilda_pij_1_u1c0 + _g264 * 16 * 32 + _g292 * 32, GmView21::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
+            TLOAD(t293, tilda_pij_1_u1c0Gm21);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT294 t294(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
+            TileT294 t294(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t294, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t294, t293, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView30 t15_u1c0Gm30(t15_u1c0 + _g282 * 16 * 32 + _g292 * 32, GmView30::Shape(t294.GetValidRow(), t294.GetValidCol()));  // paged_attention.pto:58:76
-            TSTORE(t15_u1c0Gm30, t294);  // paged_attention.pto:58:76
+            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView22 t15_u1c0Gm22(t15_u1c0 + _g264 * 16 * 32 + _g292 * 32, GmView22::Shape(t294.GetValidRow(), t294.GetValidCol()));  // paged_attention.pto:58:76
+            TSTORE(t15_u1c0Gm22, t294);  // paged_attention.pto:58:76
         }
     }
 }

@@ -25,7 +25,7 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2_last, int64_t v2_last_stride0, __gm__ bfloat16_t* vj_assemble_last, __gm__ bfloat16_t* v3_last, int64_t v3_last_stride0, __gm__ float* sij_valid_last, __gm__ float* sij_scale_last, __gm__ float* max_update, __gm__ float* max_new_last, __gm__ float* t8_last, __gm__ float* tilda_pij_1_last, __gm__ float* sum_local_last, __gm__ float* update_mul_last, __gm__ float* sum_update, __gm__ float* t11_last, __gm__ float* oi_update, __gm__ float* t13_last, __gm__ bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
+extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2_last, int64_t v2_last_stride0, __gm__ bfloat16_t* vj_assemble_last, __gm__ bfloat16_t* v3_last, int64_t v3_last_stride0, __gm__ float* sij_valid_last, __gm__ float* sij_scale_last, __gm__ float* max_update, __gm__ float* max_new_last, __gm__ float* t8_last, __gm__ float* tilda_pij_1_last, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_last, __gm__ bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
 {
     using TileT321 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT323 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -47,15 +47,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     using TileT354 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT355 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT358 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT360 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT362 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT363 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT366 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT367 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT370 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT371 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT372 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT373 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT376 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -139,7 +134,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
             TASSIGN(t332, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 6656);  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
             TROWMAX(t332, t331, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t329, t329, t332);  // paged_attention.pto:45:37
@@ -176,7 +171,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
             TASSIGN(t342, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:53:45
-            TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
+            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:45
             TROWEXPAND(tmp1, t336);  // paged_attention.pto:53:45
             pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
             TROWEXPANDSUB(t342, t339, tmp1);  // paged_attention.pto:53:45
@@ -226,6 +221,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -247,167 +243,109 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
             TASSIGN(t351, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
-            TASSIGN(tmp2, 6656);  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
             TROWSUM(t351, t350, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t348, t348, t351);  // paged_attention.pto:54:41
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:54:41
-        GmView14 sum_local_lastGm14(sum_local_last + _g347 * 16, GmView14::Shape(t348.GetValidRow()));  // paged_attention.pto:54:41
-        TSTORE(sum_local_lastGm14, t348);  // paged_attention.pto:54:41
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         TileT353 t353(min_i64(max_i64(16 - _g347 * 16, 0), 16));  // paged_attention.pto:55:46
-        TASSIGN(t353, 0);  // paged_attention.pto:55:46
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TASSIGN(t353, 512);  // paged_attention.pto:55:46
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView15 max_updateGm15(max_update + _g347 * 16, GmView15::Shape(t353.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t353, max_updateGm15);  // paged_attention.pto:55:46
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
+        GmView14 max_updateGm14(max_update + _g347 * 16, GmView14::Shape(t353.GetValidRow()));  // paged_attention.pto:55:46
+        TLOAD(t353, max_updateGm14);  // paged_attention.pto:55:46
         TileT354 t354(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t354, 512);  // paged_attention.pto:55:46
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView16 max_new_lastGm16(max_new_last + _g347 * 16, GmView16::Shape(t354.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t354, max_new_lastGm16);  // paged_attention.pto:55:46
+        TASSIGN(t354, 1024);  // paged_attention.pto:55:46
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
+        GmView15 max_new_lastGm15(max_new_last + _g347 * 16, GmView15::Shape(t354.GetValidRow()));  // paged_attention.pto:55:46
+        TLOAD(t354, max_new_lastGm15);  // paged_attention.pto:55:46
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT355 t355(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t355, 1024);  // paged_attention.pto:55:46
+        TASSIGN(t355, 1536);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t355, t353, t354);  // paged_attention.pto:55:46
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TileT358 t358(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:55:42
-        TASSIGN(t358, 0);  // paged_attention.pto:55:42
+        TASSIGN(t358, 512);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t358, t355);  // paged_attention.pto:55:42
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:42
-        GmView17 update_mul_lastGm17(update_mul_last + _g347 * 16, GmView17::Shape(t358.GetValidRow()));  // paged_attention.pto:55:42
-        TSTORE(update_mul_lastGm17, t358);  // paged_attention.pto:55:42
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g359 = 0; _g359 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g359) {  // paged_attention.pto:56:29
-        TileT360 t360(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g359 * 16, 16));  // paged_attention.pto:56:29
-        TASSIGN(t360, 0);  // paged_attention.pto:56:29
-        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView18 max_new_lastGm18(max_new_last + _g359 * 16, GmView18::Shape(t360.GetValidRow()));  // paged_attention.pto:56:29
-        TLOAD(t360, max_new_lastGm18);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView19 max_updateGm19(max_update + _g359 * 16, GmView19::Shape(t360.GetValidRow()));  // paged_attention.pto:56:29
-        TSTORE(max_updateGm19, t360);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT362 t362(min_i64(max_i64(16 - _g359 * 16, 0), 16));  // paged_attention.pto:57:45
-        TASSIGN(t362, 0);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView20 sum_updateGm20(sum_update + _g359 * 16, GmView20::Shape(t362.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t362, sum_updateGm20);  // paged_attention.pto:57:45
-        TileT363 t363(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g359 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t363, 512);  // paged_attention.pto:57:45
-        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView21 update_mul_lastGm21(update_mul_last + _g359 * 16, GmView21::Shape(t363.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t363, update_mul_lastGm21);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
+        GmView16 max_updateGm16(max_update + _g347 * 16, GmView16::Shape(t354.GetValidRow()));  // paged_attention.pto:56:29
+        TSTORE(max_updateGm16, t354);  // paged_attention.pto:56:29
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT362 t362(min_i64(max_i64(16 - _g347 * 16, 0), 16));  // paged_attention.pto:57:45
+        TASSIGN(t362, 1024);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView17 sum_updateGm17(sum_update + _g347 * 16, GmView17::Shape(t362.GetValidRow()));  // paged_attention.pto:57:45
+        TLOAD(t362, sum_updateGm17);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT364 t364(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g359 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t364, 1024);  // paged_attention.pto:57:45
+        TileT364 t364(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t364, 1536);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t364, t362, t363);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView22 t11_lastGm22(t11_last + _g359 * 16, GmView22::Shape(t364.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(t11_lastGm22, t364);  // paged_attention.pto:57:45
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g365 = 0; _g365 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g365) {  // paged_attention.pto:57:45
-        TileT366 t366(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t366, 0);  // paged_attention.pto:57:45
-        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView23 t11_lastGm23(t11_last + _g365 * 16, GmView23::Shape(t366.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t366, t11_lastGm23);  // paged_attention.pto:57:45
-        TileT367 t367(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t367, 512);  // paged_attention.pto:57:45
-        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView24 sum_local_lastGm24(sum_local_last + _g365 * 16, GmView24::Shape(t367.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t367, sum_local_lastGm24);  // paged_attention.pto:57:45
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT368 t368(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:57:45
+        TMUL(t364, t362, t358);  // paged_attention.pto:57:45
+        TileT368 t368(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t368, 1024);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t368, t366, t367);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        TADD(t368, t364, t348);  // paged_attention.pto:57:45
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView25 sum_updateGm25(sum_update + _g365 * 16, GmView25::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(sum_updateGm25, t368);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView18 sum_updateGm18(sum_update + _g347 * 16, GmView18::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
+        TSTORE(sum_updateGm18, t368);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT370 t370(min_i64(max_i64(16 - _g365 * 16, 0), 16));  // paged_attention.pto:58:44
-        TASSIGN(t370, 0);  // paged_attention.pto:58:44
+        TileT370 t370(min_i64(max_i64(16 - _g347 * 16, 0), 16));  // paged_attention.pto:58:44
+        TASSIGN(t370, 1024);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView26 oi_updateGm26(oi_update + _g365 * 16 * 32, GmView26::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t370, oi_updateGm26);  // paged_attention.pto:58:44
-        TileT371 t371(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t371, 2048);  // paged_attention.pto:58:44
-        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:58:44
-        GmView27 update_mul_lastGm27(update_mul_last + _g365 * 16, GmView27::Shape(t371.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t371, update_mul_lastGm27);  // paged_attention.pto:58:44
+        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView19 oi_updateGm19(oi_update + _g347 * 16 * 32, GmView19::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t370, oi_updateGm19);  // paged_attention.pto:58:44
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t372, 2560);  // paged_attention.pto:58:44
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t372, t371);  // paged_attention.pto:58:44
-        TileT373 t373(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t373, 4608);  // paged_attention.pto:58:44
+        TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t372, 3072);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        TROWEXPAND(t372, t358);  // paged_attention.pto:58:44
+        TileT373 t373(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t373, 5120);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t373, t370, t372);  // paged_attention.pto:58:44
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView28 t13_lastGm28(t13_last + _g365 * 16 * 32, GmView28::Shape(t373.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(t13_lastGm28, t373);  // paged_attention.pto:58:44
+        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView20 t13_lastGm20(t13_last + _g347 * 16 * 32, GmView20::Shape(t373.GetValidRow()));  // paged_attention.pto:58:44
+        TSTORE(t13_lastGm20, t373);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g375 = 0; _g375 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g375) {  // paged_attention.pto:58:76
-            TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
+            TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t376, 0);  // paged_attention.pto:58:76
-            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView29 tilda_pij_1_lastGm29(tilda_pij_1_last + _g365 * 16 * 32 + _g375 * 32, GmView29::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
-            TLOAD(t376, tilda_pij_1_lastGm29);  // paged_attention.pto:58:76
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView21 tilda_pij_1_lastGm21(tilda_pij_1_last + _g347 * 16 * 32 + _g375 * 32, GmView21::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
+            TLOAD(t376, tilda_pij_1_lastGm21);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT377 t377(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
+            TileT377 t377(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t377, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t377, t376, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView30 t15_lastGm30(t15_last + _g365 * 16 * 32 + _g375 * 32, GmView30::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
-            TSTORE(t15_lastGm30, t377);  // paged_attention.pto:58:76
+            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView22 t15_lastGm22(t15_last + _g347 * 16 * 32 + _g375 * 32, GmView22::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
+            TSTORE(t15_lastGm22, t377);  // paged_attention.pto:58:76
         }
     }
 }

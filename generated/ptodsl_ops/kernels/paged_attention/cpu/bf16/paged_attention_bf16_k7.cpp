@@ -14,7 +14,7 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, __gm__ float* sij_valid_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* max_update, __gm__ float* max_new_u2c0, __gm__ float* t8_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ float* sum_local_u2c0, __gm__ float* update_mul_u2c0, __gm__ float* sum_update, __gm__ float* t11_u2c0, __gm__ float* oi_update, __gm__ float* t13_u2c0, __gm__ bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
+extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, __gm__ float* sij_valid_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* max_update, __gm__ float* max_new_u2c0, __gm__ float* t8_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u2c0, __gm__ bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
 {
     using TileT72 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT74 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -36,15 +36,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     using TileT105 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT106 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT111 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT113 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT114 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT115 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT117 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT118 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT119 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT121 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT122 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT123 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT124 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT127 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -128,7 +123,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
             TASSIGN(t83, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 6656);  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
             TROWMAX(t83, t82, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t80, t80, t83);  // paged_attention.pto:45:37
@@ -165,7 +160,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
             TASSIGN(t93, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:53:45
-            TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
+            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:45
             TROWEXPAND(tmp1, t87);  // paged_attention.pto:53:45
             pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
             TROWEXPANDSUB(t93, t90, tmp1);  // paged_attention.pto:53:45
@@ -215,6 +210,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -236,167 +232,109 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
             TASSIGN(t102, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
-            TASSIGN(tmp2, 6656);  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
             TROWSUM(t102, t101, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t99, t99, t102);  // paged_attention.pto:54:41
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:54:41
-        GmView14 sum_local_u2c0Gm14(sum_local_u2c0 + _g98 * 16, GmView14::Shape(t99.GetValidRow()));  // paged_attention.pto:54:41
-        TSTORE(sum_local_u2c0Gm14, t99);  // paged_attention.pto:54:41
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         TileT104 t104(min_i64(max_i64(16 - _g98 * 16, 0), 16));  // paged_attention.pto:55:46
-        TASSIGN(t104, 0);  // paged_attention.pto:55:46
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TASSIGN(t104, 512);  // paged_attention.pto:55:46
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView15 max_updateGm15(max_update + _g98 * 16, GmView15::Shape(t104.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t104, max_updateGm15);  // paged_attention.pto:55:46
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
+        GmView14 max_updateGm14(max_update + _g98 * 16, GmView14::Shape(t104.GetValidRow()));  // paged_attention.pto:55:46
+        TLOAD(t104, max_updateGm14);  // paged_attention.pto:55:46
         TileT105 t105(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t105, 512);  // paged_attention.pto:55:46
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView16 max_new_u2c0Gm16(max_new_u2c0 + _g98 * 16, GmView16::Shape(t105.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t105, max_new_u2c0Gm16);  // paged_attention.pto:55:46
+        TASSIGN(t105, 1024);  // paged_attention.pto:55:46
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
+        GmView15 max_new_u2c0Gm15(max_new_u2c0 + _g98 * 16, GmView15::Shape(t105.GetValidRow()));  // paged_attention.pto:55:46
+        TLOAD(t105, max_new_u2c0Gm15);  // paged_attention.pto:55:46
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT106 t106(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t106, 1024);  // paged_attention.pto:55:46
+        TASSIGN(t106, 1536);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t106, t104, t105);  // paged_attention.pto:55:46
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TileT109 t109(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:42
-        TASSIGN(t109, 0);  // paged_attention.pto:55:42
+        TASSIGN(t109, 512);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t109, t106);  // paged_attention.pto:55:42
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:42
-        GmView17 update_mul_u2c0Gm17(update_mul_u2c0 + _g98 * 16, GmView17::Shape(t109.GetValidRow()));  // paged_attention.pto:55:42
-        TSTORE(update_mul_u2c0Gm17, t109);  // paged_attention.pto:55:42
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g110 = 0; _g110 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g110) {  // paged_attention.pto:56:29
-        TileT111 t111(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g110 * 16, 16));  // paged_attention.pto:56:29
-        TASSIGN(t111, 0);  // paged_attention.pto:56:29
-        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView18 max_new_u2c0Gm18(max_new_u2c0 + _g110 * 16, GmView18::Shape(t111.GetValidRow()));  // paged_attention.pto:56:29
-        TLOAD(t111, max_new_u2c0Gm18);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView19 max_updateGm19(max_update + _g110 * 16, GmView19::Shape(t111.GetValidRow()));  // paged_attention.pto:56:29
-        TSTORE(max_updateGm19, t111);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT113 t113(min_i64(max_i64(16 - _g110 * 16, 0), 16));  // paged_attention.pto:57:45
-        TASSIGN(t113, 0);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView20 sum_updateGm20(sum_update + _g110 * 16, GmView20::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t113, sum_updateGm20);  // paged_attention.pto:57:45
-        TileT114 t114(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g110 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t114, 512);  // paged_attention.pto:57:45
-        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView21 update_mul_u2c0Gm21(update_mul_u2c0 + _g110 * 16, GmView21::Shape(t114.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t114, update_mul_u2c0Gm21);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
+        GmView16 max_updateGm16(max_update + _g98 * 16, GmView16::Shape(t105.GetValidRow()));  // paged_attention.pto:56:29
+        TSTORE(max_updateGm16, t105);  // paged_attention.pto:56:29
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT113 t113(min_i64(max_i64(16 - _g98 * 16, 0), 16));  // paged_attention.pto:57:45
+        TASSIGN(t113, 1024);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView17 sum_updateGm17(sum_update + _g98 * 16, GmView17::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
+        TLOAD(t113, sum_updateGm17);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT115 t115(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g110 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t115, 1024);  // paged_attention.pto:57:45
+        TileT115 t115(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t115, 1536);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t115, t113, t114);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView22 t11_u2c0Gm22(t11_u2c0 + _g110 * 16, GmView22::Shape(t115.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(t11_u2c0Gm22, t115);  // paged_attention.pto:57:45
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g116 = 0; _g116 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g116) {  // paged_attention.pto:57:45
-        TileT117 t117(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t117, 0);  // paged_attention.pto:57:45
-        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView23 t11_u2c0Gm23(t11_u2c0 + _g116 * 16, GmView23::Shape(t117.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t117, t11_u2c0Gm23);  // paged_attention.pto:57:45
-        TileT118 t118(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t118, 512);  // paged_attention.pto:57:45
-        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView24 sum_local_u2c0Gm24(sum_local_u2c0 + _g116 * 16, GmView24::Shape(t118.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t118, sum_local_u2c0Gm24);  // paged_attention.pto:57:45
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT119 t119(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:57:45
+        TMUL(t115, t113, t109);  // paged_attention.pto:57:45
+        TileT119 t119(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t119, 1024);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t119, t117, t118);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        TADD(t119, t115, t99);  // paged_attention.pto:57:45
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView25 sum_updateGm25(sum_update + _g116 * 16, GmView25::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(sum_updateGm25, t119);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView18 sum_updateGm18(sum_update + _g98 * 16, GmView18::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
+        TSTORE(sum_updateGm18, t119);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT121 t121(min_i64(max_i64(16 - _g116 * 16, 0), 16));  // paged_attention.pto:58:44
-        TASSIGN(t121, 0);  // paged_attention.pto:58:44
+        TileT121 t121(min_i64(max_i64(16 - _g98 * 16, 0), 16));  // paged_attention.pto:58:44
+        TASSIGN(t121, 1024);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView26 oi_updateGm26(oi_update + _g116 * 16 * 32, GmView26::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t121, oi_updateGm26);  // paged_attention.pto:58:44
-        TileT122 t122(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t122, 2048);  // paged_attention.pto:58:44
-        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:58:44
-        GmView27 update_mul_u2c0Gm27(update_mul_u2c0 + _g116 * 16, GmView27::Shape(t122.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t122, update_mul_u2c0Gm27);  // paged_attention.pto:58:44
+        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView19 oi_updateGm19(oi_update + _g98 * 16 * 32, GmView19::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t121, oi_updateGm19);  // paged_attention.pto:58:44
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t123, 2560);  // paged_attention.pto:58:44
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t123, t122);  // paged_attention.pto:58:44
-        TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t124, 4608);  // paged_attention.pto:58:44
+        TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t123, 3072);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        TROWEXPAND(t123, t109);  // paged_attention.pto:58:44
+        TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t124, 5120);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t124, t121, t123);  // paged_attention.pto:58:44
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView28 t13_u2c0Gm28(t13_u2c0 + _g116 * 16 * 32, GmView28::Shape(t124.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(t13_u2c0Gm28, t124);  // paged_attention.pto:58:44
+        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView20 t13_u2c0Gm20(t13_u2c0 + _g98 * 16 * 32, GmView20::Shape(t124.GetValidRow()));  // paged_attention.pto:58:44
+        TSTORE(t13_u2c0Gm20, t124);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g126 = 0; _g126 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g126) {  // paged_attention.pto:58:76
-            TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
+            TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t127, 0);  // paged_attention.pto:58:76
-            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView29 tilda_pij_1_u2c0Gm29(tilda_pij_1_u2c0 + _g116 * 16 * 32 + _g126 * 32, GmView29::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
-            TLOAD(t127, tilda_pij_1_u2c0Gm29);  // paged_attention.pto:58:76
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView21 tilda_pij_1_u2c0Gm21(tilda_pij_1_u2c0 + _g98 * 16 * 32 + _g126 * 32, GmView21::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
+            TLOAD(t127, tilda_pij_1_u2c0Gm21);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
+            TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t128, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t128, t127, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView30 t15_u2c0Gm30(t15_u2c0 + _g116 * 16 * 32 + _g126 * 32, GmView30::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
-            TSTORE(t15_u2c0Gm30, t128);  // paged_attention.pto:58:76
+            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView22 t15_u2c0Gm22(t15_u2c0 + _g98 * 16 * 32 + _g126 * 32, GmView22::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
+            TSTORE(t15_u2c0Gm22, t128);  // paged_attention.pto:58:76
         }
     }
 }

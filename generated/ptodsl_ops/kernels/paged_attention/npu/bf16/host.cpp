@@ -20,19 +20,19 @@ extern "C" void paged_attention_bf16_k3_launch(uint32_t block_dim, void* stream,
 extern "C" void paged_attention_bf16_k4_launch(uint32_t block_dim, void* stream, float* oi_update, float* sum_update, bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
 extern "C" void paged_attention_bf16_k5_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_u2c0, int64_t v0_u2c0_stride0, bfloat16_t* kj_assemble_u2c0, bfloat16_t* v1_u2c0, int64_t v1_u2c0_stride0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0);
 extern "C" void paged_attention_bf16_k6_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_u2c0, bfloat16_t* kj_assemble_u2c0, float* sij_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k7_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, bfloat16_t* vj_assemble_u2c0, bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, float* sij_valid_u2c0, float* sij_scale_u2c0, float* max_update, float* max_new_u2c0, float* t8_u2c0, float* tilda_pij_1_u2c0, float* sum_local_u2c0, float* update_mul_u2c0, float* sum_update, float* t11_u2c0, float* oi_update, float* t13_u2c0, bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
+extern "C" void paged_attention_bf16_k7_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, bfloat16_t* vj_assemble_u2c0, bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, float* sij_valid_u2c0, float* sij_scale_u2c0, float* max_update, float* max_new_u2c0, float* t8_u2c0, float* tilda_pij_1_u2c0, float* sum_update, float* oi_update, float* t13_u2c0, bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
 extern "C" void paged_attention_bf16_k8_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u2c0, bfloat16_t* vj_u2c0, float* t14_u2c0, float* t13_u2c0, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2);
 extern "C" void paged_attention_bf16_k9_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_u2c1, int64_t v0_u2c1_stride0, bfloat16_t* kj_assemble_u2c1, bfloat16_t* v1_u2c1, int64_t v1_u2c1_stride0, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1);
 extern "C" void paged_attention_bf16_k10_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_u2c1, bfloat16_t* kj_assemble_u2c1, float* sij_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k11_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, bfloat16_t* vj_assemble_u2c1, bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, float* sij_valid_u2c1, float* sij_scale_u2c1, float* max_update, float* max_new_u2c1, float* t8_u2c1, float* tilda_pij_1_u2c1, float* sum_local_u2c1, float* update_mul_u2c1, float* sum_update, float* t11_u2c1, float* oi_update, float* t13_u2c1, bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
+extern "C" void paged_attention_bf16_k11_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, bfloat16_t* vj_assemble_u2c1, bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, float* sij_valid_u2c1, float* sij_scale_u2c1, float* max_update, float* max_new_u2c1, float* t8_u2c1, float* tilda_pij_1_u2c1, float* sum_update, float* oi_update, float* t13_u2c1, bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
 extern "C" void paged_attention_bf16_k12_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u2c1, bfloat16_t* vj_u2c1, float* t14_u2c1, float* t13_u2c1, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2);
 extern "C" void paged_attention_bf16_k13_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_u1c0, int64_t v0_u1c0_stride0, bfloat16_t* kj_assemble_u1c0, bfloat16_t* v1_u1c0, int64_t v1_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0);
 extern "C" void paged_attention_bf16_k14_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_u1c0, bfloat16_t* kj_assemble_u1c0, float* sij_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k15_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, bfloat16_t* vj_assemble_u1c0, bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, float* sij_valid_u1c0, float* sij_scale_u1c0, float* max_update, float* max_new_u1c0, float* t8_u1c0, float* tilda_pij_1_u1c0, float* sum_local_u1c0, float* update_mul_u1c0, float* sum_update, float* t11_u1c0, float* oi_update, float* t13_u1c0, bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale);
+extern "C" void paged_attention_bf16_k15_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, bfloat16_t* vj_assemble_u1c0, bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, float* sij_valid_u1c0, float* sij_scale_u1c0, float* max_update, float* max_new_u1c0, float* t8_u1c0, float* tilda_pij_1_u1c0, float* sum_update, float* oi_update, float* t13_u1c0, bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale);
 extern "C" void paged_attention_bf16_k16_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u1c0, bfloat16_t* vj_u1c0, float* t14_u1c0, float* t13_u1c0, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1);
 extern "C" void paged_attention_bf16_k17_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_last, int64_t v0_last_stride0, bfloat16_t* kj_assemble_last, bfloat16_t* v1_last, int64_t v1_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last);
 extern "C" void paged_attention_bf16_k18_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_last, bfloat16_t* kj_assemble_last, float* sij_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k19_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_last, int64_t v2_last_stride0, bfloat16_t* vj_assemble_last, bfloat16_t* v3_last, int64_t v3_last_stride0, float* sij_valid_last, float* sij_scale_last, float* max_update, float* max_new_last, float* t8_last, float* tilda_pij_1_last, float* sum_local_last, float* update_mul_last, float* sum_update, float* t11_last, float* oi_update, float* t13_last, bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
+extern "C" void paged_attention_bf16_k19_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_last, int64_t v2_last_stride0, bfloat16_t* vj_assemble_last, bfloat16_t* v3_last, int64_t v3_last_stride0, float* sij_valid_last, float* sij_scale_last, float* max_update, float* max_new_last, float* t8_last, float* tilda_pij_1_last, float* sum_update, float* oi_update, float* t13_last, bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
 extern "C" void paged_attention_bf16_k20_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_last, bfloat16_t* vj_last, float* t14_last, float* t13_last, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0);
 extern "C" void paged_attention_bf16_k21_launch(uint32_t block_dim, void* stream, float* oi_update, float* sum_update, bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
 
@@ -499,21 +499,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:53:41
                         }
                         float* tilda_pij_1_u2c0 = reinterpret_cast<float*>(tilda_pij_1_u2c0_bytes.data());  // paged_attention.pto:53:41
-                        DeviceWorkspace sum_local_u2c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:54:41
-                        if (ptodsl_failed) {  // paged_attention.pto:54:41
-                            return -1;  // paged_attention.pto:54:41
-                        }
-                        float* sum_local_u2c0 = reinterpret_cast<float*>(sum_local_u2c0_bytes.data());  // paged_attention.pto:54:41
-                        DeviceWorkspace update_mul_u2c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:55:42
-                        if (ptodsl_failed) {  // paged_attention.pto:55:42
-                            return -1;  // paged_attention.pto:55:42
-                        }
-                        float* update_mul_u2c0 = reinterpret_cast<float*>(update_mul_u2c0_bytes.data());  // paged_attention.pto:55:42
-                        DeviceWorkspace t11_u2c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:57:45
-                        if (ptodsl_failed) {  // paged_attention.pto:57:45
-                            return -1;  // paged_attention.pto:57:45
-                        }
-                        float* t11_u2c0 = reinterpret_cast<float*>(t11_u2c0_bytes.data());  // paged_attention.pto:57:45
                         DeviceWorkspace t13_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
                         if (ptodsl_failed) {  // paged_attention.pto:58:44
                             return -1;  // paged_attention.pto:58:44
@@ -529,7 +514,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:58:69
                         }
                         float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:69
-                        paged_attention_bf16_k7_launch(1, ptodsl_stream, v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, sij_valid_u2c0, sij_scale_u2c0, max_update, max_new_u2c0, t8_u2c0, tilda_pij_1_u2c0, sum_local_u2c0, update_mul_u2c0, sum_update, t11_u2c0, oi_update, t13_u2c0, t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k7_launch(1, ptodsl_stream, v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, sij_valid_u2c0, sij_scale_u2c0, max_update, max_new_u2c0, t8_u2c0, tilda_pij_1_u2c0, sum_update, oi_update, t13_u2c0, t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
                         if (!launched("the launch of paged_attention_bf16_k7")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
@@ -637,21 +622,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:53:41
                         }
                         float* tilda_pij_1_u2c1 = reinterpret_cast<float*>(tilda_pij_1_u2c1_bytes.data());  // paged_attention.pto:53:41
-                        DeviceWorkspace sum_local_u2c1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:54:41
-                        if (ptodsl_failed) {  // paged_attention.pto:54:41
-                            return -1;  // paged_attention.pto:54:41
-                        }
-                        float* sum_local_u2c1 = reinterpret_cast<float*>(sum_local_u2c1_bytes.data());  // paged_attention.pto:54:41
-                        DeviceWorkspace update_mul_u2c1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:55:42
-                        if (ptodsl_failed) {  // paged_attention.pto:55:42
-                            return -1;  // paged_attention.pto:55:42
-                        }
-                        float* update_mul_u2c1 = reinterpret_cast<float*>(update_mul_u2c1_bytes.data());  // paged_attention.pto:55:42
-                        DeviceWorkspace t11_u2c1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:57:45
-                        if (ptodsl_failed) {  // paged_attention.pto:57:45
-                            return -1;  // paged_attention.pto:57:45
-                        }
-                        float* t11_u2c1 = reinterpret_cast<float*>(t11_u2c1_bytes.data());  // paged_attention.pto:57:45
                         DeviceWorkspace t13_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
                         if (ptodsl_failed) {  // paged_attention.pto:58:44
                             return -1;  // paged_attention.pto:58:44
@@ -667,7 +637,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:58:69
                         }
                         float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:69
-                        paged_attention_bf16_k11_launch(1, ptodsl_stream, v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, sij_valid_u2c1, sij_scale_u2c1, max_update, max_new_u2c1, t8_u2c1, tilda_pij_1_u2c1, sum_local_u2c1, update_mul_u2c1, sum_update, t11_u2c1, oi_update, t13_u2c1, t15_u2c1, KR, s3_u2c1, s4_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k11_launch(1, ptodsl_stream, v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, sij_valid_u2c1, sij_scale_u2c1, max_update, max_new_u2c1, t8_u2c1, tilda_pij_1_u2c1, sum_update, oi_update, t13_u2c1, t15_u2c1, KR, s3_u2c1, s4_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
                         if (!launched("the launch of paged_attention_bf16_k11")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
@@ -777,21 +747,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:53:41
                         }
                         float* tilda_pij_1_u1c0 = reinterpret_cast<float*>(tilda_pij_1_u1c0_bytes.data());  // paged_attention.pto:53:41
-                        DeviceWorkspace sum_local_u1c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:54:41
-                        if (ptodsl_failed) {  // paged_attention.pto:54:41
-                            return -1;  // paged_attention.pto:54:41
-                        }
-                        float* sum_local_u1c0 = reinterpret_cast<float*>(sum_local_u1c0_bytes.data());  // paged_attention.pto:54:41
-                        DeviceWorkspace update_mul_u1c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:55:42
-                        if (ptodsl_failed) {  // paged_attention.pto:55:42
-                            return -1;  // paged_attention.pto:55:42
-                        }
-                        float* update_mul_u1c0 = reinterpret_cast<float*>(update_mul_u1c0_bytes.data());  // paged_attention.pto:55:42
-                        DeviceWorkspace t11_u1c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:57:45
-                        if (ptodsl_failed) {  // paged_attention.pto:57:45
-                            return -1;  // paged_attention.pto:57:45
-                        }
-                        float* t11_u1c0 = reinterpret_cast<float*>(t11_u1c0_bytes.data());  // paged_attention.pto:57:45
                         DeviceWorkspace t13_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
                         if (ptodsl_failed) {  // paged_attention.pto:58:44
                             return -1;  // paged_attention.pto:58:44
@@ -807,7 +762,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:58:69
                         }
                         float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:69
-                        paged_attention_bf16_k15_launch(1, ptodsl_stream, v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, sij_valid_u1c0, sij_scale_u1c0, max_update, max_new_u1c0, t8_u1c0, tilda_pij_1_u1c0, sum_local_u1c0, update_mul_u1c0, sum_update, t11_u1c0, oi_update, t13_u1c0, t15_u1c0, KR, s3_u1c0, s4_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k15_launch(1, ptodsl_stream, v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, sij_valid_u1c0, sij_scale_u1c0, max_update, max_new_u1c0, t8_u1c0, tilda_pij_1_u1c0, sum_update, oi_update, t13_u1c0, t15_u1c0, KR, s3_u1c0, s4_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:41:25
                         if (!launched("the launch of paged_attention_bf16_k15")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
@@ -918,21 +873,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 return -1;  // paged_attention.pto:53:41
                             }
                             float* tilda_pij_1_last = reinterpret_cast<float*>(tilda_pij_1_last_bytes.data());  // paged_attention.pto:53:41
-                            DeviceWorkspace sum_local_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:54:41
-                            if (ptodsl_failed) {  // paged_attention.pto:54:41
-                                return -1;  // paged_attention.pto:54:41
-                            }
-                            float* sum_local_last = reinterpret_cast<float*>(sum_local_last_bytes.data());  // paged_attention.pto:54:41
-                            DeviceWorkspace update_mul_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:55:42
-                            if (ptodsl_failed) {  // paged_attention.pto:55:42
-                                return -1;  // paged_attention.pto:55:42
-                            }
-                            float* update_mul_last = reinterpret_cast<float*>(update_mul_last_bytes.data());  // paged_attention.pto:55:42
-                            DeviceWorkspace t11_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:57:45
-                            if (ptodsl_failed) {  // paged_attention.pto:57:45
-                                return -1;  // paged_attention.pto:57:45
-                            }
-                            float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // paged_attention.pto:57:45
                             DeviceWorkspace t13_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
                             if (ptodsl_failed) {  // paged_attention.pto:58:44
                                 return -1;  // paged_attention.pto:58:44
@@ -948,7 +888,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 return -1;  // paged_attention.pto:58:69
                             }
                             float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // paged_attention.pto:58:69
-                            paged_attention_bf16_k19_launch(1, ptodsl_stream, v2_last, KD, vj_assemble_last, v3_last, KD, sij_valid_last, sij_scale_last, max_update, max_new_last, t8_last, tilda_pij_1_last, sum_local_last, update_mul_last, sum_update, t11_last, oi_update, t13_last, t15_last, KR, s3_last, s4_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
+                            paged_attention_bf16_k19_launch(1, ptodsl_stream, v2_last, KD, vj_assemble_last, v3_last, KD, sij_valid_last, sij_scale_last, max_update, max_new_last, t8_last, tilda_pij_1_last, sum_update, oi_update, t13_last, t15_last, KR, s3_last, s4_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
                             if (!launched("the launch of paged_attention_bf16_k19")) {  // paged_attention.pto:41:25
                                 return -1;  // paged_attention.pto:41:25
                             }

@@ -29,12 +29,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
 {
     using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT13B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT13B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -42,58 +42,58 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
     using TileT23B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT26B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT29B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT34B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT23B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT26B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT29B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT34B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT37 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT40 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT50 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re3B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re2B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23Re4B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2Re4B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re3B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re3B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re3B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re1Re3B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT49B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT53B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re3B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re2B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23Re4B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2Re4B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re3B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re3B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re3B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re1Re3B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT49B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT53B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT55B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re3Re7B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re2Re6B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT58B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT62B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT65B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT67B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re6B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re5B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT69B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT76B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT78B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT55B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re3Re7B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re2Re6B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT58B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT62B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT65B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT67B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re6B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re5B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT69B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT76B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -135,9 +135,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // rmsnorm_bwd.pto:6:5
             pipe_barrier(PIPE_V);
@@ -147,30 +147,30 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
             TileT14 t14;  // rmsnorm_bwd.pto:9:21
             TASSIGN(t14, 0);  // rmsnorm_bwd.pto:9:21
             TEXPANDS(t14, 0.0f);  // rmsnorm_bwd.pto:9:21
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g7_db = 0; _g7_db < ((H + 1023) / 1024 + 1) / 2; ++_g7_db) {  // rmsnorm_bwd.pto:8:13
+            for (int64_t _g4_db = 0; _g4_db < ((H + 1023) / 1024 + 1) / 2; ++_g4_db) {  // rmsnorm_bwd.pto:7:14
                 pipe_barrier(PIPE_V);
-                TileT11B0 t11_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t11_b0, 32);  // rmsnorm_bwd.pto:9:26
-                TileT5Re1B0 t5_re1_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                TASSIGN(t5_re1_b0, 4128);  // rmsnorm_bwd.pto:7:14
+                TileT5B0 t5_b0(min_i64(H - _g4_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                TASSIGN(t5_b0, 32);  // rmsnorm_bwd.pto:7:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView1 v0Gm1(v0 + _g7_db * 2 * 1024, GmView1::Shape(t5_re1_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t5_re1_b0, v0Gm1);  // rmsnorm_bwd.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t11_b0, t5_re1_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                TileT13B0 t13_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t13_b0, 4128);  // rmsnorm_bwd.pto:9:26
+                GmView1 v0Gm1(v0 + _g4_db * 2 * 1024, GmView1::Shape(t5_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t5_b0, v0Gm1);  // rmsnorm_bwd.pto:7:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT6B0 t6_b0(min_i64(H - _g4_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                TASSIGN(t6_b0, 2080);  // rmsnorm_bwd.pto:7:14
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TCVT(t6_b0, t5_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                TileT13B0 t13_b0(min_i64(H - _g4_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                TASSIGN(t13_b0, 6176);  // rmsnorm_bwd.pto:9:26
                 pipe_barrier(PIPE_V);
-                TMUL(t13_b0, t11_b0, t11_b0);  // rmsnorm_bwd.pto:9:26
+                TMUL(t13_b0, t6_b0, t6_b0);  // rmsnorm_bwd.pto:9:26
                 TileT17B0 t17_b0;  // rmsnorm_bwd.pto:9:21
                 TASSIGN(t17_b0, 32);  // rmsnorm_bwd.pto:9:21
                 pipe_barrier(PIPE_V);
@@ -178,27 +178,27 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 TASSIGN(tmp0, 36960);  // rmsnorm_bwd.pto:9:21
                 TROWSUM(t17_b0, t13_b0, tmp0);  // rmsnorm_bwd.pto:9:21
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 TADD(t14, t14, t17_b0);  // rmsnorm_bwd.pto:9:21
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _g7_dr = 0; _g7_dr < min_i64((H + 1023) / 1024 - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // rmsnorm_bwd.pto:8:13
-                    TileT11B1 t11_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                    TASSIGN(t11_b1, 8224);  // rmsnorm_bwd.pto:9:26
-                    TileT5Re1B1 t5_re1_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                    TASSIGN(t5_re1_b1, 12320);  // rmsnorm_bwd.pto:7:14
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g4_dr = 0; _g4_dr < min_i64((H + 1023) / 1024 - (_g4_db * 2 + 1), 1); ++_g4_dr) {  // rmsnorm_bwd.pto:7:14
+                    TileT5B1 t5_b1(min_i64(H - (_g4_db * 2 + 1 + _g4_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                    TASSIGN(t5_b1, 10272);  // rmsnorm_bwd.pto:7:14
                     using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView2 v0Gm2(v0 + (_g7_db * 2 + 1 + _g7_dr) * 1024, GmView2::Shape(t5_re1_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t5_re1_b1, v0Gm2);  // rmsnorm_bwd.pto:7:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t11_b1, t5_re1_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-                    TileT13B1 t13_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                    TASSIGN(t13_b1, 12320);  // rmsnorm_bwd.pto:9:26
+                    GmView2 v0Gm2(v0 + (_g4_db * 2 + 1 + _g4_dr) * 1024, GmView2::Shape(t5_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t5_b1, v0Gm2);  // rmsnorm_bwd.pto:7:14
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT6B1 t6_b1(min_i64(H - (_g4_db * 2 + 1 + _g4_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                    TASSIGN(t6_b1, 12320);  // rmsnorm_bwd.pto:7:14
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TCVT(t6_b1, t5_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                    TileT13B1 t13_b1(min_i64(H - (_g4_db * 2 + 1 + _g4_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                    TASSIGN(t13_b1, 16416);  // rmsnorm_bwd.pto:9:26
                     pipe_barrier(PIPE_V);
-                    TMUL(t13_b1, t11_b1, t11_b1);  // rmsnorm_bwd.pto:9:26
+                    TMUL(t13_b1, t6_b1, t6_b1);  // rmsnorm_bwd.pto:9:26
                     TileT17B1 t17_b1;  // rmsnorm_bwd.pto:9:21
-                    TASSIGN(t17_b1, 8224);  // rmsnorm_bwd.pto:9:21
+                    TASSIGN(t17_b1, 10272);  // rmsnorm_bwd.pto:9:21
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
                     TASSIGN(tmp1, 36960);  // rmsnorm_bwd.pto:9:21
@@ -212,10 +212,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t14, t14, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
             TileT19 t19;  // rmsnorm_bwd.pto:9:21
             TASSIGN(t19, 32);  // rmsnorm_bwd.pto:9:21
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TADDS(t19, t14, eps);  // rmsnorm_bwd.pto:9:21
             TileT21 t21;  // rmsnorm_bwd.pto:9:15
             TASSIGN(t21, 0);  // rmsnorm_bwd.pto:9:15
@@ -251,15 +253,15 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 TileT26B0 t26_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                 TASSIGN(t26_b0, 6176);  // rmsnorm_bwd.pto:10:14
-                TileT8Re2B0 t8_re2_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                TASSIGN(t8_re2_b0, 32);  // rmsnorm_bwd.pto:8:13
+                TileT8Re1B0 t8_re1_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                TASSIGN(t8_re1_b0, 32);  // rmsnorm_bwd.pto:8:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView4 v1Gm4(v1 + _g22_db * 2 * 1024, GmView4::Shape(t8_re2_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t8_re2_b0, v1Gm4);  // rmsnorm_bwd.pto:8:13
+                GmView4 v1Gm4(v1 + _g22_db * 2 * 1024, GmView4::Shape(t8_re1_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t8_re1_b0, v1Gm4);  // rmsnorm_bwd.pto:8:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t26_b0, t8_re2_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                TCVT(t26_b0, t8_re1_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
                 TileT29B0 t29_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                 TASSIGN(t29_b0, 10272);  // rmsnorm_bwd.pto:10:14
                 pipe_barrier(PIPE_V);
@@ -297,15 +299,15 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     TileT26B1 t26_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                     TASSIGN(t26_b1, 20512);  // rmsnorm_bwd.pto:10:14
-                    TileT8Re2B1 t8_re2_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                    TASSIGN(t8_re2_b1, 14368);  // rmsnorm_bwd.pto:8:13
+                    TileT8Re1B1 t8_re1_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                    TASSIGN(t8_re1_b1, 14368);  // rmsnorm_bwd.pto:8:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView7 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView7 v1Gm7(v1 + (_g22_db * 2 + 1 + _g22_dr) * 1024, GmView7::Shape(t8_re2_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t8_re2_b1, v1Gm7);  // rmsnorm_bwd.pto:8:13
+                    GmView7 v1Gm7(v1 + (_g22_db * 2 + 1 + _g22_dr) * 1024, GmView7::Shape(t8_re1_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t8_re1_b1, v1Gm7);  // rmsnorm_bwd.pto:8:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t26_b1, t8_re2_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                    TCVT(t26_b1, t8_re1_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
                     TileT29B1 t29_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                     TASSIGN(t29_b1, 24608);  // rmsnorm_bwd.pto:10:14
                     pipe_barrier(PIPE_V);
@@ -359,42 +361,42 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 pipe_barrier(PIPE_V);
                 TileT42B0 t42_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t42_b0, 96);  // rmsnorm_bwd.pto:11:36
-                TileT5Re3B0 t5_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                TASSIGN(t5_re3_b0, 4192);  // rmsnorm_bwd.pto:7:14
+                TileT5Re2B0 t5_re2_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                TASSIGN(t5_re2_b0, 4192);  // rmsnorm_bwd.pto:7:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView9 v0Gm9(v0 + _g41_db * 2 * 1024, GmView9::Shape(t5_re3_b0.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t5_re3_b0, v0Gm9);  // rmsnorm_bwd.pto:7:14
+                GmView9 v0Gm9(v0 + _g41_db * 2 * 1024, GmView9::Shape(t5_re2_b0.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t5_re2_b0, v0Gm9);  // rmsnorm_bwd.pto:7:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t42_b0, t5_re3_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                TCVT(t42_b0, t5_re2_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
                 TileT47B0 t47_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
                 TASSIGN(t47_b0, 4192);  // rmsnorm_bwd.pto:11:66
-                TileT23Re4B0 t23_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t23_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
+                TileT23Re3B0 t23_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t23_re3_b0, 8288);  // rmsnorm_bwd.pto:10:18
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 using GmView10 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView10 gammaGm10(gamma + _g41_db * 2 * 1024, GmView10::Shape(t23_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t23_re4_b0, gammaGm10);  // rmsnorm_bwd.pto:10:18
+                GmView10 gammaGm10(gamma + _g41_db * 2 * 1024, GmView10::Shape(t23_re3_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                TLOAD(t23_re3_b0, gammaGm10);  // rmsnorm_bwd.pto:10:18
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT24Re4B0 t24_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t24_re4_b0, 10336);  // rmsnorm_bwd.pto:10:18
+                TileT24Re3B0 t24_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t24_re3_b0, 10336);  // rmsnorm_bwd.pto:10:18
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t24_re4_b0, t23_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+                TCVT(t24_re3_b0, t23_re3_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT26Re4B0 t26_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t26_re4_b0, 14432);  // rmsnorm_bwd.pto:10:14
-                TileT8Re2Re4B0 t8_re2_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                TASSIGN(t8_re2_re4_b0, 8288);  // rmsnorm_bwd.pto:8:13
+                TileT26Re3B0 t26_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t26_re3_b0, 14432);  // rmsnorm_bwd.pto:10:14
+                TileT8Re1Re3B0 t8_re1_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                TASSIGN(t8_re1_re3_b0, 8288);  // rmsnorm_bwd.pto:8:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 using GmView11 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView11 v1Gm11(v1 + _g41_db * 2 * 1024, GmView11::Shape(t8_re2_re4_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t8_re2_re4_b0, v1Gm11);  // rmsnorm_bwd.pto:8:13
+                GmView11 v1Gm11(v1 + _g41_db * 2 * 1024, GmView11::Shape(t8_re1_re3_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t8_re1_re3_b0, v1Gm11);  // rmsnorm_bwd.pto:8:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t26_re4_b0, t8_re2_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                TCVT(t26_re3_b0, t8_re1_re3_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
                 pipe_barrier(PIPE_V);
-                TCOLEXPANDMUL(t47_b0, t26_re4_b0, t24_re4_b0);  // rmsnorm_bwd.pto:10:14
+                TCOLEXPANDMUL(t47_b0, t26_re3_b0, t24_re3_b0);  // rmsnorm_bwd.pto:10:14
                 TileT49B0 t49_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
                 TASSIGN(t49_b0, 8288);  // rmsnorm_bwd.pto:11:66
                 pipe_barrier(PIPE_V);
@@ -414,40 +416,40 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 for (int64_t _g41_dr = 0; _g41_dr < min_i64((H + 1023) / 1024 - (_g41_db * 2 + 1), 1); ++_g41_dr) {  // rmsnorm_bwd.pto:11:36
                     TileT42B1 t42_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                     TASSIGN(t42_b1, 18528);  // rmsnorm_bwd.pto:11:36
-                    TileT5Re3B1 t5_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                    TASSIGN(t5_re3_b1, 22624);  // rmsnorm_bwd.pto:7:14
+                    TileT5Re2B1 t5_re2_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                    TASSIGN(t5_re2_b1, 22624);  // rmsnorm_bwd.pto:7:14
                     using GmView12 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView12 v0Gm12(v0 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView12::Shape(t5_re3_b1.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t5_re3_b1, v0Gm12);  // rmsnorm_bwd.pto:7:14
+                    GmView12 v0Gm12(v0 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView12::Shape(t5_re2_b1.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t5_re2_b1, v0Gm12);  // rmsnorm_bwd.pto:7:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t42_b1, t5_re3_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                    TCVT(t42_b1, t5_re2_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
                     TileT47B1 t47_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
                     TASSIGN(t47_b1, 22624);  // rmsnorm_bwd.pto:11:66
-                    TileT23Re4B1 t23_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t23_re4_b1, 26720);  // rmsnorm_bwd.pto:10:18
+                    TileT23Re3B1 t23_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t23_re3_b1, 26720);  // rmsnorm_bwd.pto:10:18
                     using GmView13 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                    GmView13 gammaGm13(gamma + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView13::Shape(t23_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                    TLOAD(t23_re4_b1, gammaGm13);  // rmsnorm_bwd.pto:10:18
+                    GmView13 gammaGm13(gamma + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView13::Shape(t23_re3_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                    TLOAD(t23_re3_b1, gammaGm13);  // rmsnorm_bwd.pto:10:18
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT24Re4B1 t24_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t24_re4_b1, 28768);  // rmsnorm_bwd.pto:10:18
+                    TileT24Re3B1 t24_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t24_re3_b1, 28768);  // rmsnorm_bwd.pto:10:18
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t24_re4_b1, t23_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+                    TCVT(t24_re3_b1, t23_re3_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    TileT26Re4B1 t26_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t26_re4_b1, 32864);  // rmsnorm_bwd.pto:10:14
-                    TileT8Re2Re4B1 t8_re2_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                    TASSIGN(t8_re2_re4_b1, 26720);  // rmsnorm_bwd.pto:8:13
+                    TileT26Re3B1 t26_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t26_re3_b1, 32864);  // rmsnorm_bwd.pto:10:14
+                    TileT8Re1Re3B1 t8_re1_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                    TASSIGN(t8_re1_re3_b1, 26720);  // rmsnorm_bwd.pto:8:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView14 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView14 v1Gm14(v1 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView14::Shape(t8_re2_re4_b1.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t8_re2_re4_b1, v1Gm14);  // rmsnorm_bwd.pto:8:13
+                    GmView14 v1Gm14(v1 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView14::Shape(t8_re1_re3_b1.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t8_re1_re3_b1, v1Gm14);  // rmsnorm_bwd.pto:8:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t26_re4_b1, t8_re2_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                    TCVT(t26_re3_b1, t8_re1_re3_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
                     pipe_barrier(PIPE_V);
-                    TCOLEXPANDMUL(t47_b1, t26_re4_b1, t24_re4_b1);  // rmsnorm_bwd.pto:10:14
+                    TCOLEXPANDMUL(t47_b1, t26_re3_b1, t24_re3_b1);  // rmsnorm_bwd.pto:10:14
                     TileT49B1 t49_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
                     TASSIGN(t49_b1, 26720);  // rmsnorm_bwd.pto:11:66
                     pipe_barrier(PIPE_V);
@@ -486,25 +488,25 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 pipe_barrier(PIPE_V);
                 TileT55B0 t55_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t55_b0, 96);  // rmsnorm_bwd.pto:11:36
-                TileT42Re7B0 t42_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t42_re7_b0, 4192);  // rmsnorm_bwd.pto:11:36
-                TileT5Re3Re7B0 t5_re3_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                TASSIGN(t5_re3_re7_b0, 8288);  // rmsnorm_bwd.pto:7:14
+                TileT42Re6B0 t42_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t42_re6_b0, 4192);  // rmsnorm_bwd.pto:11:36
+                TileT5Re2Re6B0 t5_re2_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                TASSIGN(t5_re2_re6_b0, 8288);  // rmsnorm_bwd.pto:7:14
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView15 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView15 v0Gm15(v0 + _g54_db * 2 * 1024, GmView15::Shape(t5_re3_re7_b0.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t5_re3_re7_b0, v0Gm15);  // rmsnorm_bwd.pto:7:14
+                GmView15 v0Gm15(v0 + _g54_db * 2 * 1024, GmView15::Shape(t5_re2_re6_b0.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t5_re2_re6_b0, v0Gm15);  // rmsnorm_bwd.pto:7:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCVT(t42_re7_b0, t5_re3_re7_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                TCVT(t42_re6_b0, t5_re2_re6_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
                 pipe_barrier(PIPE_V);
                 TileView2 view6;  // rmsnorm_bwd.pto:11:36
                 TASSIGN(view6, 64);  // rmsnorm_bwd.pto:11:36
                 TileTmp3 tmp7;  // rmsnorm_bwd.pto:11:36
                 TASSIGN(tmp7, 36960);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t55_b0, t42_re7_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
+                TROWEXPANDMUL(t55_b0, t42_re6_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
                 TileT58B0 t58_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t58_b0, 8288);  // rmsnorm_bwd.pto:11:36
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -542,21 +544,21 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 TileT67B0 t67_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                 TASSIGN(t67_b0, 96);  // rmsnorm_bwd.pto:12:24
-                TileT8Re6B0 t8_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                TASSIGN(t8_re6_b0, 8288);  // rmsnorm_bwd.pto:8:13
+                TileT8Re5B0 t8_re5_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                TASSIGN(t8_re5_b0, 8288);  // rmsnorm_bwd.pto:8:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView18 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView18 v1Gm18(v1 + _g54_db * 2 * 1024, GmView18::Shape(t8_re6_b0.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t8_re6_b0, v1Gm18);  // rmsnorm_bwd.pto:8:13
+                GmView18 v1Gm18(v1 + _g54_db * 2 * 1024, GmView18::Shape(t8_re5_b0.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t8_re5_b0, v1Gm18);  // rmsnorm_bwd.pto:8:13
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCVT(t67_b0, t8_re6_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                TCVT(t67_b0, t8_re5_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
                 TileT69B0 t69_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                 TASSIGN(t69_b0, 8288);  // rmsnorm_bwd.pto:12:24
                 pipe_barrier(PIPE_V);
-                TMUL(t69_b0, t67_b0, t42_re7_b0);  // rmsnorm_bwd.pto:12:24
+                TMUL(t69_b0, t67_b0, t42_re6_b0);  // rmsnorm_bwd.pto:12:24
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT74B0 t74_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                 TASSIGN(t74_b0, 96);  // rmsnorm_bwd.pto:12:24
@@ -598,22 +600,22 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 for (int64_t _g54_dr = 0; _g54_dr < min_i64((H + 1023) / 1024 - (_g54_db * 2 + 1), 1); ++_g54_dr) {  // rmsnorm_bwd.pto:11:36
                     TileT55B1 t55_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                     TASSIGN(t55_b1, 16480);  // rmsnorm_bwd.pto:11:36
-                    TileT42Re7B1 t42_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t42_re7_b1, 20576);  // rmsnorm_bwd.pto:11:36
-                    TileT5Re3Re7B1 t5_re3_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-                    TASSIGN(t5_re3_re7_b1, 24672);  // rmsnorm_bwd.pto:7:14
+                    TileT42Re6B1 t42_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t42_re6_b1, 20576);  // rmsnorm_bwd.pto:11:36
+                    TileT5Re2Re6B1 t5_re2_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                    TASSIGN(t5_re2_re6_b1, 24672);  // rmsnorm_bwd.pto:7:14
                     using GmView21 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView21 v0Gm21(v0 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView21::Shape(t5_re3_re7_b1.GetValidCol()), GmView21::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t5_re3_re7_b1, v0Gm21);  // rmsnorm_bwd.pto:7:14
+                    GmView21 v0Gm21(v0 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView21::Shape(t5_re2_re6_b1.GetValidCol()), GmView21::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t5_re2_re6_b1, v0Gm21);  // rmsnorm_bwd.pto:7:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCVT(t42_re7_b1, t5_re3_re7_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+                    TCVT(t42_re6_b1, t5_re2_re6_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
                     pipe_barrier(PIPE_V);
                     TileView2 view12;  // rmsnorm_bwd.pto:11:36
                     TASSIGN(view12, 64);  // rmsnorm_bwd.pto:11:36
                     TileTmp3 tmp13;  // rmsnorm_bwd.pto:11:36
                     TASSIGN(tmp13, 36960);  // rmsnorm_bwd.pto:11:36
-                    TROWEXPANDMUL(t55_b1, t42_re7_b1, view12, tmp13);  // rmsnorm_bwd.pto:11:36
+                    TROWEXPANDMUL(t55_b1, t42_re6_b1, view12, tmp13);  // rmsnorm_bwd.pto:11:36
                     TileT58B1 t58_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                     TASSIGN(t58_b1, 24672);  // rmsnorm_bwd.pto:11:36
                     pipe_barrier(PIPE_V);
@@ -650,21 +652,21 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     TileT67B1 t67_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                     TASSIGN(t67_b1, 16480);  // rmsnorm_bwd.pto:12:24
-                    TileT8Re6B1 t8_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-                    TASSIGN(t8_re6_b1, 24672);  // rmsnorm_bwd.pto:8:13
+                    TileT8Re5B1 t8_re5_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+                    TASSIGN(t8_re5_b1, 24672);  // rmsnorm_bwd.pto:8:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     using GmView24 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView24 v1Gm24(v1 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView24::Shape(t8_re6_b1.GetValidCol()), GmView24::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t8_re6_b1, v1Gm24);  // rmsnorm_bwd.pto:8:13
+                    GmView24 v1Gm24(v1 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView24::Shape(t8_re5_b1.GetValidCol()), GmView24::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t8_re5_b1, v1Gm24);  // rmsnorm_bwd.pto:8:13
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCVT(t67_b1, t8_re6_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+                    TCVT(t67_b1, t8_re5_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
                     TileT69B1 t69_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                     TASSIGN(t69_b1, 24672);  // rmsnorm_bwd.pto:12:24
                     pipe_barrier(PIPE_V);
-                    TMUL(t69_b1, t67_b1, t42_re7_b1);  // rmsnorm_bwd.pto:12:24
+                    TMUL(t69_b1, t67_b1, t42_re6_b1);  // rmsnorm_bwd.pto:12:24
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     TileT74B1 t74_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                     TASSIGN(t74_b1, 16480);  // rmsnorm_bwd.pto:12:24
@@ -709,16 +711,16 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -37,10 +37,10 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
 #endif
     using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT13B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT13B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -50,35 +50,35 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
     using TileT50 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re3B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re3B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT49B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT53B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re3B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re3B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT49B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT53B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT55B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT58B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT29Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT62B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT69B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT76B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT78B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT55B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT58B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT29Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT62B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT69B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -136,19 +136,19 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g7_db = 0; _g7_db < ((H + 1023) / 1024 + 1) / 2; ++_g7_db) {  // rmsnorm_bwd.pto:8:13
+            for (int64_t _g4_db = 0; _g4_db < ((H + 1023) / 1024 + 1) / 2; ++_g4_db) {  // rmsnorm_bwd.pto:7:14
                 pipe_barrier(PIPE_V);
-                TileT11B0 t11_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                TASSIGN(t11_b0, 32);  // rmsnorm_bwd.pto:9:26
+                TileT5B0 t5_b0(min_i64(H - _g4_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                TASSIGN(t5_b0, 32);  // rmsnorm_bwd.pto:7:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView1 v0Gm1(v0 + _g7_db * 2 * 1024, GmView1::Shape(t11_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t11_b0, v0Gm1);  // rmsnorm_bwd.pto:7:14
+                GmView1 v0Gm1(v0 + _g4_db * 2 * 1024, GmView1::Shape(t5_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t5_b0, v0Gm1);  // rmsnorm_bwd.pto:7:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT13B0 t13_b0(min_i64(H - _g7_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                TileT13B0 t13_b0(min_i64(H - _g4_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
                 TASSIGN(t13_b0, 4128);  // rmsnorm_bwd.pto:9:26
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMUL(t13_b0, t11_b0, t11_b0);  // rmsnorm_bwd.pto:9:26
+                TMUL(t13_b0, t5_b0, t5_b0);  // rmsnorm_bwd.pto:9:26
                 TileT17B0 t17_b0;  // rmsnorm_bwd.pto:9:21
                 TASSIGN(t17_b0, 32);  // rmsnorm_bwd.pto:9:21
                 pipe_barrier(PIPE_V);
@@ -160,17 +160,17 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g7_dr = 0; _g7_dr < min_i64((H + 1023) / 1024 - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // rmsnorm_bwd.pto:8:13
-                    TileT11B1 t11_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-                    TASSIGN(t11_b1, 8224);  // rmsnorm_bwd.pto:9:26
+                for (int64_t _g4_dr = 0; _g4_dr < min_i64((H + 1023) / 1024 - (_g4_db * 2 + 1), 1); ++_g4_dr) {  // rmsnorm_bwd.pto:7:14
+                    TileT5B1 t5_b1(min_i64(H - (_g4_db * 2 + 1 + _g4_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+                    TASSIGN(t5_b1, 8224);  // rmsnorm_bwd.pto:7:14
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView2 v0Gm2(v0 + (_g7_db * 2 + 1 + _g7_dr) * 1024, GmView2::Shape(t11_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t11_b1, v0Gm2);  // rmsnorm_bwd.pto:7:14
+                    GmView2 v0Gm2(v0 + (_g4_db * 2 + 1 + _g4_dr) * 1024, GmView2::Shape(t5_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t5_b1, v0Gm2);  // rmsnorm_bwd.pto:7:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT13B1 t13_b1(min_i64(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+                    TileT13B1 t13_b1(min_i64(H - (_g4_db * 2 + 1 + _g4_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
                     TASSIGN(t13_b1, 12320);  // rmsnorm_bwd.pto:9:26
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMUL(t13_b1, t11_b1, t11_b1);  // rmsnorm_bwd.pto:9:26
+                    TMUL(t13_b1, t5_b1, t5_b1);  // rmsnorm_bwd.pto:9:26
                     TileT17B1 t17_b1;  // rmsnorm_bwd.pto:9:21
                     TASSIGN(t17_b1, 8224);  // rmsnorm_bwd.pto:9:21
                     pipe_barrier(PIPE_V);
@@ -225,19 +225,19 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 TLOAD(t42_b0, v0Gm3);  // rmsnorm_bwd.pto:7:14
                 TileT47B0 t47_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
                 TASSIGN(t47_b0, 4192);  // rmsnorm_bwd.pto:11:66
-                TileT23Re4B0 t23_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t23_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
+                TileT23Re3B0 t23_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t23_re3_b0, 8288);  // rmsnorm_bwd.pto:10:18
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView4 gammaGm4(gamma + _g41_db * 2 * 1024, GmView4::Shape(t23_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t23_re4_b0, gammaGm4);  // rmsnorm_bwd.pto:10:18
-                TileT26Re4B0 t26_re4_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t26_re4_b0, 12384);  // rmsnorm_bwd.pto:10:14
+                GmView4 gammaGm4(gamma + _g41_db * 2 * 1024, GmView4::Shape(t23_re3_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                TLOAD(t23_re3_b0, gammaGm4);  // rmsnorm_bwd.pto:10:18
+                TileT26Re3B0 t26_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t26_re3_b0, 12384);  // rmsnorm_bwd.pto:10:14
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView5 v1Gm5(v1 + _g41_db * 2 * 1024, GmView5::Shape(t26_re4_b0.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t26_re4_b0, v1Gm5);  // rmsnorm_bwd.pto:8:13
+                GmView5 v1Gm5(v1 + _g41_db * 2 * 1024, GmView5::Shape(t26_re3_b0.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t26_re3_b0, v1Gm5);  // rmsnorm_bwd.pto:8:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCOLEXPANDMUL(t47_b0, t26_re4_b0, t23_re4_b0);  // rmsnorm_bwd.pto:10:14
+                TCOLEXPANDMUL(t47_b0, t26_re3_b0, t23_re3_b0);  // rmsnorm_bwd.pto:10:14
                 TileT49B0 t49_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
                 TASSIGN(t49_b0, 8288);  // rmsnorm_bwd.pto:11:66
                 pipe_barrier(PIPE_V);
@@ -261,19 +261,19 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                     TLOAD(t42_b1, v0Gm6);  // rmsnorm_bwd.pto:7:14
                     TileT47B1 t47_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
                     TASSIGN(t47_b1, 20576);  // rmsnorm_bwd.pto:11:66
-                    TileT23Re4B1 t23_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t23_re4_b1, 24672);  // rmsnorm_bwd.pto:10:18
+                    TileT23Re3B1 t23_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t23_re3_b1, 24672);  // rmsnorm_bwd.pto:10:18
                     using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                    GmView7 gammaGm7(gamma + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView7::Shape(t23_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                    TLOAD(t23_re4_b1, gammaGm7);  // rmsnorm_bwd.pto:10:18
-                    TileT26Re4B1 t26_re4_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t26_re4_b1, 28768);  // rmsnorm_bwd.pto:10:14
+                    GmView7 gammaGm7(gamma + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView7::Shape(t23_re3_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                    TLOAD(t23_re3_b1, gammaGm7);  // rmsnorm_bwd.pto:10:18
+                    TileT26Re3B1 t26_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t26_re3_b1, 28768);  // rmsnorm_bwd.pto:10:14
                     using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView8 v1Gm8(v1 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView8::Shape(t26_re4_b1.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t26_re4_b1, v1Gm8);  // rmsnorm_bwd.pto:8:13
+                    GmView8 v1Gm8(v1 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView8::Shape(t26_re3_b1.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t26_re3_b1, v1Gm8);  // rmsnorm_bwd.pto:8:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCOLEXPANDMUL(t47_b1, t26_re4_b1, t23_re4_b1);  // rmsnorm_bwd.pto:10:14
+                    TCOLEXPANDMUL(t47_b1, t26_re3_b1, t23_re3_b1);  // rmsnorm_bwd.pto:10:14
                     TileT49B1 t49_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
                     TASSIGN(t49_b1, 24672);  // rmsnorm_bwd.pto:11:66
                     pipe_barrier(PIPE_V);
@@ -312,12 +312,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 pipe_barrier(PIPE_V);
                 TileT55B0 t55_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t55_b0, 96);  // rmsnorm_bwd.pto:11:36
-                TileT42Re8B0 t42_re8_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                TASSIGN(t42_re8_b0, 4192);  // rmsnorm_bwd.pto:11:36
+                TileT42Re7B0 t42_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                TASSIGN(t42_re7_b0, 4192);  // rmsnorm_bwd.pto:11:36
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                GmView9 v0Gm9(v0 + _g54_db * 2 * 1024, GmView9::Shape(t42_re8_b0.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:7:14
-                TLOAD(t42_re8_b0, v0Gm9);  // rmsnorm_bwd.pto:7:14
+                GmView9 v0Gm9(v0 + _g54_db * 2 * 1024, GmView9::Shape(t42_re7_b0.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:7:14
+                TLOAD(t42_re7_b0, v0Gm9);  // rmsnorm_bwd.pto:7:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -325,7 +325,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 TASSIGN(view4, 64);  // rmsnorm_bwd.pto:11:36
                 TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
                 TASSIGN(tmp5, 49248);  // rmsnorm_bwd.pto:11:36
-                TROWEXPANDMUL(t55_b0, t42_re8_b0, view4, tmp5);  // rmsnorm_bwd.pto:11:36
+                TROWEXPANDMUL(t55_b0, t42_re7_b0, view4, tmp5);  // rmsnorm_bwd.pto:11:36
                 TileT58B0 t58_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t58_b0, 8288);  // rmsnorm_bwd.pto:11:36
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -337,28 +337,28 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 TROWEXPANDMUL(t58_b0, t55_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
                 TileT60B0 t60_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
                 TASSIGN(t60_b0, 96);  // rmsnorm_bwd.pto:11:25
-                TileT23Re7B0 t23_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                TASSIGN(t23_re7_b0, 12384);  // rmsnorm_bwd.pto:10:18
+                TileT23Re6B0 t23_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                TASSIGN(t23_re6_b0, 12384);  // rmsnorm_bwd.pto:10:18
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                GmView10 gammaGm10(gamma + _g54_db * 2 * 1024, GmView10::Shape(t23_re7_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                TLOAD(t23_re7_b0, gammaGm10);  // rmsnorm_bwd.pto:10:18
-                TileT26Re7B0 t26_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t26_re7_b0, 16480);  // rmsnorm_bwd.pto:10:14
+                GmView10 gammaGm10(gamma + _g54_db * 2 * 1024, GmView10::Shape(t23_re6_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                TLOAD(t23_re6_b0, gammaGm10);  // rmsnorm_bwd.pto:10:18
+                TileT26Re6B0 t26_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t26_re6_b0, 16480);  // rmsnorm_bwd.pto:10:14
                 using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                GmView11 v1Gm11(v1 + _g54_db * 2 * 1024, GmView11::Shape(t26_re7_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:8:13
-                TLOAD(t26_re7_b0, v1Gm11);  // rmsnorm_bwd.pto:8:13
+                GmView11 v1Gm11(v1 + _g54_db * 2 * 1024, GmView11::Shape(t26_re6_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:8:13
+                TLOAD(t26_re6_b0, v1Gm11);  // rmsnorm_bwd.pto:8:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT29Re7B0 t29_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                TASSIGN(t29_re7_b0, 20576);  // rmsnorm_bwd.pto:10:14
+                TileT29Re6B0 t29_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                TASSIGN(t29_re6_b0, 20576);  // rmsnorm_bwd.pto:10:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCOLEXPANDMUL(t29_re7_b0, t26_re7_b0, t23_re7_b0);  // rmsnorm_bwd.pto:10:14
+                TCOLEXPANDMUL(t29_re6_b0, t26_re6_b0, t23_re6_b0);  // rmsnorm_bwd.pto:10:14
                 pipe_barrier(PIPE_V);
                 TileTmp3 tmp8;  // rmsnorm_bwd.pto:11:25
                 TASSIGN(tmp8, 49248);  // rmsnorm_bwd.pto:11:25
                 TROWEXPAND(tmp8, t21);  // rmsnorm_bwd.pto:11:25
                 pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-                TROWEXPANDMUL(t60_b0, tmp8, t29_re7_b0);  // rmsnorm_bwd.pto:11:25
+                TROWEXPANDMUL(t60_b0, tmp8, t29_re6_b0);  // rmsnorm_bwd.pto:11:25
                 TileT62B0 t62_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
                 TASSIGN(t62_b0, 12384);  // rmsnorm_bwd.pto:11:25
                 pipe_barrier(PIPE_V);
@@ -372,7 +372,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 TileT69B0 t69_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                 TASSIGN(t69_b0, 96);  // rmsnorm_bwd.pto:12:24
                 pipe_barrier(PIPE_V);
-                TMUL(t69_b0, t26_re7_b0, t42_re8_b0);  // rmsnorm_bwd.pto:12:24
+                TMUL(t69_b0, t26_re6_b0, t42_re7_b0);  // rmsnorm_bwd.pto:12:24
                 TileT74B0 t74_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                 TASSIGN(t74_b0, 4192);  // rmsnorm_bwd.pto:12:24
                 pipe_barrier(PIPE_V);
@@ -413,18 +413,18 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 for (int64_t _g54_dr = 0; _g54_dr < min_i64((H + 1023) / 1024 - (_g54_db * 2 + 1), 1); ++_g54_dr) {  // rmsnorm_bwd.pto:11:36
                     TileT55B1 t55_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                     TASSIGN(t55_b1, 24672);  // rmsnorm_bwd.pto:11:36
-                    TileT42Re8B1 t42_re8_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-                    TASSIGN(t42_re8_b1, 28768);  // rmsnorm_bwd.pto:11:36
+                    TileT42Re7B1 t42_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+                    TASSIGN(t42_re7_b1, 28768);  // rmsnorm_bwd.pto:11:36
                     using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-                    GmView15 v0Gm15(v0 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView15::Shape(t42_re8_b1.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:7:14
-                    TLOAD(t42_re8_b1, v0Gm15);  // rmsnorm_bwd.pto:7:14
+                    GmView15 v0Gm15(v0 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView15::Shape(t42_re7_b1.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:7:14
+                    TLOAD(t42_re7_b1, v0Gm15);  // rmsnorm_bwd.pto:7:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileView1 view11;  // rmsnorm_bwd.pto:11:36
                     TASSIGN(view11, 64);  // rmsnorm_bwd.pto:11:36
                     TileTmp2 tmp12;  // rmsnorm_bwd.pto:11:36
                     TASSIGN(tmp12, 49248);  // rmsnorm_bwd.pto:11:36
-                    TROWEXPANDMUL(t55_b1, t42_re8_b1, view11, tmp12);  // rmsnorm_bwd.pto:11:36
+                    TROWEXPANDMUL(t55_b1, t42_re7_b1, view11, tmp12);  // rmsnorm_bwd.pto:11:36
                     TileT58B1 t58_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                     TASSIGN(t58_b1, 32864);  // rmsnorm_bwd.pto:11:36
                     pipe_barrier(PIPE_V);
@@ -435,27 +435,27 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                     TROWEXPANDMUL(t58_b1, t55_b1, view13, tmp14);  // rmsnorm_bwd.pto:11:36
                     TileT60B1 t60_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
                     TASSIGN(t60_b1, 24672);  // rmsnorm_bwd.pto:11:25
-                    TileT23Re7B1 t23_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-                    TASSIGN(t23_re7_b1, 36960);  // rmsnorm_bwd.pto:10:18
+                    TileT23Re6B1 t23_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+                    TASSIGN(t23_re6_b1, 36960);  // rmsnorm_bwd.pto:10:18
                     using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-                    GmView16 gammaGm16(gamma + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView16::Shape(t23_re7_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-                    TLOAD(t23_re7_b1, gammaGm16);  // rmsnorm_bwd.pto:10:18
-                    TileT26Re7B1 t26_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t26_re7_b1, 41056);  // rmsnorm_bwd.pto:10:14
+                    GmView16 gammaGm16(gamma + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView16::Shape(t23_re6_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+                    TLOAD(t23_re6_b1, gammaGm16);  // rmsnorm_bwd.pto:10:18
+                    TileT26Re6B1 t26_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t26_re6_b1, 41056);  // rmsnorm_bwd.pto:10:14
                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-                    GmView17 v1Gm17(v1 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView17::Shape(t26_re7_b1.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:8:13
-                    TLOAD(t26_re7_b1, v1Gm17);  // rmsnorm_bwd.pto:8:13
+                    GmView17 v1Gm17(v1 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView17::Shape(t26_re6_b1.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:8:13
+                    TLOAD(t26_re6_b1, v1Gm17);  // rmsnorm_bwd.pto:8:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT29Re7B1 t29_re7_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-                    TASSIGN(t29_re7_b1, 45152);  // rmsnorm_bwd.pto:10:14
+                    TileT29Re6B1 t29_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+                    TASSIGN(t29_re6_b1, 45152);  // rmsnorm_bwd.pto:10:14
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TCOLEXPANDMUL(t29_re7_b1, t26_re7_b1, t23_re7_b1);  // rmsnorm_bwd.pto:10:14
+                    TCOLEXPANDMUL(t29_re6_b1, t26_re6_b1, t23_re6_b1);  // rmsnorm_bwd.pto:10:14
                     pipe_barrier(PIPE_V);
                     TileTmp3 tmp15;  // rmsnorm_bwd.pto:11:25
                     TASSIGN(tmp15, 49248);  // rmsnorm_bwd.pto:11:25
                     TROWEXPAND(tmp15, t21);  // rmsnorm_bwd.pto:11:25
                     pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-                    TROWEXPANDMUL(t60_b1, tmp15, t29_re7_b1);  // rmsnorm_bwd.pto:11:25
+                    TROWEXPANDMUL(t60_b1, tmp15, t29_re6_b1);  // rmsnorm_bwd.pto:11:25
                     TileT62B1 t62_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
                     TASSIGN(t62_b1, 36960);  // rmsnorm_bwd.pto:11:25
                     pipe_barrier(PIPE_V);
@@ -468,7 +468,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                     TileT69B1 t69_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                     TASSIGN(t69_b1, 24672);  // rmsnorm_bwd.pto:12:24
                     pipe_barrier(PIPE_V);
-                    TMUL(t69_b1, t26_re7_b1, t42_re8_b1);  // rmsnorm_bwd.pto:12:24
+                    TMUL(t69_b1, t26_re6_b1, t42_re7_b1);  // rmsnorm_bwd.pto:12:24
                     TileT74B1 t74_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                     TASSIGN(t74_b1, 28768);  // rmsnorm_bwd.pto:12:24
                     pipe_barrier(PIPE_V);

@@ -11,10 +11,9 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ bfloat16_t* x, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void rope_bf16_k0p1(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ bfloat16_t* x, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void rope_bf16_k0p2(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ bfloat16_t* x, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void rope_bf16_k0p3(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ bfloat16_t* x, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rope_bf16_k0(__gm__ bfloat16_t* x, __gm__ float* inv_freq, __gm__ float* pos, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t R, int64_t F, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rope_bf16_k0p1(__gm__ bfloat16_t* x, __gm__ float* inv_freq, __gm__ float* pos, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t R, int64_t F, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rope_bf16_k0p2(__gm__ bfloat16_t* x, __gm__ float* inv_freq, __gm__ float* pos, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t R, int64_t F, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -71,10 +70,6 @@ extern "C" int rope_bf16(bfloat16_t* x, float* pos, float* inv_freq, bfloat16_t*
     pto::cpu::clear_failure();
 #endif
     try {
-    std::vector<unsigned char> c_bytes = workspace((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:11:9
-    float* c = reinterpret_cast<float*>(c_bytes.data());  // rope.pto:11:9
-    std::vector<unsigned char> s_bytes = workspace((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:12:9
-    float* s = reinterpret_cast<float*>(s_bytes.data());  // rope.pto:12:9
     std::vector<unsigned char> t7_bytes = workspace((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:42
     float* t7 = reinterpret_cast<float*>(t7_bytes.data());  // rope.pto:15:42
     std::vector<unsigned char> t3_bytes = workspace((R * (F * 2)) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:17
@@ -86,7 +81,7 @@ extern "C" int rope_bf16(bfloat16_t* x, float* pos, float* inv_freq, bfloat16_t*
         for (int64_t rope_bf16_k0_block = 0; rope_bf16_k0_block < rope_bf16_k0_blocks; ++rope_bf16_k0_block) {  // rope.pto:10:13
             try {
                 start_launch(poison);  // rope.pto:10:13
-                rope_bf16_k0(inv_freq, pos, c, s, x, t7, t3, y, F, R, rope_bf16_k0_block, rope_bf16_k0_blocks);  // rope.pto:10:13
+                rope_bf16_k0(x, inv_freq, pos, t7, t3, y, R, F, rope_bf16_k0_block, rope_bf16_k0_blocks);  // rope.pto:10:13
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -111,7 +106,7 @@ extern "C" int rope_bf16(bfloat16_t* x, float* pos, float* inv_freq, bfloat16_t*
         for (int64_t rope_bf16_k0p1_block = 0; rope_bf16_k0p1_block < rope_bf16_k0p1_blocks; ++rope_bf16_k0p1_block) {  // rope.pto:10:13
             try {
                 start_launch(poison);  // rope.pto:10:13
-                rope_bf16_k0p1(inv_freq, pos, c, s, x, t7, t3, y, F, R, rope_bf16_k0p1_block, rope_bf16_k0p1_blocks);  // rope.pto:10:13
+                rope_bf16_k0p1(x, inv_freq, pos, t7, t3, y, R, F, rope_bf16_k0p1_block, rope_bf16_k0p1_blocks);  // rope.pto:10:13
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -130,13 +125,13 @@ extern "C" int rope_bf16(bfloat16_t* x, float* pos, float* inv_freq, bfloat16_t*
 #endif
     }
     {  // rope.pto:10:13
-        const int64_t rope_bf16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1);  // rope.pto:10:13
+        const int64_t rope_bf16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1);  // rope.pto:10:13
         bool rope_bf16_k0p2_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t rope_bf16_k0p2_block = 0; rope_bf16_k0p2_block < rope_bf16_k0p2_blocks; ++rope_bf16_k0p2_block) {  // rope.pto:10:13
             try {
                 start_launch(poison);  // rope.pto:10:13
-                rope_bf16_k0p2(inv_freq, pos, c, s, x, t7, t3, y, F, R, rope_bf16_k0p2_block, rope_bf16_k0p2_blocks);  // rope.pto:10:13
+                rope_bf16_k0p2(x, inv_freq, pos, t7, t3, y, R, F, rope_bf16_k0p2_block, rope_bf16_k0p2_blocks);  // rope.pto:10:13
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -146,31 +141,6 @@ extern "C" int rope_bf16(bfloat16_t* x, float* pos, float* inv_freq, bfloat16_t*
             }
         }
         if (rope_bf16_k0p2_block_no_memory) {
-            throw std::bad_alloc();
-        }
-#ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
-#endif
-    }
-    {  // rope.pto:10:13
-        const int64_t rope_bf16_k0p3_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1);  // rope.pto:10:13
-        bool rope_bf16_k0p3_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t rope_bf16_k0p3_block = 0; rope_bf16_k0p3_block < rope_bf16_k0p3_blocks; ++rope_bf16_k0p3_block) {  // rope.pto:10:13
-            try {
-                start_launch(poison);  // rope.pto:10:13
-                rope_bf16_k0p3(inv_freq, pos, c, s, x, t7, t3, y, F, R, rope_bf16_k0p3_block, rope_bf16_k0p3_blocks);  // rope.pto:10:13
-#ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
-#endif
-            } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                rope_bf16_k0p3_block_no_memory = true;
-            }
-        }
-        if (rope_bf16_k0p3_block_no_memory) {
             throw std::bad_alloc();
         }
 #ifdef PTO_CPU_SUBSET

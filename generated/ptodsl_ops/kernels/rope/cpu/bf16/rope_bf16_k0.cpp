@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ bfloat16_t* x, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void rope_bf16_k0(__gm__ bfloat16_t* x, __gm__ float* inv_freq, __gm__ float* pos, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t R, int64_t F, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ bfloat16_t* x, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t F, int64_t R)
+extern "C" __global__ AICORE void rope_bf16_k0(__gm__ bfloat16_t* x, __gm__ float* inv_freq, __gm__ float* pos, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t R, int64_t F)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
@@ -95,6 +95,16 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
     using TileT67B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT68B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT69B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT72B0 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT73B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76B0 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT82B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT87B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT92B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT97B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT102B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT107B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT2B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT5B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT6B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -154,12 +164,24 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
     using TileT67B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT68B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT69B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT72B1 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT73B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76B1 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT82B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT87B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT92B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT97B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT102B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT107B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
     using TileView1 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, 16>;
     using TileTmp2 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor>;
     using TileView3 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, 128>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // rope.pto:10:13
+        __gm__ bfloat16_t* v0 = x;  // rope.pto:13:15
+        __gm__ bfloat16_t* v1 = x + F;  // rope.pto:14:15
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = block_index / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((F + 127) / 128, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)); _g1 < block_index / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((F + 127) / 128, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + min_i64(ceil_div((F + 127) / 128, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)), (F + 127) / 128 - block_index / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((F + 127) / 128, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1))); ++_g1) {  // rope.pto:10:13
             TileT4 t4(min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
@@ -170,17 +192,15 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
             TLOAD(t4, inv_freqGm0);  // rope.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)), (R + 7) / 8 - block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1))), 0) + 1) / 2; ++_g0_db) {  // rope.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileT2B0 t2_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:10:13
                 TASSIGN(t2_b0, 512);  // rope.pto:10:13
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // rope.pto:10:13
                 GmView1 posGm1(pos + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, GmView1::Shape(t2_b0.GetValidRow()));  // rope.pto:10:13
@@ -227,6 +247,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 TMULS(t16_b0, t13_b0, 0.0009675025939941406f);  // rope.pto:11:9
                 TileT17B0 t17_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
                 TASSIGN(t17_b0, 29440);  // rope.pto:11:9
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 TSUB(t17_b0, t15_b0, t16_b0);  // rope.pto:11:9
                 TileT18B0 t18_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
@@ -331,16 +352,10 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 TADD(t38_b0, t22_b0, t37_b0);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
                 TMUL(t10_b0, t28_b0, t38_b0);  // rope.pto:11:9
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:11:9
-                GmView2 cGm2(c + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * F + _g1 * 128, GmView2::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView2::Stride(F));  // rope.pto:11:9
-                TSTORE(cGm2, t10_b0);  // rope.pto:11:9
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 TileT42B0 t42_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t42_b0, 512);  // rope.pto:12:9
+                TASSIGN(t42_b0, 13056);  // rope.pto:12:9
                 TileT44B0 t44_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t44_b0, 13056);  // rope.pto:12:9
+                TASSIGN(t44_b0, 17152);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TCVT(t44_b0, t11_b0, RoundMode::CAST_RINT);  // rope.pto:12:9
                 TileT45B0 t45_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -348,7 +363,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TMULS(t45_b0, t44_b0, 3.140625f);  // rope.pto:12:9
                 TileT46B0 t46_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t46_b0, 17152);  // rope.pto:12:9
+                TASSIGN(t46_b0, 21248);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TSUB(t46_b0, t6_b0, t45_b0);  // rope.pto:12:9
                 TileT47B0 t47_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -364,7 +379,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TMULS(t49_b0, t44_b0, 1.5099580252808664e-07f);  // rope.pto:12:9
                 TileT50B0 t50_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t50_b0, 17152);  // rope.pto:12:9
+                TASSIGN(t50_b0, 21248);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TSUB(t50_b0, t48_b0, t49_b0);  // rope.pto:12:9
                 TileT51B0 t51_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -389,7 +404,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 TileView3 view11(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:12:9
                 TASSIGN(view11, 74752);  // rope.pto:12:9
                 TileView3 view12(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:12:9
-                TASSIGN(view12, 17152);  // rope.pto:12:9
+                TASSIGN(view12, 21248);  // rope.pto:12:9
                 TileView1 view13(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:12:9
                 TASSIGN(view13, 8704);  // rope.pto:12:9
                 TileTmp2 tmp14;  // rope.pto:12:9
@@ -400,7 +415,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TMULS(t54_b0, t44_b0, 0.5f);  // rope.pto:12:9
                 TileT55B0 t55_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t55_b0, 17152);  // rope.pto:12:9
+                TASSIGN(t55_b0, 21248);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TCVT(t55_b0, t54_b0, RoundMode::CAST_FLOOR);  // rope.pto:12:9
                 TileT56B0 t56_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -408,7 +423,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TMULS(t56_b0, t55_b0, 2.0f);  // rope.pto:12:9
                 TileT57B0 t57_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t57_b0, 17152);  // rope.pto:12:9
+                TASSIGN(t57_b0, 21248);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TSUB(t57_b0, t44_b0, t56_b0);  // rope.pto:12:9
                 TileT58B0 t58_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -416,7 +431,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TMULS(t58_b0, t57_b0, -2.0f);  // rope.pto:12:9
                 TileT59B0 t59_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t59_b0, 12800);  // rope.pto:12:9
+                TASSIGN(t59_b0, 17152);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TADDS(t59_b0, t58_b0, 1.0f);  // rope.pto:12:9
                 TileT60B0 t60_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -424,27 +439,27 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TMUL(t60_b0, t53_b0, t53_b0);  // rope.pto:12:9
                 TileT61B0 t61_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t61_b0, 16896);  // rope.pto:12:9
+                TASSIGN(t61_b0, 21248);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TMUL(t61_b0, t53_b0, t60_b0);  // rope.pto:12:9
                 TileT62B0 t62_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t62_b0, 20992);  // rope.pto:12:9
+                TASSIGN(t62_b0, 25344);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TMULS(t62_b0, t60_b0, 2.5903266305249417e-06f);  // rope.pto:12:9
                 TileT63B0 t63_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t63_b0, 25088);  // rope.pto:12:9
+                TASSIGN(t63_b0, 29440);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TADDS(t63_b0, t62_b0, -0.0001980264496523887f);  // rope.pto:12:9
                 TileT64B0 t64_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t64_b0, 20992);  // rope.pto:12:9
+                TASSIGN(t64_b0, 25344);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TMUL(t64_b0, t60_b0, t63_b0);  // rope.pto:12:9
                 TileT65B0 t65_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t65_b0, 25088);  // rope.pto:12:9
+                TASSIGN(t65_b0, 29440);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TADDS(t65_b0, t64_b0, 0.008332972414791584f);  // rope.pto:12:9
                 TileT66B0 t66_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t66_b0, 20992);  // rope.pto:12:9
+                TASSIGN(t66_b0, 25344);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TMUL(t66_b0, t60_b0, t65_b0);  // rope.pto:12:9
                 TileT67B0 t67_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -452,7 +467,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TADDS(t67_b0, t66_b0, -0.16666656732559204f);  // rope.pto:12:9
                 TileT68B0 t68_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t68_b0, 20992);  // rope.pto:12:9
+                TASSIGN(t68_b0, 25344);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TMUL(t68_b0, t61_b0, t67_b0);  // rope.pto:12:9
                 TileT69B0 t69_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -460,25 +475,76 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TADD(t69_b0, t53_b0, t68_b0);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TMUL(t42_b0, t59_b0, t69_b0);  // rope.pto:12:9
+                TileT72B0 t72_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:13:10
+                TASSIGN(t72_b0, 4608);  // rope.pto:13:10
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:13:10
+                GmView2 v0Gm2(v0 + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * (F * 2) + _g1 * 128, GmView2::Shape(t72_b0.GetValidRow(), t72_b0.GetValidCol()), GmView2::Stride(F * 2));  // rope.pto:13:10
+                TLOAD(t72_b0, v0Gm2);  // rope.pto:13:10
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT73B0 t73_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:13:10
+                TASSIGN(t73_b0, 6656);  // rope.pto:13:10
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t73_b0, t72_b0, RoundMode::CAST_RINT);  // rope.pto:13:10
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT76B0 t76_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:14:10
+                TASSIGN(t76_b0, 4608);  // rope.pto:14:10
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:14:10
+                GmView3 v1Gm3(v1 + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * (F * 2) + _g1 * 128, GmView3::Shape(t76_b0.GetValidRow(), t76_b0.GetValidCol()), GmView3::Stride(F * 2));  // rope.pto:14:10
+                TLOAD(t76_b0, v1Gm3);  // rope.pto:14:10
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT77B0 t77_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:14:10
+                TASSIGN(t77_b0, 17152);  // rope.pto:14:10
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t77_b0, t76_b0, RoundMode::CAST_RINT);  // rope.pto:14:10
+                TileT82B0 t82_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:25
+                TASSIGN(t82_b0, 21248);  // rope.pto:15:25
+                pipe_barrier(PIPE_V);
+                TMUL(t82_b0, t73_b0, t10_b0);  // rope.pto:15:25
+                TileT87B0 t87_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:34
+                TASSIGN(t87_b0, 25344);  // rope.pto:15:34
+                pipe_barrier(PIPE_V);
+                TMUL(t87_b0, t77_b0, t42_b0);  // rope.pto:15:34
+                TileT92B0 t92_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:25
+                TASSIGN(t92_b0, 29440);  // rope.pto:15:25
+                pipe_barrier(PIPE_V);
+                TSUB(t92_b0, t82_b0, t87_b0);  // rope.pto:15:25
+                TileT97B0 t97_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:42
+                TASSIGN(t97_b0, 21248);  // rope.pto:15:42
+                pipe_barrier(PIPE_V);
+                TMUL(t97_b0, t77_b0, t10_b0);  // rope.pto:15:42
+                TileT102B0 t102_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:51
+                TASSIGN(t102_b0, 512);  // rope.pto:15:51
+                pipe_barrier(PIPE_V);
+                TMUL(t102_b0, t73_b0, t42_b0);  // rope.pto:15:51
+                TileT107B0 t107_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:42
+                TASSIGN(t107_b0, 4608);  // rope.pto:15:42
+                pipe_barrier(PIPE_V);
+                TADD(t107_b0, t97_b0, t102_b0);  // rope.pto:15:42
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:12:9
-                GmView3 sGm3(s + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * F + _g1 * 128, GmView3::Shape(t42_b0.GetValidRow(), t42_b0.GetValidCol()), GmView3::Stride(F));  // rope.pto:12:9
-                TSTORE(sGm3, t42_b0);  // rope.pto:12:9
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:42
+                GmView4 t7Gm4(t7 + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * F + _g1 * 128, GmView4::Shape(t107_b0.GetValidRow(), t107_b0.GetValidCol()), GmView4::Stride(F));  // rope.pto:15:42
+                TSTORE(t7Gm4, t107_b0);  // rope.pto:15:42
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
+                GmView5 t3Gm5(t3 + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + _g0_db * 2) * 8 * (F * 2) + _g1 * 128, GmView5::Shape(t92_b0.GetValidRow(), t92_b0.GetValidCol()), GmView5::Stride(F * 2));  // rope.pto:15:17
+                TSTORE(t3Gm5, t92_b0);  // rope.pto:15:17
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)), (R + 7) / 8 - block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1))), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // rope.pto:10:13
                     TileT2B1 t2_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:10:13
                     TASSIGN(t2_b1, 37632);  // rope.pto:10:13
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // rope.pto:10:13
-                    GmView4 posGm4(pos + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, GmView4::Shape(t2_b1.GetValidRow()));  // rope.pto:10:13
-                    TLOAD(t2_b1, posGm4);  // rope.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // rope.pto:10:13
+                    GmView6 posGm6(pos + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, GmView6::Shape(t2_b1.GetValidRow()));  // rope.pto:10:13
+                    TLOAD(t2_b1, posGm6);  // rope.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileT5B1 t5_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
                     TASSIGN(t5_b1, 37888);  // rope.pto:10:13
@@ -624,16 +690,10 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     TADD(t38_b1, t22_b1, t37_b1);  // rope.pto:11:9
                     pipe_barrier(PIPE_V);
                     TMUL(t10_b1, t28_b1, t38_b1);  // rope.pto:11:9
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:11:9
-                    GmView5 cGm5(c + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * F + _g1 * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(F));  // rope.pto:11:9
-                    TSTORE(cGm5, t10_b1);  // rope.pto:11:9
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     TileT42B1 t42_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t42_b1, 37632);  // rope.pto:12:9
+                    TASSIGN(t42_b1, 50176);  // rope.pto:12:9
                     TileT44B1 t44_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t44_b1, 50176);  // rope.pto:12:9
+                    TASSIGN(t44_b1, 54272);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TCVT(t44_b1, t11_b1, RoundMode::CAST_RINT);  // rope.pto:12:9
                     TileT45B1 t45_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -641,7 +701,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     pipe_barrier(PIPE_V);
                     TMULS(t45_b1, t44_b1, 3.140625f);  // rope.pto:12:9
                     TileT46B1 t46_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t46_b1, 54272);  // rope.pto:12:9
+                    TASSIGN(t46_b1, 58368);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TSUB(t46_b1, t6_b1, t45_b1);  // rope.pto:12:9
                     TileT47B1 t47_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -657,7 +717,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     pipe_barrier(PIPE_V);
                     TMULS(t49_b1, t44_b1, 1.5099580252808664e-07f);  // rope.pto:12:9
                     TileT50B1 t50_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t50_b1, 54272);  // rope.pto:12:9
+                    TASSIGN(t50_b1, 58368);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TSUB(t50_b1, t48_b1, t49_b1);  // rope.pto:12:9
                     TileT51B1 t51_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -682,7 +742,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     TileView3 view26(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:12:9
                     TASSIGN(view26, 74752);  // rope.pto:12:9
                     TileView3 view27(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:12:9
-                    TASSIGN(view27, 54272);  // rope.pto:12:9
+                    TASSIGN(view27, 58368);  // rope.pto:12:9
                     TileView1 view28(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:12:9
                     TASSIGN(view28, 45824);  // rope.pto:12:9
                     TileTmp2 tmp29;  // rope.pto:12:9
@@ -693,7 +753,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     pipe_barrier(PIPE_V);
                     TMULS(t54_b1, t44_b1, 0.5f);  // rope.pto:12:9
                     TileT55B1 t55_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t55_b1, 54272);  // rope.pto:12:9
+                    TASSIGN(t55_b1, 58368);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TCVT(t55_b1, t54_b1, RoundMode::CAST_FLOOR);  // rope.pto:12:9
                     TileT56B1 t56_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -701,7 +761,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     pipe_barrier(PIPE_V);
                     TMULS(t56_b1, t55_b1, 2.0f);  // rope.pto:12:9
                     TileT57B1 t57_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t57_b1, 54272);  // rope.pto:12:9
+                    TASSIGN(t57_b1, 58368);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TSUB(t57_b1, t44_b1, t56_b1);  // rope.pto:12:9
                     TileT58B1 t58_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -709,7 +769,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     pipe_barrier(PIPE_V);
                     TMULS(t58_b1, t57_b1, -2.0f);  // rope.pto:12:9
                     TileT59B1 t59_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t59_b1, 49920);  // rope.pto:12:9
+                    TASSIGN(t59_b1, 54272);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TADDS(t59_b1, t58_b1, 1.0f);  // rope.pto:12:9
                     TileT60B1 t60_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -717,27 +777,27 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     pipe_barrier(PIPE_V);
                     TMUL(t60_b1, t53_b1, t53_b1);  // rope.pto:12:9
                     TileT61B1 t61_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t61_b1, 54016);  // rope.pto:12:9
+                    TASSIGN(t61_b1, 58368);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TMUL(t61_b1, t53_b1, t60_b1);  // rope.pto:12:9
                     TileT62B1 t62_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t62_b1, 58112);  // rope.pto:12:9
+                    TASSIGN(t62_b1, 62464);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TMULS(t62_b1, t60_b1, 2.5903266305249417e-06f);  // rope.pto:12:9
                     TileT63B1 t63_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t63_b1, 62208);  // rope.pto:12:9
+                    TASSIGN(t63_b1, 66560);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TADDS(t63_b1, t62_b1, -0.0001980264496523887f);  // rope.pto:12:9
                     TileT64B1 t64_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t64_b1, 58112);  // rope.pto:12:9
+                    TASSIGN(t64_b1, 62464);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TMUL(t64_b1, t60_b1, t63_b1);  // rope.pto:12:9
                     TileT65B1 t65_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t65_b1, 62208);  // rope.pto:12:9
+                    TASSIGN(t65_b1, 66560);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TADDS(t65_b1, t64_b1, 0.008332972414791584f);  // rope.pto:12:9
                     TileT66B1 t66_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t66_b1, 58112);  // rope.pto:12:9
+                    TASSIGN(t66_b1, 62464);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TMUL(t66_b1, t60_b1, t65_b1);  // rope.pto:12:9
                     TileT67B1 t67_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -745,7 +805,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     pipe_barrier(PIPE_V);
                     TADDS(t67_b1, t66_b1, -0.16666656732559204f);  // rope.pto:12:9
                     TileT68B1 t68_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
-                    TASSIGN(t68_b1, 58112);  // rope.pto:12:9
+                    TASSIGN(t68_b1, 62464);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
                     TMUL(t68_b1, t61_b1, t67_b1);  // rope.pto:12:9
                     TileT69B1 t69_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -753,28 +813,76 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                     pipe_barrier(PIPE_V);
                     TADD(t69_b1, t53_b1, t68_b1);  // rope.pto:12:9
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     TMUL(t42_b1, t59_b1, t69_b1);  // rope.pto:12:9
+                    TileT72B1 t72_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:13:10
+                    TASSIGN(t72_b1, 41728);  // rope.pto:13:10
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:13:10
+                    GmView7 v0Gm7(v0 + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * (F * 2) + _g1 * 128, GmView7::Shape(t72_b1.GetValidRow(), t72_b1.GetValidCol()), GmView7::Stride(F * 2));  // rope.pto:13:10
+                    TLOAD(t72_b1, v0Gm7);  // rope.pto:13:10
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT73B1 t73_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:13:10
+                    TASSIGN(t73_b1, 43776);  // rope.pto:13:10
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCVT(t73_b1, t72_b1, RoundMode::CAST_RINT);  // rope.pto:13:10
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    TileT76B1 t76_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:14:10
+                    TASSIGN(t76_b1, 41728);  // rope.pto:14:10
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:14:10
+                    GmView8 v1Gm8(v1 + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * (F * 2) + _g1 * 128, GmView8::Shape(t76_b1.GetValidRow(), t76_b1.GetValidCol()), GmView8::Stride(F * 2));  // rope.pto:14:10
+                    TLOAD(t76_b1, v1Gm8);  // rope.pto:14:10
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT77B1 t77_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:14:10
+                    TASSIGN(t77_b1, 54272);  // rope.pto:14:10
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TCVT(t77_b1, t76_b1, RoundMode::CAST_RINT);  // rope.pto:14:10
+                    TileT82B1 t82_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:25
+                    TASSIGN(t82_b1, 58368);  // rope.pto:15:25
+                    pipe_barrier(PIPE_V);
+                    TMUL(t82_b1, t73_b1, t10_b1);  // rope.pto:15:25
+                    TileT87B1 t87_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:34
+                    TASSIGN(t87_b1, 62464);  // rope.pto:15:34
+                    pipe_barrier(PIPE_V);
+                    TMUL(t87_b1, t77_b1, t42_b1);  // rope.pto:15:34
+                    TileT92B1 t92_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:25
+                    TASSIGN(t92_b1, 66560);  // rope.pto:15:25
+                    pipe_barrier(PIPE_V);
+                    TSUB(t92_b1, t82_b1, t87_b1);  // rope.pto:15:25
+                    TileT97B1 t97_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:42
+                    TASSIGN(t97_b1, 58368);  // rope.pto:15:42
+                    pipe_barrier(PIPE_V);
+                    TMUL(t97_b1, t77_b1, t10_b1);  // rope.pto:15:42
+                    TileT102B1 t102_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:51
+                    TASSIGN(t102_b1, 37632);  // rope.pto:15:51
+                    pipe_barrier(PIPE_V);
+                    TMUL(t102_b1, t73_b1, t42_b1);  // rope.pto:15:51
+                    TileT107B1 t107_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:42
+                    TASSIGN(t107_b1, 41728);  // rope.pto:15:42
+                    pipe_barrier(PIPE_V);
+                    TADD(t107_b1, t97_b1, t102_b1);  // rope.pto:15:42
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:12:9
-                    GmView6 sGm6(s + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * F + _g1 * 128, GmView6::Shape(t42_b1.GetValidRow(), t42_b1.GetValidCol()), GmView6::Stride(F));  // rope.pto:12:9
-                    TSTORE(sGm6, t42_b1);  // rope.pto:12:9
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:42
+                    GmView9 t7Gm9(t7 + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * F + _g1 * 128, GmView9::Shape(t107_b1.GetValidRow(), t107_b1.GetValidCol()), GmView9::Stride(F));  // rope.pto:15:42
+                    TSTORE(t7Gm9, t107_b1);  // rope.pto:15:42
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
+                    GmView10 t3Gm10(t3 + (block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * (F * 2) + _g1 * 128, GmView10::Shape(t92_b1.GetValidRow(), t92_b1.GetValidCol()), GmView10::Stride(F * 2));  // rope.pto:15:17
+                    TSTORE(t3Gm10, t92_b1);  // rope.pto:15:17
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        __gm__ bfloat16_t* v0 = x;  // rope.pto:13:15
-        __gm__ bfloat16_t* v1 = x + F;  // rope.pto:14:15
     }
 }

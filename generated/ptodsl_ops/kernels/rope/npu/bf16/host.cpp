@@ -13,10 +13,9 @@
 #include <new>
 #include <vector>
 
-extern "C" void rope_bf16_k0_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, bfloat16_t* x, float* t7, float* t3, bfloat16_t* y, int64_t F, int64_t R);
-extern "C" void rope_bf16_k0p1_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, bfloat16_t* x, float* t7, float* t3, bfloat16_t* y, int64_t F, int64_t R);
-extern "C" void rope_bf16_k0p2_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, bfloat16_t* x, float* t7, float* t3, bfloat16_t* y, int64_t F, int64_t R);
-extern "C" void rope_bf16_k0p3_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, bfloat16_t* x, float* t7, float* t3, bfloat16_t* y, int64_t F, int64_t R);
+extern "C" void rope_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, float* inv_freq, float* pos, float* t7, float* t3, bfloat16_t* y, int64_t R, int64_t F);
+extern "C" void rope_bf16_k0p1_launch(uint32_t block_dim, void* stream, bfloat16_t* x, float* inv_freq, float* pos, float* t7, float* t3, bfloat16_t* y, int64_t R, int64_t F);
+extern "C" void rope_bf16_k0p2_launch(uint32_t block_dim, void* stream, bfloat16_t* x, float* inv_freq, float* pos, float* t7, float* t3, bfloat16_t* y, int64_t R, int64_t F);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -218,16 +217,6 @@ extern "C" int rope_bf16(int32_t device, void* stream, bfloat16_t* x, float* pos
     if (ptodsl_failed) {
         return -1;
     }
-    DeviceWorkspace c_bytes((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:11:9
-    if (ptodsl_failed) {  // rope.pto:11:9
-        return -1;  // rope.pto:11:9
-    }
-    float* c = reinterpret_cast<float*>(c_bytes.data());  // rope.pto:11:9
-    DeviceWorkspace s_bytes((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:12:9
-    if (ptodsl_failed) {  // rope.pto:12:9
-        return -1;  // rope.pto:12:9
-    }
-    float* s = reinterpret_cast<float*>(s_bytes.data());  // rope.pto:12:9
     DeviceWorkspace t7_bytes((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:42
     if (ptodsl_failed) {  // rope.pto:15:42
         return -1;  // rope.pto:15:42
@@ -240,29 +229,22 @@ extern "C" int rope_bf16(int32_t device, void* stream, bfloat16_t* x, float* pos
     float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rope.pto:15:17
     {  // rope.pto:10:13
         const int64_t rope_bf16_k0_blocks = max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(48 / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1);  // rope.pto:10:13
-        rope_bf16_k0_launch(rope_bf16_k0_blocks, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
+        rope_bf16_k0_launch(rope_bf16_k0_blocks, ptodsl_stream, x, inv_freq, pos, t7, t3, y, R, F);  // rope.pto:10:13
         if (!launched("the launch of rope_bf16_k0")) {  // rope.pto:10:13
             return -1;  // rope.pto:10:13
         }
     }
     {  // rope.pto:10:13
         const int64_t rope_bf16_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1);  // rope.pto:10:13
-        rope_bf16_k0p1_launch(rope_bf16_k0p1_blocks, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
+        rope_bf16_k0p1_launch(rope_bf16_k0p1_blocks, ptodsl_stream, x, inv_freq, pos, t7, t3, y, R, F);  // rope.pto:10:13
         if (!launched("the launch of rope_bf16_k0p1")) {  // rope.pto:10:13
             return -1;  // rope.pto:10:13
         }
     }
     {  // rope.pto:10:13
-        const int64_t rope_bf16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1);  // rope.pto:10:13
-        rope_bf16_k0p2_launch(rope_bf16_k0p2_blocks, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
+        const int64_t rope_bf16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1);  // rope.pto:10:13
+        rope_bf16_k0p2_launch(rope_bf16_k0p2_blocks, ptodsl_stream, x, inv_freq, pos, t7, t3, y, R, F);  // rope.pto:10:13
         if (!launched("the launch of rope_bf16_k0p2")) {  // rope.pto:10:13
-            return -1;  // rope.pto:10:13
-        }
-    }
-    {  // rope.pto:10:13
-        const int64_t rope_bf16_k0p3_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1);  // rope.pto:10:13
-        rope_bf16_k0p3_launch(rope_bf16_k0p3_blocks, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
-        if (!launched("the launch of rope_bf16_k0p3")) {  // rope.pto:10:13
             return -1;  // rope.pto:10:13
         }
     }

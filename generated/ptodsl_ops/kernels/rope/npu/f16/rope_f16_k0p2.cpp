@@ -2,7 +2,7 @@
 #include "../../cpu/f16/rope_f16_k0p2.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rope_f16_k0p2 on an NPU stream (vector core).
-extern "C" void rope_f16_k0p2_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, half* x, float* t7, float* t3, half* y, int64_t F, int64_t R)
+extern "C" void rope_f16_k0p2_launch(uint32_t block_dim, void* stream, half* x, float* inv_freq, float* pos, float* t7, float* t3, half* y, int64_t R, int64_t F)
 {
-    rope_f16_k0p2<<<block_dim, nullptr, stream>>>((__gm__ float*)inv_freq, (__gm__ float*)pos, (__gm__ float*)c, (__gm__ float*)s, (__gm__ half*)x, (__gm__ float*)t7, (__gm__ float*)t3, (__gm__ half*)y, F, R);
+    rope_f16_k0p2<<<block_dim, nullptr, stream>>>((__gm__ half*)x, (__gm__ float*)inv_freq, (__gm__ float*)pos, (__gm__ float*)t7, (__gm__ float*)t3, (__gm__ half*)y, R, F);
 }

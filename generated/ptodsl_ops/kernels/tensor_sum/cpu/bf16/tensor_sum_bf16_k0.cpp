@@ -36,21 +36,14 @@ extern "C" __global__ AICORE void tensor_sum_bf16_k0(__gm__ float* acc_parts, __
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileCarry0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t b_part = block_index * ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count); b_part < block_index * ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count) + min_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count), ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) - block_index * ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count)); ++b_part) {  // tensor_sum.pto:5:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (N + 511) / 512; ++_g0) {  // tensor_sum.pto:5:5
             pipe_barrier(PIPE_V);
@@ -58,115 +51,64 @@ extern "C" __global__ AICORE void tensor_sum_bf16_k0(__gm__ float* acc_parts, __
             TASSIGN(t1, 0);  // tensor_sum.pto:5:5
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TEXPANDS(t1, 0.0f);  // tensor_sum.pto:5:5
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:5:5
             GmView0 acc_partsGm0(acc_parts + b_part * N + _g0 * 512, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:5:5
             TSTORE(acc_partsGm0, t1);  // tensor_sum.pto:5:5
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t b = b_part * ((max_i64(B, 1) + 47) / 48); b < min_i64(B, b_part * ((max_i64(B, 1) + 47) / 48) + (max_i64(B, 1) + 47) / 48); ++b) {  // tensor_sum.pto:5:5
-            __gm__ float* acc_part = acc_parts + b_part * N;  // tensor_sum.pto:10:22
-            __gm__ bfloat16_t* v0 = x + b * N;  // tensor_sum.pto:6:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g2_db = 0; _g2_db < ((N + 511) / 512 + 1) / 2; ++_g2_db) {  // tensor_sum.pto:6:15
-                pipe_barrier(PIPE_V);
-                TileT3B0 t3_b0(min_i64(N - _g2_db * 2 * 512, 512));  // tensor_sum.pto:6:15
-                TASSIGN(t3_b0, 0);  // tensor_sum.pto:6:15
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-                GmView1 v0Gm1(v0 + _g2_db * 2 * 512, GmView1::Shape(t3_b0.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:6:15
-                TLOAD(t3_b0, v0Gm1);  // tensor_sum.pto:6:15
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT4B0 t4_b0(min_i64(N - _g2_db * 2 * 512, 512));  // tensor_sum.pto:6:15
-                TASSIGN(t4_b0, 1024);  // tensor_sum.pto:6:15
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t4_b0, t3_b0, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TileT6B0 t6_b0(min_i64(N - _g2_db * 2 * 512, 512));  // tensor_sum.pto:10:22
-                TASSIGN(t6_b0, 3072);  // tensor_sum.pto:10:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-                GmView2 acc_partGm2(acc_part + _g2_db * 2 * 512, GmView2::Shape(t6_b0.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
-                TLOAD(t6_b0, acc_partGm2);  // tensor_sum.pto:10:22
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT8B0 t8_b0(min_i64(N - _g2_db * 2 * 512, 512));  // tensor_sum.pto:10:22
-                TASSIGN(t8_b0, 5120);  // tensor_sum.pto:10:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t8_b0, t6_b0, t4_b0);  // tensor_sum.pto:10:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-                GmView3 acc_partsGm3(acc_parts + b_part * N + _g2_db * 2 * 512, GmView3::Shape(t8_b0.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:10:22
-                TSTORE(acc_partsGm3, t8_b0);  // tensor_sum.pto:10:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g2_dr = 0; _g2_dr < min_i64((N + 511) / 512 - (_g2_db * 2 + 1), 1); ++_g2_dr) {  // tensor_sum.pto:6:15
-                    TileT3B1 t3_b1(min_i64(N - (_g2_db * 2 + 1 + _g2_dr) * 512, 512));  // tensor_sum.pto:6:15
-                    TASSIGN(t3_b1, 7168);  // tensor_sum.pto:6:15
-                    using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-                    GmView4 v0Gm4(v0 + (_g2_db * 2 + 1 + _g2_dr) * 512, GmView4::Shape(t3_b1.GetValidCol()), GmView4::Stride(N));  // tensor_sum.pto:6:15
-                    TLOAD(t3_b1, v0Gm4);  // tensor_sum.pto:6:15
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT4B1 t4_b1(min_i64(N - (_g2_db * 2 + 1 + _g2_dr) * 512, 512));  // tensor_sum.pto:6:15
-                    TASSIGN(t4_b1, 8192);  // tensor_sum.pto:6:15
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t4_b1, t3_b1, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
-                    TileT6B1 t6_b1(min_i64(N - (_g2_db * 2 + 1 + _g2_dr) * 512, 512));  // tensor_sum.pto:10:22
-                    TASSIGN(t6_b1, 10240);  // tensor_sum.pto:10:22
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-                    GmView5 acc_partGm5(acc_part + (_g2_db * 2 + 1 + _g2_dr) * 512, GmView5::Shape(t6_b1.GetValidCol()), GmView5::Stride(N));  // tensor_sum.pto:10:22
-                    TLOAD(t6_b1, acc_partGm5);  // tensor_sum.pto:10:22
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT8B1 t8_b1(min_i64(N - (_g2_db * 2 + 1 + _g2_dr) * 512, 512));  // tensor_sum.pto:10:22
-                    TASSIGN(t8_b1, 12288);  // tensor_sum.pto:10:22
-                    pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t8_b1, t6_b1, t4_b1);  // tensor_sum.pto:10:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-                    GmView6 acc_partsGm6(acc_parts + b_part * N + (_g2_db * 2 + 1 + _g2_dr) * 512, GmView6::Shape(t8_b1.GetValidCol()), GmView6::Stride(N));  // tensor_sum.pto:10:22
-                    TSTORE(acc_partsGm6, t8_b1);  // tensor_sum.pto:10:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g2 = 0; _g2 < (N + 511) / 512; ++_g2) {  // tensor_sum.pto:6:15
+            TileCarry0 carry0(min_i64(N - _g2 * 512, 512));  // tensor_sum.pto:10:22
+            TASSIGN(carry0, 0);  // tensor_sum.pto:10:22
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
+            GmView1 acc_partsGm1(acc_parts + b_part * N + _g2 * 512, GmView1::Shape(carry0.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
+            TLOAD(carry0, acc_partsGm1);  // tensor_sum.pto:10:22
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t b = b_part * ((max_i64(B, 1) + 47) / 48); b < min_i64(B, b_part * ((max_i64(B, 1) + 47) / 48) + (max_i64(B, 1) + 47) / 48); ++b) {  // tensor_sum.pto:5:5
+                pipe_barrier(PIPE_V);
+                __gm__ float* acc_part = acc_parts + b_part * N;  // tensor_sum.pto:10:22
+                __gm__ bfloat16_t* v0 = x + b * N;  // tensor_sum.pto:6:20
+                TileT3 t3(min_i64(N - _g2 * 512, 512));  // tensor_sum.pto:6:15
+                TASSIGN(t3, 2048);  // tensor_sum.pto:6:15
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
+                GmView2 v0Gm2(v0 + _g2 * 512, GmView2::Shape(t3.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:6:15
+                TLOAD(t3, v0Gm2);  // tensor_sum.pto:6:15
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT4 t4(min_i64(N - _g2 * 512, 512));  // tensor_sum.pto:6:15
+                TASSIGN(t4, 3072);  // tensor_sum.pto:6:15
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t4, t3, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                TADD(carry0, carry0, t4);  // tensor_sum.pto:10:22
+            }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
+            GmView3 acc_partsGm3(acc_parts + b_part * N + _g2 * 512, GmView3::Shape(carry0.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:10:22
+            TSTORE(acc_partsGm3, carry0);  // tensor_sum.pto:10:22
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 }
