@@ -42,7 +42,8 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return x.astype(BF16).astype(np.float32)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# (the cpu build of its 15 unrolled copies takes seconds: that side runs with `-m slow`)
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=pytest.mark.slow) if b == "cpu" else b for b in BACKENDS])
 def test_a_loop_whose_kernel_would_need_too_many_event_ids_launches_per_iteration(tmp_path: Path, backend: str):
     (tmp_path / "fz9073.pto").write_text(FZ9073)
     (tmp_path / "fz9073.yaml").write_text(FZ9073_YAML)
