@@ -142,36 +142,45 @@ class Access:
 def can_merge(a: Op, b: Op, acc_a: Access, acc_b: Access, carried_ok: frozenset[str] = frozenset()) -> bool:
     """Whether grid nest ``b`` may run inside ``a``'s iterations: each iteration of b reads only
     what the same iteration of a wrote, and no tile carried across a (an accumulator) is touched
-    by b, which may see its value only after the whole loop."""
-    written = acc_a.stored
+    by b, which may see its value only after the whole loop. Tensors are compared by the tensor
+    they view (``acc_a.base``): a load through a view of what a stores, whose offsets count from
+    elsewhere, is not the tile a stored."""
+    base = acc_a.base
+    written = {base.get(t, t) for t in acc_a.stored}
+    loaded = {base.get(t, t) for t in acc_a.loaded}
+    scalar = {base.get(t, t) for t in acc_a.scalar_reads}
     env = nest_env(a, b)
     for t, o in acc_b.loads:
-        if t in written and (t, tuple(sym.substitute(x, env) for x in o)) not in acc_a.stores:
+        if base.get(t, t) in written and (t, tuple(sym.substitute(x, env) for x in o)) not in acc_a.stores:
             return False
-    if any(t in written for t in acc_b.scalar_reads):
+    if any(base.get(t, t) in written for t in acc_b.scalar_reads):
         return False
     for t in acc_b.stored:
-        if t in written or t in acc_a.scalar_reads or (t in acc_a.loaded and not _tile_war(a, b, t, env)):
+        root = base.get(t, t)
+        if root in written or root in scalar or (root in loaded and not _tile_war(a, b, t, env, base)):
             return False
     if any(t in acc_a.carried and t not in carried_ok for t in (*acc_b.read, *acc_b.written)):
         return False
     return not any(t in acc_a.free for t in acc_b.written)
 
 
-def _tile_war(a: Op, b: Op, t: str, env: dict[str, sym.Expr]) -> bool:
+def _tile_war(a: Op, b: Op, t: str, env: dict[str, sym.Expr], base: dict[str, str]) -> bool:
     """Whether ``b`` storing to ``t``, which ``a`` loads, may run in ``a``'s iterations: each of a's
     loads of ``t`` reads a tile b's same iteration overwrites (same offsets and extents, after
     renaming b's indices onto a's), and those tiles lie in bands of a's index that no two
     iterations share, so no iteration of a reads what an earlier iteration of b wrote (an
-    in-place update ``acc[:] = acc * 0.5 + x[b, :]`` split over two grids)."""
-    loads = [(tuple(o.attrs["offsets"]), tuple(o.operands[0].type.shape)) for o in a.walk()
-             if o.name == "tile.load" and o.operands[1].name == t]
-    stores = {(tuple(sym.substitute(x, env) for x in o.attrs["offsets"]), tuple(o.operands[1].type.shape))
-              for o in b.walk() if o.name == "tile.store" and o.operands[0].name == t}
-    if not loads or any(access not in stores for access in loads):
+    in-place update ``acc[:] = acc * 0.5 + x[b, :]`` split over two grids). Every access of the
+    tensor goes through ``t`` itself, not a view of it."""
+    root = base.get(t, t)
+    loads = [(o.operands[1].name, tuple(o.attrs["offsets"]), tuple(o.operands[0].type.shape)) for o in a.walk()
+             if o.name == "tile.load" and base.get(o.operands[1].name, o.operands[1].name) == root]
+    stores = {(o.operands[0].name, tuple(sym.substitute(x, env) for x in o.attrs["offsets"]),
+               tuple(o.operands[1].type.shape))
+              for o in b.walk() if o.name == "tile.store" and base.get(o.operands[0].name, o.operands[0].name) == root}
+    if not loads or any(access not in stores for access in loads) or any(name != t for name, _, _ in stores):
         return False
     inner = {o.attrs["index"] for o in (*a.walk(), *b.walk()) if o.name == "loop" and o is not a and o is not b}
-    accesses = [_Write(offs, shape) for offs, shape in {*loads, *stores}]
+    accesses = [_Write(offs, shape) for _, offs, shape in {*loads, *stores}]
     return _disjoint(accesses, a.attrs["index"], a.attrs["step"], inner, {})
 
 

@@ -28,6 +28,11 @@ from .loops import merge_implicit
 from .persistent import MIXED, Placement, bound_within, cycles, hoist_workspaces, kind_of, mixed_loop
 
 
+def _quiet(run: list[Op]) -> bool:
+    """Work that neither stops the call (a guard) nor prints."""
+    return not any(o.name in ("guard", "print") for op in run for o in op.walk())
+
+
 class _Partitioner:
     def __init__(self, func: Func, ctx: PassContext, bound: int):
         self.func = func
@@ -49,13 +54,17 @@ class _Partitioner:
         out: list[Op] = []
         run: list[Op] = []
         for op in ops:
+            if op.name == "guard" and op.operands and run and not _quiet(run):
+                self.flush(run, out)  # a check of an index's repeats stays in the control program
+                run = []
             if (op.name in ("alloc", "view", "reshape", "permute", "guard") and run) or \
-                    (op.name == "guard" and op.operands) or (run and self.checks_inputs(op)):
+                    (op.name == "guard" and op.operands) or (run and self.checks_inputs(op) and _quiet(run)):
                 # GM allocations, views and bounds guards depend on no tile work: hoist them above
                 # the open run instead of cutting it (a cut there would split tiles still live); a
                 # guard on an input index's repeats reads the whole index, in the control program,
                 # and so does a loop checking an input's values (an index's range), which no kernel
-                # writes: the work on both sides of it stays one kernel
+                # writes: the work on both sides of it stays one kernel. (Not above work that may
+                # stop the call or print: the first check to fail in program order still stops it.)
                 out.append(op)
                 continue
             kinds = self.place.kinds(op)

@@ -117,3 +117,24 @@ def test_an_in_place_update_split_over_two_grids_fuses(write_spec):
         y = y0.copy()
         same(x, y, backend=backend)
         np.testing.assert_allclose(y, y0 * 0.5 + x, rtol=1e-6)
+
+
+def test_a_load_through_a_view_of_what_the_grid_before_stores_keeps_the_grids_apart(write_spec):
+    """The fuzzer's seed 7450028: `concat([a2[:, 2:N], ...])` loads a2 through a view two columns
+    on. Its grid must not run in the iterations of the grid storing a2 (tile g of the view holds
+    columns of a2's tile g + 1, not yet stored), whatever the views' names."""
+    pto = """kernel k(x0: f16[M, N], x1: f16[M, N], rv: f16[N], cv: f16[M, 1], y2: out f16[M, N]):
+    a2 = exp2((rv * cv))
+    b2 = (x0 - (x1 + cv))
+    y2[:] = concat([a2[:, 2:N], b2[:, 0:2]], dim=1)
+"""
+    op = ptodsl.load(write_spec("k", pto, "op: k\nsymbols: {N: 48}\nschedule:\n  vec_tile: [1, 32]\n"))
+    x0, x1 = (RNG.standard_normal((3, 48)).astype(np.float16) for _ in range(2))
+    rv = RNG.standard_normal(48).astype(np.float16)
+    cv = RNG.standard_normal((3, 1)).astype(np.float16)
+    f = np.float32
+    a2 = np.exp2((rv * cv).astype(f)).astype(np.float16)
+    b2 = x0 - (x1 + cv)
+    want = np.concatenate([a2[:, 2:], b2[:, :2]], axis=1).astype(f)
+    for backend in ("sim", "cpu"):
+        np.testing.assert_allclose(op(x0, x1, rv, cv, backend=backend).astype(f), want, rtol=2e-3, atol=2e-3)
