@@ -33,6 +33,37 @@ def _quiet(run: list[Op]) -> bool:
     return not any(o.name in ("guard", "print") for op in run for o in op.walk())
 
 
+def _tiles_of(op: Op) -> set[str]:
+    return {v.name for o in op.walk() for v in (*o.operands, *o.results) if isinstance(v.type, TileType)}
+
+
+def _sink_into(chunk: list[Op], loops: list[Op]) -> list[Op]:
+    """``chunk`` with the tile work before each of ``loops`` that the loop reads (the loads a one-pass
+    row loop had hoisted out of it, ``passes/tile_fit.py``) made again at the start of its body:
+    a loop kept in the control program launches a kernel per iteration, and a tile does not live
+    from one kernel to the next. Work nothing else reads any more is dropped."""
+    chunk = list(chunk)
+    for loop in loops:
+        at = chunk.index(loop)
+        inside = {v.name for o in loop.walk() if o.name == "tile.alloc" for v in o.results}
+        needed = _tiles_of(loop) - inside
+        moved: list[Op] = []
+        for op in reversed(chunk[:at]):
+            if op.regions or not op.name.startswith("tile.") or op.name == "tile.store" or \
+                    not (_tiles_of(op) & needed):
+                continue
+            moved.insert(0, op)
+            needed |= _tiles_of(op)
+        if not moved:
+            continue
+        copies = Module("sunk", "block", [Func("sunk", [], moved)]).clone().funcs[0].body
+        loop.regions[0] = copies + loop.regions[0]
+        rest = [op for op in chunk if all(op is not m for m in moved)]
+        elsewhere = set().union(*(_tiles_of(op) for op in rest if op is not loop)) if rest else set()
+        chunk = [op for op in chunk if all(op is not m for m in moved) or _tiles_of(op) & elsewhere]
+    return chunk
+
+
 class _Partitioner:
     def __init__(self, func: Func, ctx: PassContext, bound: int):
         self.func = func
@@ -74,6 +105,8 @@ class _Partitioner:
                 out.extend(self.kernel([op], MIXED))
                 continue
             if kinds is None or len(kinds) > 1:
+                if op.name == "loop" and run:  # the loop's kernels cannot read the run's tiles
+                    run = _sink_into([*run, op], [op])[:-1]
                 self.flush(run, out)
                 run = []
                 if op.name == "loop":
@@ -116,6 +149,7 @@ class _Partitioner:
             if refused:
                 for loop in refused:
                     self.place.refuse(loop)
+                chunk = _sink_into(chunk, refused)
                 out.extend(self.region(chunk, set()))  # the refused loops now launch per iteration
             else:
                 out.extend(self.kernel(chunk))
