@@ -43,6 +43,9 @@ def _sink_into(chunk: list[Op], loops: list[Op]) -> list[Op]:
     a loop kept in the control program launches a kernel per iteration, and a tile does not live
     from one kernel to the next. Work nothing else reads any more is dropped."""
     chunk = list(chunk)
+    # only loads of tensors nothing here writes may run later (the hoisted loads read inputs)
+    written = {v.name for op in chunk for o in op.walk()
+               for v in ([o.operands[0]] if o.name == "tile.store" else indexed_gm(o)[1])}
     for loop in loops:
         at = chunk.index(loop)
         inside = {v.name for o in loop.walk() if o.name == "tile.alloc" for v in o.results}
@@ -50,7 +53,7 @@ def _sink_into(chunk: list[Op], loops: list[Op]) -> list[Op]:
         moved: list[Op] = []
         for op in reversed(chunk[:at]):
             if op.regions or not op.name.startswith("tile.") or op.name == "tile.store" or \
-                    not (_tiles_of(op) & needed):
+                    not (_tiles_of(op) & needed) or (op.name == "tile.load" and op.operands[1].name in written):
                 continue
             moved.insert(0, op)
             needed |= _tiles_of(op)

@@ -173,7 +173,7 @@ class ControlEmitter:
                f"// launches of the compute kernels{self.RUN_BY}",
                "#include <pto/pto-inst.hpp>", *self.INCLUDES, "",
                "#include <algorithm>", "#include <cmath>", "#include <cstdint>", "#include <cstdio>",
-               "#include <limits>", "#include <new>", "#include <vector>", ""]
+               "#include <limits>", "#include <new>", "#include <utility>", "#include <vector>", ""]
         out += self._declarations()
         out += ["", self.PRELUDE, ""]
         for h in cxx.helper_definitions(self.ctx.helpers):
@@ -396,33 +396,40 @@ class ControlEmitter:
         self._line(depth, "}")
 
     def _repeat_guard(self, op: Op, depth: int) -> None:
-        """Stop the call at the first element of the index that an earlier one holds (the guards
-        before it proved each in [0, dim)): a byte per position of the dim marks the ones seen."""
+        """Stop the call at the first element of the index that an earlier one holds: the (value,
+        position) pairs sorted, the smallest position that follows an equal value in that order.
+        Memory grows with the index, not with the dim it indexes."""
         a = op.attrs
         index = op.operands[0]
         pointer = self._pointer(index.name, op)
         origin = self.origins[index.name]
         source = next((p for p in self.control.params if p.name == origin.root and p.is_tensor
                        and p.mode == "in" and not origin.workspace), None)
-        seen, i, v, dim = (self.names.claim(n) for n in ("_seen", "_ri", "_rv", "_rdim"))
+        pairs, n, i, k, at, value = (self.names.claim(x) for x in ("_pairs", "_rn", "_ri", "_rk", "_rat", "_rv"))
         self._line(depth, "{", op)
-        self._line(depth + 1, f"const int64_t {dim} = static_cast<int64_t>({self._e(a['dim'])});", op)
-        self._line(depth + 1, f"std::vector<unsigned char> {seen}(static_cast<size_t>({dim} > 0 ? {dim} : 0), 0);",
-                   op)
-        self._line(depth + 1, f"for (int64_t {i} = 0; {i} < static_cast<int64_t>({self._e(a['extent'])}); "
-                              f"++{i}) {{", op)
+        self._line(depth + 1, f"const int64_t {n} = static_cast<int64_t>({self._e(a['extent'])});", op)
+        self._line(depth + 1, f"std::vector<std::pair<int64_t, int64_t>> {pairs};", op)
+        self._line(depth + 1, f"{pairs}.reserve(static_cast<size_t>({n} > 0 ? {n} : 0));", op)
+        self._line(depth + 1, f"for (int64_t {i} = 0; {i} < {n}; ++{i}) {{", op)
         stride = origin.strides[-1]
-        at = i if stride == 1 else f"{i} * ({self._e(stride)})"
-        self._line(depth + 2, f"const int64_t {v} = static_cast<int64_t>({self._read_value(pointer, at, source)});",
-                   op)
+        where = i if stride == 1 else f"{i} * ({self._e(stride)})"
+        self._line(depth + 2, f"{pairs}.emplace_back(static_cast<int64_t>({self._read_value(pointer, where, source)}), "
+                              f"{i});", op)
         self._after_device_call(depth + 2, op)
-        self._line(depth + 2, f"if ({v} < 0 || {v} >= {dim}) continue;", op)
-        self._line(depth + 2, f"if ({seen}[static_cast<size_t>({v})]) {{", op)
-        for k, value in enumerate((v, i, dim)):
-            self._line(depth + 3, f"{self.guard_var}[{k}] = {value};", op)
-        self._line(depth + 3, f"return {self.guards};", op)
+        self._line(depth + 1, "}")
+        self._line(depth + 1, f"std::sort({pairs}.begin(), {pairs}.end());", op)
+        self._line(depth + 1, f"int64_t {at} = -1, {value} = 0;", op)
+        self._line(depth + 1, f"for (size_t {k} = 1; {k} < {pairs}.size(); ++{k}) {{", op)
+        self._line(depth + 2, f"if ({pairs}[{k}].first == {pairs}[{k} - 1].first && "
+                              f"({at} < 0 || {pairs}[{k}].second < {at})) {{", op)
+        self._line(depth + 3, f"{at} = {pairs}[{k}].second;", op)
+        self._line(depth + 3, f"{value} = {pairs}[{k}].first;", op)
         self._line(depth + 2, "}")
-        self._line(depth + 2, f"{seen}[static_cast<size_t>({v})] = 1;", op)
+        self._line(depth + 1, "}")
+        self._line(depth + 1, f"if ({at} >= 0) {{", op)
+        for slot, x in enumerate((value, at, f"static_cast<int64_t>({self._e(a['dim'])})")):
+            self._line(depth + 2, f"{self.guard_var}[{slot}] = {x};", op)
+        self._line(depth + 2, f"return {self.guards};", op)
         self._line(depth + 1, "}")
         self._line(depth, "}")
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void abs_neg_i32_k0(__gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* n, int64_t M, int64_t N, int64_t block_index, int64_t block_count);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* x, __gm__ half* bias, __gm__ half* y, int64_t B, int64_t S, int64_t H, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void add_bcast_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* bias, half* y, int64_t B, int64_t S, int64_t H);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void amax_rows_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* t1, bfloat16_t* t0, bfloat16_t* y, int64_t R, int64_t C);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ float* t2, __gm__ float* x, __gm__ float* y, int64_t N, int32_t start, int64_t B, int64_t block_index, int64_t block_count);

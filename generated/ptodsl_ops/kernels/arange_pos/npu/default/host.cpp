@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void arange_pos_k0_launch(uint32_t block_dim, void* stream, int32_t* pos, float* t2, float* x, float* y, int64_t N, int32_t start, int64_t B);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void argmax_rows_f32_k0_launch(uint32_t block_dim, void* stream, float* x, int32_t* t1, int32_t* t0, int32_t* imax, int32_t* imin, int64_t M, int64_t N);

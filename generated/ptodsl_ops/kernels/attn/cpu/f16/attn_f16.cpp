@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* kj_first, __gm__ half* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count);

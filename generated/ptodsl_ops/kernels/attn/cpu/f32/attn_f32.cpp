@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ float* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count);

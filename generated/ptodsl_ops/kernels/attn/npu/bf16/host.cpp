@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void attn_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* kj_first, bfloat16_t* q, float* t0_first, int64_t L, int64_t D, int64_t S);

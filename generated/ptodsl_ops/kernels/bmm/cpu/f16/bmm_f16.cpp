@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* c, __gm__ half* d, int64_t B, int64_t H, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void bmm_f16_k0_launch(uint32_t block_dim, void* stream, half* b, half* a, float* c, half* d, int64_t B, int64_t H, int64_t N, int64_t K, int64_t M);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores, __gm__ bfloat16_t* keep, __gm__ bfloat16_t* future, int64_t Q, int64_t L, int32_t offset, int64_t block_index, int64_t block_count);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void causal_mask_f32_k0(__gm__ float* scores, __gm__ float* keep, __gm__ float* future, int64_t Q, int64_t L, int32_t offset, int64_t block_index, int64_t block_count);

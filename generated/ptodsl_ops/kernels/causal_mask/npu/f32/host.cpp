@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void causal_mask_f32_k0_launch(uint32_t block_dim, void* stream, float* scores, float* keep, float* future, int64_t Q, int64_t L, int32_t offset);

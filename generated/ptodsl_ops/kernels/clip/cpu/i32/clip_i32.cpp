@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* lo, __gm__ int32_t* b, __gm__ int32_t* s, int64_t N, int64_t M, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void clip_f32_k0_launch(uint32_t block_dim, void* stream, float* hi, float* x, float* a, float* lo, float* b, float* s, int64_t N, int64_t M);

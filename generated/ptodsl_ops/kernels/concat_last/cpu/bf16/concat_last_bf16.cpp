@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void concat_last_bf16_k0(__gm__ bfloat16_t* x2, int64_t x2_stride0, __gm__ bfloat16_t* x1, int64_t x1_stride0, __gm__ bfloat16_t* y, int64_t R, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void concat_last_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x2, int64_t x2_stride0, bfloat16_t* x1, int64_t x1_stride0, bfloat16_t* y, int64_t R);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void erf_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* y, int64_t M, int64_t N);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, half* kj_first, half* q, float* t0_first, float* s_first, int64_t L, int64_t D, int64_t S, float scale);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, __gm__ int64_t* cols, __gm__ float* selected, int64_t M, int64_t K, int64_t N, int64_t J, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void gather_last_f16_k0_launch(uint32_t block_dim, void* stream, int32_t* idx, half* x, half* picked, int64_t* cols, half* selected, int64_t M, int64_t K, int64_t N, int64_t J);

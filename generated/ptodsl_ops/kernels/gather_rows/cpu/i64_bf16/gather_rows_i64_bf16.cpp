@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void gather_rows_i64_bf16_k0(__gm__ int64_t* ids, __gm__ bfloat16_t* table, __gm__ bfloat16_t* out, int64_t N, int64_t D, int64_t V, int64_t block_index, int64_t block_count);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void gather_rows_i64_f32_k0(__gm__ int64_t* ids, __gm__ float* table, __gm__ float* out, int64_t N, int64_t D, int64_t V, int64_t block_index, int64_t block_count);

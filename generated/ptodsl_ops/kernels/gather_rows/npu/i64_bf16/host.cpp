@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void gather_rows_i64_bf16_k0_launch(uint32_t block_dim, void* stream, int64_t* ids, bfloat16_t* table, bfloat16_t* out, int64_t N, int64_t D, int64_t V);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void gelu_bwd_f32_k0(__gm__ float* x, __gm__ float* dy, __gm__ float* dx, int64_t M, int64_t N, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void gelu_bwd_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* dy, bfloat16_t* dx, int64_t M, int64_t N);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void kv_cache_update_f16_k0(__gm__ half* k, __gm__ int32_t* slot_mapping, __gm__ half* k_cache, __gm__ half* v, __gm__ half* v_cache, int64_t N, int64_t S, int64_t block_index, int64_t block_count);
@@ -75,18 +76,25 @@ extern "C" int kv_cache_update_f16(half* k_cache, half* v_cache, int32_t* slot_m
         }
     }
     {  // kv_cache_update.pto:7:5
-        const int64_t _rdim = static_cast<int64_t>(S);  // kv_cache_update.pto:7:5
-        std::vector<unsigned char> _seen(static_cast<size_t>(_rdim > 0 ? _rdim : 0), 0);  // kv_cache_update.pto:7:5
-        for (int64_t _ri = 0; _ri < static_cast<int64_t>(N); ++_ri) {  // kv_cache_update.pto:7:5
-            const int64_t _rv = static_cast<int64_t>(slot_mapping[_ri]);  // kv_cache_update.pto:7:5
-            if (_rv < 0 || _rv >= _rdim) continue;  // kv_cache_update.pto:7:5
-            if (_seen[static_cast<size_t>(_rv)]) {  // kv_cache_update.pto:7:5
-                kv_cache_update_f16_guard[0] = _rv;  // kv_cache_update.pto:7:5
-                kv_cache_update_f16_guard[1] = _ri;  // kv_cache_update.pto:7:5
-                kv_cache_update_f16_guard[2] = _rdim;  // kv_cache_update.pto:7:5
-                return 2;  // kv_cache_update.pto:7:5
+        const int64_t _rn = static_cast<int64_t>(N);  // kv_cache_update.pto:7:5
+        std::vector<std::pair<int64_t, int64_t>> _pairs;  // kv_cache_update.pto:7:5
+        _pairs.reserve(static_cast<size_t>(_rn > 0 ? _rn : 0));  // kv_cache_update.pto:7:5
+        for (int64_t _ri = 0; _ri < _rn; ++_ri) {  // kv_cache_update.pto:7:5
+            _pairs.emplace_back(static_cast<int64_t>(slot_mapping[_ri]), _ri);  // kv_cache_update.pto:7:5
+        }
+        std::sort(_pairs.begin(), _pairs.end());  // kv_cache_update.pto:7:5
+        int64_t _rat = -1, _rv = 0;  // kv_cache_update.pto:7:5
+        for (size_t _rk = 1; _rk < _pairs.size(); ++_rk) {  // kv_cache_update.pto:7:5
+            if (_pairs[_rk].first == _pairs[_rk - 1].first && (_rat < 0 || _pairs[_rk].second < _rat)) {  // kv_cache_update.pto:7:5
+                _rat = _pairs[_rk].second;  // kv_cache_update.pto:7:5
+                _rv = _pairs[_rk].first;  // kv_cache_update.pto:7:5
             }
-            _seen[static_cast<size_t>(_rv)] = 1;  // kv_cache_update.pto:7:5
+        }
+        if (_rat >= 0) {  // kv_cache_update.pto:7:5
+            kv_cache_update_f16_guard[0] = _rv;  // kv_cache_update.pto:7:5
+            kv_cache_update_f16_guard[1] = _rat;  // kv_cache_update.pto:7:5
+            kv_cache_update_f16_guard[2] = static_cast<int64_t>(S);  // kv_cache_update.pto:7:5
+            return 2;  // kv_cache_update.pto:7:5
         }
     }
     for (int64_t _ix2 = 0; _ix2 < N; ++_ix2) {  // kv_cache_update.pto:8:5
@@ -99,18 +107,25 @@ extern "C" int kv_cache_update_f16(half* k_cache, half* v_cache, int32_t* slot_m
         }
     }
     {  // kv_cache_update.pto:8:5
-        const int64_t _rdim_1 = static_cast<int64_t>(S);  // kv_cache_update.pto:8:5
-        std::vector<unsigned char> _seen_1(static_cast<size_t>(_rdim_1 > 0 ? _rdim_1 : 0), 0);  // kv_cache_update.pto:8:5
-        for (int64_t _ri_1 = 0; _ri_1 < static_cast<int64_t>(N); ++_ri_1) {  // kv_cache_update.pto:8:5
-            const int64_t _rv_1 = static_cast<int64_t>(slot_mapping[_ri_1]);  // kv_cache_update.pto:8:5
-            if (_rv_1 < 0 || _rv_1 >= _rdim_1) continue;  // kv_cache_update.pto:8:5
-            if (_seen_1[static_cast<size_t>(_rv_1)]) {  // kv_cache_update.pto:8:5
-                kv_cache_update_f16_guard[0] = _rv_1;  // kv_cache_update.pto:8:5
-                kv_cache_update_f16_guard[1] = _ri_1;  // kv_cache_update.pto:8:5
-                kv_cache_update_f16_guard[2] = _rdim_1;  // kv_cache_update.pto:8:5
-                return 4;  // kv_cache_update.pto:8:5
+        const int64_t _rn_1 = static_cast<int64_t>(N);  // kv_cache_update.pto:8:5
+        std::vector<std::pair<int64_t, int64_t>> _pairs_1;  // kv_cache_update.pto:8:5
+        _pairs_1.reserve(static_cast<size_t>(_rn_1 > 0 ? _rn_1 : 0));  // kv_cache_update.pto:8:5
+        for (int64_t _ri_1 = 0; _ri_1 < _rn_1; ++_ri_1) {  // kv_cache_update.pto:8:5
+            _pairs_1.emplace_back(static_cast<int64_t>(slot_mapping[_ri_1]), _ri_1);  // kv_cache_update.pto:8:5
+        }
+        std::sort(_pairs_1.begin(), _pairs_1.end());  // kv_cache_update.pto:8:5
+        int64_t _rat_1 = -1, _rv_1 = 0;  // kv_cache_update.pto:8:5
+        for (size_t _rk_1 = 1; _rk_1 < _pairs_1.size(); ++_rk_1) {  // kv_cache_update.pto:8:5
+            if (_pairs_1[_rk_1].first == _pairs_1[_rk_1 - 1].first && (_rat_1 < 0 || _pairs_1[_rk_1].second < _rat_1)) {  // kv_cache_update.pto:8:5
+                _rat_1 = _pairs_1[_rk_1].second;  // kv_cache_update.pto:8:5
+                _rv_1 = _pairs_1[_rk_1].first;  // kv_cache_update.pto:8:5
             }
-            _seen_1[static_cast<size_t>(_rv_1)] = 1;  // kv_cache_update.pto:8:5
+        }
+        if (_rat_1 >= 0) {  // kv_cache_update.pto:8:5
+            kv_cache_update_f16_guard[0] = _rv_1;  // kv_cache_update.pto:8:5
+            kv_cache_update_f16_guard[1] = _rat_1;  // kv_cache_update.pto:8:5
+            kv_cache_update_f16_guard[2] = static_cast<int64_t>(S);  // kv_cache_update.pto:8:5
+            return 4;  // kv_cache_update.pto:8:5
         }
     }
     {  // kv_cache_update.pto:7:5

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void layernorm_f16_k0(__gm__ half* gamma, __gm__ half* beta, __gm__ half* x, __gm__ half* y, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);

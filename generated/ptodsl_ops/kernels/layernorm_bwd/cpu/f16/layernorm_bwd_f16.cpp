@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ half* x, __gm__ half* dy, __gm__ float* xhat, __gm__ half* gamma, __gm__ float* t10, __gm__ half* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void layernorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, float* acc_g_parts, float* acc_b_parts, half* x, half* dy, float* xhat, half* gamma, float* t10, half* dx, int64_t H, int64_t R, float eps);

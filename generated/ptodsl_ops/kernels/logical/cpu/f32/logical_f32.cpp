@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void logical_f32_k0(__gm__ float* x, __gm__ float* z, __gm__ float* a, __gm__ float* b, __gm__ float* c, int64_t M, int64_t N, int64_t block_index, int64_t block_count);

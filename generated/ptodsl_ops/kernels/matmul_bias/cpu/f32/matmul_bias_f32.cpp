@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void matmul_bias_f32_k0(__gm__ float* bias, __gm__ float* w, __gm__ float* x, __gm__ float* y, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void matmul_bwd_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* b, float* t2, int64_t K, int64_t N);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void matmul_i8_k0_launch(uint32_t block_dim, void* stream, int8_t* b, int8_t* a, int32_t* c, int64_t N, int64_t K, int64_t M);

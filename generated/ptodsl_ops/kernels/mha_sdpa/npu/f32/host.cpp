@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void mha_sdpa_f32_k0_launch(uint32_t block_dim, void* stream, float* k, float* q, float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ float* top, __gm__ int32_t* ids, __gm__ half* weights, __gm__ int32_t* experts, int64_t N, int64_t block_index, int64_t block_count);

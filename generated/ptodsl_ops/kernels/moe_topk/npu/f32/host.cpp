@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void moe_topk_f32_k0_launch(uint32_t block_dim, void* stream, float* logits, float* top, int32_t* ids, float* weights, int32_t* experts, int64_t N);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ bfloat16_t* v0_first, int64_t v0_first_stride0, __gm__ bfloat16_t* kj_assemble_first, __gm__ bfloat16_t* v1_first, int64_t v1_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void paged_attention_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_first, int64_t v0_first_stride0, bfloat16_t* kj_assemble_first, bfloat16_t* v1_first, int64_t v1_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void permute_heads_bf16_k0(__gm__ bfloat16_t* t0, int64_t t0_stride0, int64_t t0_stride1, int64_t t0_stride2, __gm__ bfloat16_t* y, int64_t B, int64_t H, int64_t S, int64_t D, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void permute_heads_f16_k0_launch(uint32_t block_dim, void* stream, half* t0, int64_t t0_stride0, int64_t t0_stride1, int64_t t0_stride2, half* y, int64_t B, int64_t H, int64_t S, int64_t D);

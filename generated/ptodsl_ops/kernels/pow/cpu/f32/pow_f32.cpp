@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void pow_f32_k0(__gm__ float* x, __gm__ float* e, __gm__ float* a, __gm__ float* b, __gm__ float* c, __gm__ float* d, __gm__ float* l, __gm__ float* s, int64_t M, int64_t N, float p, int64_t block_index, int64_t block_count);

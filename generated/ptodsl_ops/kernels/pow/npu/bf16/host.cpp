@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void pow_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* e, bfloat16_t* a, bfloat16_t* b, bfloat16_t* c, bfloat16_t* d, bfloat16_t* l, bfloat16_t* s, int64_t M, int64_t N, float p);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void pow_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* e, float* a, float* b, float* c, float* d, float* l, float* s, int64_t M, int64_t N, float p);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);

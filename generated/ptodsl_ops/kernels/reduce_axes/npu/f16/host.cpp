@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void reduce_axes_f16_k0_launch(uint32_t block_dim, void* stream, half* x, float* t1, float* t2, float* t3, half* s02, half* t5, half* t4, half* m0, float* t7, float* t8, half* t10, half* t6, half* a12, half* w, half* n0, float* t13, float* t14, float* t15, half* v123, float* t18, float* t19, float* t20, half* t21, half* t17, half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);

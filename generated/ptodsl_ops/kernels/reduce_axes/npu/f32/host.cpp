@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void reduce_axes_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);

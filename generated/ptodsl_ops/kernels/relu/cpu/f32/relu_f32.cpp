@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void relu_f32_k0(__gm__ float* x, __gm__ float* y, int64_t B, int64_t C, int64_t H, int64_t W, int64_t block_index, int64_t block_count);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void reshape_heads_f16_k0(__gm__ half* t1, int64_t t1_stride0, int64_t t1_stride1, int64_t t1_stride2, __gm__ half* h, __gm__ half* split, __gm__ half* t2, int64_t t2_stride0, int64_t t2_stride1, __gm__ half* merged, int64_t B, int64_t S, int64_t H, int64_t D, int64_t E, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void reshape_heads_f16_k0_launch(uint32_t block_dim, void* stream, half* t1, int64_t t1_stride0, int64_t t1_stride1, int64_t t1_stride2, half* h, half* split, half* t2, int64_t t2_stride0, int64_t t2_stride1, half* merged, int64_t B, int64_t S, int64_t H, int64_t D, int64_t E);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void rmsnorm_bwd_bf16_k0_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, bfloat16_t* x, bfloat16_t* dy, bfloat16_t* gamma, float* t8, bfloat16_t* dx, int64_t H, int64_t R, float eps);

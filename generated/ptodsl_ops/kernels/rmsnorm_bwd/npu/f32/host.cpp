@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void rmsnorm_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, float* x, float* dy, float* gamma, float* dx, int64_t H, int64_t R, float eps);

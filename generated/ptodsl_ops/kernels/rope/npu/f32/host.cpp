@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void rope_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* inv_freq, float* pos, float* t7, float* t3, float* y, int64_t R, int64_t F);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void rounding_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* r, half* f, half* c, half* t, half* h, int64_t M, int64_t N);

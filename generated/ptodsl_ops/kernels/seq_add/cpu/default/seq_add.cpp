@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ float* inp, __gm__ float* out, int64_t B, int64_t H, int64_t S, int64_t block_index, int64_t block_count);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void seq_add_k0_launch(uint32_t block_dim, void* stream, int32_t* act_seqs, float* inp, float* out, int64_t B, int64_t H, int64_t S);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void softmax_bwd_f16_k0(__gm__ half* y, __gm__ half* dy, __gm__ half* dx, int64_t B, int64_t block_index, int64_t block_count);

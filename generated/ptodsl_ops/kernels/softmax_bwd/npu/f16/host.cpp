@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void softmax_bwd_f16_k0_launch(uint32_t block_dim, void* stream, half* y, half* dy, half* dx, int64_t B);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count);

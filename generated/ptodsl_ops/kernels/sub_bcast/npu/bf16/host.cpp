@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void sub_bcast_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* m, bfloat16_t* x, bfloat16_t* y, int64_t C, int64_t R);

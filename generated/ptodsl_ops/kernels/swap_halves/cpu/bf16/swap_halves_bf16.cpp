@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void swap_halves_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);

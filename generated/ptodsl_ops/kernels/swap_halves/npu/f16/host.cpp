@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void swap_halves_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* old, int64_t R, int64_t D);

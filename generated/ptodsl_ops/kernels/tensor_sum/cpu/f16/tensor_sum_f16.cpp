@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void tensor_sum_f16_k0(__gm__ float* acc_parts, __gm__ half* x, int64_t B, int64_t N, int64_t block_index, int64_t block_count);

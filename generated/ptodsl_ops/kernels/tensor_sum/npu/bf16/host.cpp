@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void tensor_sum_bf16_k0_launch(uint32_t block_dim, void* stream, float* acc_parts, bfloat16_t* x, int64_t B, int64_t N);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void transpose2d_i32_k0_launch(uint32_t block_dim, void* stream, int32_t* x, int32_t* y, int64_t N, int64_t M);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, float* scores_first, float* scores_scaled_first, int64_t v_TK, int32_t k_start, int32_t s1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, float softmax_scale);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 extern "C" __global__ AICORE void where_relu_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N, int64_t block_index, int64_t block_count);
