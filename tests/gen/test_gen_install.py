@@ -116,8 +116,10 @@ def test_the_wheel_alone_in_a_fresh_venv(built: Package, tree: Path, tmp_path: P
         (tmp_path / "use" / "test_use_torch.py").write_text(USE_TORCH)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PTO_ISA_ROOT")}
     env["PTODSL_TEST_BACKENDS"] = "sim,cpu"  # every golden case on both, from the shipped IR and C++
+    # every golden case built cold with g++, one after another: about 12 to 16 minutes on a 2-core
+    # machine (CI gives the whole run 90), so this call gets a longer limit than the others
     proc = run([str(python), "-m", "pytest", "--pyargs", "ptodsl_ops", "use", "-q", "-p", "no:cacheprovider"],
-               tmp_path, env=env)
+               tmp_path, timeout=2400, env=env)
     cases = sum(len(op.cases) for op in built.ops)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"{2 * cases + 3 + 2 * len(extra)} passed" in proc.stdout, proc.stdout[-2000:]
