@@ -30,6 +30,7 @@ from .. import sym
 from ..ir import Func, Op, TileType, Value
 from ..ir.gm import walk_ops
 from ..ir.opdefs import IR_OPS, indexed_gm
+from .merge import reads_writes
 from .parallel import NOT_USER, _access, independent, origins_of
 
 
@@ -153,11 +154,7 @@ def _dest(op: Op) -> str | None:
 
 
 def _reads(op: Op) -> set[str]:
-    d = IR_OPS[op.name] if op.name in IR_OPS else None
-    if d is None:
-        return {v.name for v in op.operands}
-    r, _ = d.reads_writes(len(op.operands))
-    return {op.operands[i].name for i in r}
+    return {v.name for v in reads_writes(op)[0]}
 
 
 def _reads_nested(op: Op, names: tuple[str, ...]) -> bool:

@@ -11,6 +11,7 @@ from .. import sym
 from ..ir import Func, Module, Op, TensorType, TileType
 from ..ir.gm import GmLayoutError, trace_origins, walk_ops
 from ..ir.opdefs import IR_OPS
+from .remat import bases
 
 Range = tuple[str, int, int]  # (space, start byte, end byte); GM tensors are whole buffers
 
@@ -64,10 +65,8 @@ def gm_buffers(func: Func, same: Mapping[str, str] | None = None) -> dict[str, R
     for p in func.params:
         if p.is_tensor:
             out["gm:" + p.name] = ("gm:" + same.get(p.name, p.name), 0, GM_WHOLE)
-    for op in walk_ops(func.body):
-        if op.name in ("view", "reshape", "permute") and op.results:
-            src = "gm:" + op.operands[0].name
-            out["gm:" + op.result.name] = out.get(src) or (src, 0, GM_WHOLE)
+    for view, source in bases(func).items():
+        out["gm:" + view] = out.get("gm:" + source) or ("gm:" + source, 0, GM_WHOLE)
     return out
 
 
