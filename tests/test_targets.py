@@ -51,11 +51,12 @@ def test_ascend950_differs_in_ub_l0c_and_the_chip() -> None:
     a, b = load_target("ascend910b"), load_target("ascend950")
     assert (b.ub_bytes, b.l0c_bytes) == (248 * KIB, 256 * KIB)
     assert (a.npu_vector_arch, a.npu_cube_arch) == ("dav-c220-vec", "dav-c220-cube")
-    assert (b.npu_vector_arch, b.npu_cube_arch) == ("", "")  # no NPU build recipe for the 950 yet
+    assert (b.npu_vector_arch, b.npu_cube_arch, b.npu_mixed_arch) == ("", "", "")  # no NPU build recipe for the 950 yet
+    assert a.npu_mixed_arch == "dav-c220"
     # A5's bias table is 4 KiB and widens bf16 rows too
     assert b.bias_bytes == 4 * KIB and b.moves_bias("f32", "bf16")
     same = [f.name for f in fields(Target)
-            if f.name not in ("name", "description", "ub_bytes", "l0c_bytes", "npu_vector_arch", "npu_cube_arch",
+            if f.name not in ("name", "description", "ub_bytes", "l0c_bytes", "npu_vector_arch", "npu_cube_arch", "npu_mixed_arch",
                            "vector_instructions", "bias_bytes", "bias_moves", "chip")]
     assert all(getattr(a, n) == getattr(b, n) for n in same)
 

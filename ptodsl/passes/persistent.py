@@ -22,8 +22,9 @@ when it is a row block loop of ``passes/rowgrid.py``: its proof makes every iter
 its own rows of each tensor written, so the cube's results reach the vector work of the same
 block through GM workspaces no other block touches, and blocks of it may run on every cube core
 (one AIC and the AIVs beside it per block). The simulator and the cpu backend run such a kernel's
-ops in program order; its NPU emission is not written (E0624). Any other loop needing both kinds
-stays in the control program.
+ops in program order; on the NPU its cube part and vector part run on their own cores, ordered by
+cross-core flags (``passes/sync.py``, ``backends/cpp/kernel_mixed.py``). Any other loop needing
+both kinds stays in the control program.
 
 A kernel's workspaces are allocated by the control program (:func:`hoist_workspaces`): each
 ``alloc`` inside the kernel moves to just before its launch, so one workspace serves every
@@ -40,9 +41,9 @@ from ..dtypes import itemsize
 from ..ir import Func, Op, TileType, Value
 from ..ir.gm import walk_ops
 from ..ir.opdefs import IR_OPS, in_kernel_loop, indexed_gm
+from ..ir.queues import CUBE_SPACES
 from .parallel import origins_of
 
-CUBE_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt"})
 # A kernel running cube and vector work of one loop: a block is one AIC and the AIVs beside it.
 MIXED = "mixed"
 KERNEL_KINDS = ("vector", "cube", MIXED)

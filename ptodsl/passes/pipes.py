@@ -11,16 +11,13 @@ from .. import sym
 from ..ir import Func, Module, Op, TensorType, TileType
 from ..ir.gm import GmLayoutError, trace_origins, walk_ops
 from ..ir.opdefs import IR_OPS
+from ..ir.queues import is_cross, pipe_of, split_unit, unit_of  # noqa: F401  (the passes' view of them)
 from .remat import bases
 
 Range = tuple[str, int, int]  # (space, start byte, end byte); GM tensors are whole buffers
 
 GM_WHOLE = 1 << 62
 
-
-def pipe_of(op: Op) -> str | None:
-    spaces = [v.type.space if isinstance(v.type, TileType) else None for v in op.operands]
-    return IR_OPS[op.name].pipe_for(spaces)
 
 
 def buffer(v, placement: dict[str, Range]) -> Range:

@@ -33,7 +33,8 @@ as the original order does. The outer loop's iterations are therefore independen
 ``parallel`` states), although ``passes/parallel.py``'s rule, which refuses reading what is
 written, cannot see it.
 
-Off by default: the NPU emission of a mixed kernel is not written (E0624).
+Off by default (the library's attention specs turn it on): the NPU form of a mixed kernel has
+been checked by the sync checker and by compiling its parts, not yet on a device.
 """
 
 from __future__ import annotations

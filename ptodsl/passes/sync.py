@@ -25,11 +25,13 @@ from .pipes import (
     at_most_once,
     covers,
     gm_buffers,
+    is_cross,
     overlap,
     param_aliases,
-    pipe_of,
     placement_of,
     reads_writes,
+    split_unit,
+    unit_of,
 )
 
 
@@ -37,6 +39,7 @@ class _Deps:
     """Abstract execution of a kernel body that collects its dependencies."""
 
     def __init__(self, func: Func, same: Mapping[str, str] | None = None):
+        self.mixed = func.kind == "mixed"
         self.placement = placement_of(func.body) | gm_buffers(func, same)
         self.pos: dict[int, int] = {}
         self.parent: dict[int, tuple[Op | None, list[Op]]] = {}
@@ -84,7 +87,7 @@ class _Deps:
                 if not self.once(op):
                     self.region(op.regions[0])  # a second iteration exposes carried dependencies
                 continue
-            pipe = pipe_of(op)
+            pipe = self.unit(op)
             if pipe is None:
                 continue
             reads, writes = reads_writes(op, self.placement)
@@ -108,9 +111,9 @@ class _Deps:
 
     def record(self, a: Op, pa: str, b: Op, pb: str) -> None:
         if pa == pb:
-            if pa == "V" and self.pos[id(a)] < self.pos[id(b)]:
+            if split_unit(pa)[1] == "V" and self.pos[id(a)] < self.pos[id(b)]:
                 self.barriers[(id(a), id(b))] = (a, b)
-            elif pa == "V":
+            elif split_unit(pa)[1] == "V":
                 loop = self.carrier(a, b)
                 self.carried_barriers[id(loop)] = loop
             return
@@ -119,6 +122,25 @@ class _Deps:
             return
         loop = self.carrier(a, b)
         self.carried[(id(loop), id(a), id(b))] = (loop, a, b)
+
+    def unit(self, op: Op) -> str | None:
+        return unit_of(op, self.mixed)
+
+    def credits(self) -> None:
+        """A flag between cores counts (a cube core's flag to its vector cores is a counter, not a
+        bit), so a producer core that nothing holds back could run iterations ahead and overflow
+        it. Each hand-over inside a loop that can run again therefore gets a credit back: the
+        consumer's flag that the producer waits for before its next hand-over (pto-isa's TPipe
+        frees a slot the same way), so at most one set of each flag is ever pending."""
+        for a, b in list(self.direct.values()):
+            if is_cross(self.unit(a), self.unit(b)):
+                loop = next((x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:] and x.name == "loop"
+                             and not self.once(x)), None)
+                if loop is not None:
+                    self.carried.setdefault((id(loop), id(b), id(a)), (loop, b, a))
+        for _loop, a, b in list(self.carried.values()):
+            if is_cross(self.unit(a), self.unit(b)):
+                self.direct.setdefault((id(b), id(a)), (b, a))
 
     def carrier(self, a: Op, b: Op) -> Op:
         """The loop that carries a dependency of b on a later op a of its previous iteration: the
@@ -136,6 +158,7 @@ def insert(func: Func, ctx: PassContext, same: Mapping[str, str] | None = None) 
     """Place the flags and barriers of one compute kernel (in place); ``same``: its tensor
     parameters that launches pass views of one tensor (``pipes.param_aliases``)."""
     deps = _Deps(func, same)
+    deps.credits()
     inserts: list[tuple[list[Op], int, int, Op]] = []  # (list, index, order, op); applied back to front
     pairs: list[tuple[int, int, str, str, list[Op]]] = []  # (set pos, wait pos, src, dst, ops)
 
@@ -151,7 +174,7 @@ def insert(func: Func, ctx: PassContext, same: Mapping[str, str] | None = None) 
     wanted: dict[tuple[int, str, str], Op] = {}  # (consumer anchor, src, dst) -> latest producer anchor
     for a, b in sorted(deps.direct.values(), key=lambda ab: (deps.pos[id(ab[1])], deps.pos[id(ab[0])])):
         x, y = level_pair(a, b)
-        key = (id(y), pipe_of(a), pipe_of(b))
+        key = (id(y), deps.unit(a), deps.unit(b))
         if key not in wanted or deps.pos[id(x)] > deps.pos[id(wanted[key][0])]:
             wanted[key] = (x, y)
     covered: dict[tuple[int, str, str], int] = {}  # (region, src, dst) -> producer pos already waited
@@ -209,7 +232,7 @@ def _carried_flags(deps: _Deps) -> list[tuple[Op, str, str, Op, Op]]:
     latest: dict[tuple[int, str, str, int], tuple[Op, Op, Op]] = {}  # (loop, src, dst, y) -> (loop, x, y)
     for loop, a, b in deps.carried.values():
         x, y = anchor(a, loop), anchor(b, loop)
-        key = (id(loop), pipe_of(a), pipe_of(b), id(y))
+        key = (id(loop), deps.unit(a), deps.unit(b), id(y))
         if key not in latest or deps.pos[id(x)] > deps.pos[id(latest[key][1])]:
             latest[key] = (loop, x, y)
     flags = []
@@ -223,20 +246,23 @@ def _carried_flags(deps: _Deps) -> list[tuple[Op, str, str, Op, Op]]:
 
 
 def _colour(pairs, func: Func, ctx: PassContext) -> None:
-    """Event ids per pipe pair: overlapping set..wait intervals get different ids."""
-    limit = ctx.target.max_event_ids
+    """Event ids per pipe pair: overlapping set..wait intervals get different ids. Flags between
+    cores share one space of ids (the hardware tells them apart by id alone)."""
     active: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for start, end, src, dst, ops in sorted(pairs, key=lambda p: (p[0], p[1])):
-        live = [(e, i) for (e, i) in active.get((src, dst), []) if e >= start]
+        space = ("cross", "") if is_cross(src, dst) else (src, dst)
+        limit = ctx.target.cross_core_flags if space[0] == "cross" else ctx.target.max_event_ids
+        live = [(e, i) for (e, i) in active.get(space, []) if e >= start]
         used = {i for _, i in live}
         event = next(i for i in range(len(used) + 1) if i not in used)
         if event >= limit:
-            ctx.diags.error("E0612", f"compute kernel `{func.name}` needs more than {limit} events between "
-                            f"{src} and {dst}", func.span, help="use fewer tiles in flight, or split the kernel")
+            what = "flags between its cube and vector cores" if space[0] == "cross" else f"events between {src} and {dst}"
+            ctx.diags.error("E0612", f"compute kernel `{func.name}` needs more than {limit} {what}", func.span,
+                            help="use fewer tiles in flight, or split the kernel")
             event = limit - 1
         for op in ops:
             op.attrs["event"] = event
-        active[(src, dst)] = live + [(end, event)]
+        active[space] = live + [(end, event)]
 
 
 def run(module: Module, ctx: PassContext) -> Module:
@@ -246,7 +272,7 @@ def run(module: Module, ctx: PassContext) -> Module:
 
 def _proof(module: Module, target) -> list:
     """The sync checker proves the pairs the pass placed, with its own model of the pipes."""
-    return syncheck.check(module, target.max_event_ids)
+    return syncheck.check(module, target.max_event_ids, target.cross_core_flags)
 
 
 PASS = Pass("sync", "block", "block", run, frozenset({"planned"}), frozenset({"synchronised"}), _proof)

@@ -22,11 +22,13 @@ from .pipes import (
     at_most_once,
     covers,
     gm_buffers,
+    is_cross,
     overlap,
     param_aliases,
-    pipe_of,
     placement_of,
     reads_writes,
+    split_unit,
+    unit_of,
 )
 
 
@@ -44,15 +46,30 @@ class MissingSync:
                 f"{self.src} with no {self.src}->{self.dst} flag between them{where}")
 
 
-def _trace(ops: list[Op]) -> list[Op]:
+def _flag(op: Op) -> tuple:
+    """What a wait consumes: a pipe flag by its pipes and event id; a flag between cores by the
+    core it is sent to and its id alone, as the hardware counts it (``wait_flag_dev(id)``)."""
+    a = op.attrs
+    if is_cross(a["src"], a["dst"]):
+        return ("cross", split_unit(a["dst"])[0], a["event"])
+    return (a["src"], a["dst"], a["event"])
+
+
+def _order_key(src: str, dst: str) -> tuple[str, str]:
+    """The waits that order ``src`` before ``dst``: a pipe flag's pipes; a flag between cores
+    holds back everything its core issues after the wait, so it is indexed by that core."""
+    return (src, "core:" + str(split_unit(dst)[0])) if is_cross(src, dst) else (src, dst)
+
+
+def _trace(ops: list[Op], mixed: bool) -> list[Op]:
     out: list[Op] = []
     for op in ops:
         if op.name == "loop":
             body = op.regions[0]
-            out.extend(_trace(body))
+            out.extend(_trace(body, mixed))
             if not at_most_once(op):
-                out.extend(_trace(body))
-        elif op.name.startswith("sync.") or pipe_of(op) is not None:
+                out.extend(_trace(body, mixed))
+        elif op.name.startswith("sync.") or unit_of(op, mixed) is not None:
             out.append(op)
     return out
 
@@ -62,7 +79,7 @@ def _balance(ops: list[Op], where: str, problems: list) -> None:
     counts: dict[tuple, int] = {}
     for op in ops:
         if op.name in ("sync.set", "sync.wait"):
-            key = (op.attrs["src"], op.attrs["dst"], op.attrs["event"])
+            key = _flag(op)
             counts[key] = counts.get(key, 0) + (1 if op.name == "sync.set" else -1)
         for r in op.regions:
             _balance(r, f"{where} > {op.attrs.get('name', op.name)}", problems)
@@ -70,6 +87,33 @@ def _balance(ops: list[Op], where: str, problems: list) -> None:
         if n:
             what = "set never waited for" if n > 0 else "wait with no set"
             problems.append(f"{where}: {abs(n)} {what} on {key[0]}->{key[1]} event {key[2]}")
+
+
+def _bounded(trace: list[Op], consumed_by: Mapping[int, int], name: str, problems: list) -> None:
+    """A flag between cores is a counter of a few bits, and the producer core runs ahead of the
+    consumer as far as nothing holds it back. Prove that sets do not pile up: between two runs of
+    one set (a loop's next iteration), the producer core waits for a flag that the consumer core set
+    after consuming the first (program order on each core then puts the second after that
+    consumption), so at most one set per set op of the flag is ever pending."""
+    waited = {s: w for w, s in consumed_by.items()}
+    sets: dict[tuple, list[int]] = {}
+    to_core: dict[str, list[int]] = {}  # cross waits on each core, in trace order
+    for k, op in enumerate(trace):
+        if op.name in ("sync.set", "sync.wait") and is_cross(op.attrs["src"], op.attrs["dst"]):
+            if op.name == "sync.set":
+                sets.setdefault((*_flag(op), id(op)), []).append(k)
+            else:
+                to_core.setdefault(split_unit(op.attrs["dst"])[0], []).append(k)
+    for key, ks in sets.items():
+        producer = split_unit(trace[ks[0]].attrs["src"])[0]
+        waits = to_core.get(producer, [])
+        for k, k2 in zip(ks, ks[1:]):
+            w = waited.get(k)
+            lo, hi = bisect_right(waits, k), bisect_left(waits, k2)
+            if w is None or not any(consumed_by.get(p, -1) > w for p in waits[lo:hi]):
+                problems.append(f"{name}: cross-core flag {key[2]} to the {key[1]} core is set again before "
+                                "the producer knows the last set was consumed")
+                return
 
 
 class _RangeMax:
@@ -89,9 +133,11 @@ class _RangeMax:
         return max(row[lo], row[hi - (1 << level)])
 
 
-def check_kernel(func: Func, max_events: int, same: Mapping[str, str] | None = None) -> list[MissingSync | str]:
+def check_kernel(func: Func, max_events: int, same: Mapping[str, str] | None = None,
+                 cross_flags: int = 16) -> list[MissingSync | str]:
+    mixed = func.kind == "mixed"
     placement = placement_of(func.body) | gm_buffers(func, same)
-    trace = _trace(func.body)
+    trace = _trace(func.body, mixed)
     problems: list[MissingSync | str] = []
     _balance(func.body, func.name, problems)
     # which set each wait consumes: the latest earlier unconsumed set of the same (src, dst, event)
@@ -99,15 +145,18 @@ def check_kernel(func: Func, max_events: int, same: Mapping[str, str] | None = N
     consumed_by: dict[int, int] = {}  # wait index -> set index
     for i, op in enumerate(trace):
         if op.name in ("sync.set", "sync.wait"):
-            key = (op.attrs["src"], op.attrs["dst"], op.attrs["event"])
-            if op.attrs["event"] >= max_events:
-                problems.append(f"{func.name}: event id {op.attrs['event']} is over the limit of {max_events}")
+            key = _flag(op)
+            limit = cross_flags if key[0] == "cross" else max_events
+            if op.attrs["event"] >= limit:
+                problems.append(f"{func.name}: event id {op.attrs['event']} is over the limit of {limit}")
             if op.name == "sync.set":
                 pending.setdefault(key, []).append(i)
             elif pending.get(key):
                 consumed_by[i] = pending[key].pop(0)
             else:
                 problems.append(f"{func.name}: wait {key} at step {i} has no set to consume")
+    if mixed:
+        _bounded(trace, consumed_by, func.name, problems)
     # walk the trace keeping, per buffer range, the last writer and the readers since it; by
     # memory space (ranges of different spaces never overlap), so that a kernel touching many GM
     # tensors is not checked in time quadratic in their number
@@ -119,14 +168,14 @@ def check_kernel(func: Func, max_events: int, same: Mapping[str, str] | None = N
     barriers: list[int] = []
     for k, op in enumerate(trace):
         if op.name == "sync.wait":
-            waits.setdefault((op.attrs["src"], op.attrs["dst"]), []).append(k)
+            waits.setdefault(_order_key(op.attrs["src"], op.attrs["dst"]), []).append(k)
         elif op.name == "sync.barrier":
             barriers.append(k)
     # per pipe pair, the set each wait consumes (-1: none), for "a wait between i and j consumes a
     # set made after i" in constant time however far apart the producer and the consumer are
     latest = {pair: _RangeMax([consumed_by.get(k, -1) for k in ks]) for pair, ks in waits.items()}
     for j, b in enumerate(trace):
-        pb = pipe_of(b)
+        pb = unit_of(b, mixed)
         if pb is None:
             continue
         rb, wb = reads_writes(b, placement)
@@ -137,16 +186,17 @@ def check_kernel(func: Func, max_events: int, same: Mapping[str, str] | None = N
                       if any(overlap(rng, x) for x in wb) for i in ks}
         for i in sorted(producers):
             a = trace[i]
-            pa = pipe_of(a)
+            pa = unit_of(a, mixed)
             if pa == pb:
                 at = bisect_right(barriers, i)
-                if pa == "V" and not (at < len(barriers) and barriers[at] < j):
+                if split_unit(pa)[1] == "V" and not (at < len(barriers) and barriers[at] < j):
                     problems.append(f"{func.name}: {b.name} reads or overwrites what {a.name} wrote on V with "
                                     "no barrier between them")
                 continue
-            between = waits.get((pa, pb), [])
+            order = _order_key(pa, pb)
+            between = waits.get(order, [])
             lo, hi = bisect_right(between, i), bisect_left(between, j)
-            ok = lo < hi and latest[(pa, pb)].max(lo, hi) > i
+            ok = lo < hi and latest[order].max(lo, hi) > i
             if not ok and (id(a), id(b)) not in seen:
                 seen.add((id(a), id(b)))
                 problems.append(MissingSync(func.name, a, b, pa, pb))
@@ -161,10 +211,10 @@ def check_kernel(func: Func, max_events: int, same: Mapping[str, str] | None = N
     return problems
 
 
-def check(module: Module, max_events: int) -> list[MissingSync | str]:
+def check(module: Module, max_events: int, cross_flags: int = 16) -> list[MissingSync | str]:
     out: list[MissingSync | str] = []
     aliases = param_aliases(module)
     for f in module.funcs:
         if f.kind in ("vector", "cube", "mixed"):
-            out.extend(check_kernel(f, max_events, aliases.get(f.name)))
+            out.extend(check_kernel(f, max_events, aliases.get(f.name), cross_flags))
     return out

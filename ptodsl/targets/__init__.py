@@ -144,6 +144,7 @@ class Target:
     l0c_bytes: int
     ub_block_bytes: int
     max_event_ids: int
+    cross_core_flags: int  # ids of the counting flags between a mixed kernel's cube and vector cores
     cube_dtypes: tuple[tuple[str, str, str], ...]  # (accumulator, left, right)
     cube_stores: tuple[tuple[str, str], ...]  # (accumulator, GM) dtypes TSTORE converts on the way out of L0C
     bias_bytes: int  # the bias table (BT) a TMATMUL_BIAS reads its bias row from
@@ -159,6 +160,7 @@ class Target:
     max_tile_rank: int
     npu_vector_arch: str  # bisheng --cce-aicore-arch of vector kernels; empty when no NPU build is known
     npu_cube_arch: str  # the same for cube kernels
+    npu_mixed_arch: str  # and for mixed kernels (pto-isa builds its mixed-kernel tests for dav-c220)
     vector_instructions: dict[str, InstructionRule]  # pto-isa instruction name -> what it accepts
     timing: Timing  # the pipes' speeds, for the cost model
     stack: StackModel  # a compute kernel's stack frame: its limit and the sizes of what it holds
@@ -238,6 +240,8 @@ _TARGET_FIELDS = {
     "l0c_bytes": _bytes("L0C (accumulator) bytes"),
     "ub_block_bytes": _bytes("alignment of UB addresses and of a row-major tile row"),
     "max_event_ids": Int(min=1, desc="event ids per pipe pair for set_flag/wait_flag"),
+    "cross_core_flags": Int(min=1, desc="flag ids between a cube core and its vector cores "
+                            "(ffts_cross_core_sync / wait_flag_dev)"),
     "cube_dtypes": ListOf(item=ListOf(item=dtype_name(), min_len=3, max_len=3), min_len=1,
                           desc="(accumulator, left, right) dtype triples matmul supports"),
     "cube_stores": ListOf(item=ListOf(item=dtype_name(), min_len=2, max_len=2), min_len=1,
@@ -259,6 +263,8 @@ _TARGET_FIELDS = {
     "max_tile_rank": Int(min=1, desc="dims of a vector tile"),
     "npu_vector_arch": Str(desc="bisheng --cce-aicore-arch of vector kernels; empty when no NPU build is known"),
     "npu_cube_arch": Str(desc="bisheng --cce-aicore-arch of cube kernels; empty when no NPU build is known"),
+    "npu_mixed_arch": Str(desc="bisheng --cce-aicore-arch of mixed kernels (a cube core and its vector cores); "
+                          "empty when no NPU build is known"),
     "vector_instructions": MapOf(
         key=Str(desc="a pto-isa instruction name, e.g. TADD"),
         value=Obj(desc="what the instruction accepts, from its pto-isa implementation header", fields={

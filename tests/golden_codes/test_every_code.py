@@ -257,20 +257,6 @@ def e0990_pass_breaks_an_invariant(env: Env) -> list[Diagnostic]:
     return compile_error(lambda: compile_spec(OP_SPEC))
 
 
-def e0624_mixed_kernel_for_the_npu(env: Env) -> list[Diagnostic]:
-    """A loop mixing a matmul and vector work runs as one mixed kernel with row_interchange; the
-    NPU emission refuses it."""
-    from ptodsl.backends.cpp.emit import emit_npu_variant
-
-    (env.tmp / "mix.pto").write_text("kernel mix(x: f32[S, K], w: f32[K, N], y: out f32[S, N]):\n"
-                                     "    for j in loop(2, name=\"steps\"):\n"
-                                     "        y[:] = exp(matmul(x, w))\n")
-    (env.tmp / "mix.yaml").write_text("op: mix\nschedule: {vec_tile: [16, 64], cube_tile: {m: [16, 16], "
-                                      "k: [16, 16], n: [16, 64]}, pass_options: {row_interchange: true}}\n")
-    op = ptodsl.load(str(env.tmp / "mix.yaml"))
-    return compile_error(lambda: emit_npu_variant(op.compiled, 0))
-
-
 def e0801_ir_file_with_a_typo(env: Env) -> list[Diagnostic]:
     """A printed tile module hand-edited with a missing comma: `ptodsl ir --from` points at it."""
     from ptodsl.driver import lower_ir
@@ -907,7 +893,6 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0930_torch_npu_not_installed,
     e0931_pto_isa_root_not_set,
     e0990_pass_breaks_an_invariant,
-    e0624_mixed_kernel_for_the_npu,
     e0801_ir_file_with_a_typo,
     e0801_ir_file_from_another_pipeline,
 ]

@@ -117,7 +117,7 @@ def test_deleted_wait_is_reported_with_both_ops():
 
 
 def test_vector_and_cube_kernels_are_separate():
-    block = compile_spec("specs/online_softmax_attn.yaml").stages["block"]
+    block = compile_spec("specs/ffn.yaml").stages["block"]
     kinds = {f.kind for f in block.funcs}
     assert kinds == {"vector", "cube", "control"}
     for f in block.funcs:

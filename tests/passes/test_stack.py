@@ -54,7 +54,9 @@ def _inline(tmp_path: Path, name: str) -> str:
 
 
 def declared(text: str, kernel: str) -> dict[str, int]:
-    """The objects a kernel's C++ declares, by kind, read from the emitted text."""
+    """The objects a kernel's C++ declares, by kind, read from the emitted text. Of a mixed kernel,
+    its CPU build's body: each NPU part declares the skeleton and its own core's share of it."""
+    text = text.split("\n#else\n    set_ffts_base_addr")[0]
     counts = dict.fromkeys(stack.KINDS, 0)
     params = re.search(r"AICORE void " + re.escape(kernel) + r"\((.*)\)", text).group(1)
     for p in (x.strip() for x in params.split(",") if x.strip()):

@@ -127,6 +127,21 @@ private:
     long slot_ = -1;
 };
 
+// The FFTS control address through which a mixed kernel's cube and vector cores set each other's
+// flags (the runtime's; pto-isa's mixed-kernel tests pass it as the kernel's first argument).
+extern "C" int32_t rtGetC2cCtrlAddr(uint64_t* addr, uint32_t* len);  // rtError_t
+static uint64_t* ptodsl_c2c_ctrl()
+{
+    uint64_t addr = 0;
+    uint32_t len = 0;
+    const int32_t rc = rtGetC2cCtrlAddr(&addr, &len);
+    if (rc != 0 && !ptodsl_failed) {
+        std::snprintf(ptodsl_failure, sizeof(ptodsl_failure), "rtGetC2cCtrlAddr returned error %d", rc);
+        ptodsl_failed = true;
+    }
+    return reinterpret_cast<uint64_t*>(addr);
+}
+
 // After a launch: the runtime's error for it, if any.
 static bool launched(const char* kernel)
 {
@@ -201,7 +216,8 @@ extern "C" const char* {name}_failure(void)
 
 class NpuHost(ControlEmitter):
     RESERVED = ("ptodsl_stream", "ptodsl_failed", "ptodsl_failure", "ptodsl_check", "ptodsl_pool", "PoolBuffer",
-                "Call", "DeviceWorkspace", "HostPages", "launched", "read_device", "read_status", "stream", "device", "call")
+                "Call", "DeviceWorkspace", "HostPages", "launched", "read_device", "read_status", "stream", "device", "call",
+                "rtGetC2cCtrlAddr", "ptodsl_c2c_ctrl")
     RUN_BY = ", run by the host on device memory through ACL."
     INCLUDES = ('#include "acl/acl.h"',)
     PRELUDE = PRELUDE
@@ -258,6 +274,11 @@ class NpuHost(ControlEmitter):
 
     def _start(self, depth: int, kernel: Func, args: list[str], blocks: str | None, block: str | None,
                op: Op) -> None:
+        if kernel.kind == "mixed":  # its first argument: the FFTS address its cores signal through
+            ffts = self.names.claim("ffts")
+            self._line(depth, f"uint64_t* {ffts} = ptodsl_c2c_ctrl();", op)
+            self._after_device_call(depth, op)
+            args = [ffts, *args]
         self._line(depth, f"{kernel.name}_launch({blocks or 1}, ptodsl_stream, {', '.join(args)});", op)
         self._line(depth, f'if (!launched("{cpp_string("the launch of " + kernel.name)}")) {{', op)
         self._line(depth + 1, "return -1;", op)

@@ -11,7 +11,6 @@ import os
 from dataclasses import dataclass, field
 
 from ... import sym
-from ...diagnostics import CompileError, Diagnostic
 from ...driver import Compiled
 from ...ir import Func
 from ...ir.opdefs import block_params, launched_params
@@ -133,7 +132,7 @@ class NpuVariant:
 
     entry: str  # the host program's exported function: (stream, then the CPU entry's parameters)
     variant: str
-    kernels: dict[str, tuple[str, str]]  # kernel name -> (vector | cube, C++ text)
+    kernels: dict[str, tuple[str, str]]  # kernel name -> (vector | cube | mixed, C++ text)
     host: str  # C++ text of the host program
     params: list[EntryParam]
 
@@ -149,26 +148,11 @@ def emit_npu_variant(compiled: Compiled, index: int) -> NpuVariant:
     sources: dict[str, KernelSource] = {}
     kinds: dict[str, str] = {}
     for kernel in launched_kernels(compiled, control):
-        if kernel.kind == "mixed":
-            raise _mixed_on_npu(kernel)
         sources[kernel.name] = emit_kernel(kernel, compiled.target, plans[kernel.name], origin)
         kinds[kernel.name] = kernel.kind
     program = emit_control(block, control, sources, [], origin, host="npu")
     units = {k: (kinds[k], f"{s.text}\n{s.launcher}") for k, s in sources.items()}
     return NpuVariant(program.name, variant, units, program.text, program.params)
-
-
-def _mixed_on_npu(kernel: Func) -> CompileError:
-    """E0624: a kernel running cube and vector work of one loop needs cross-core hand-overs on the
-    NPU (its cube core's results reach its vector cores through GM behind cross-core flags), which
-    the emitter does not write; the simulator and the cpu backend run it in program order."""
-    return CompileError([Diagnostic(
-        "E0624", f"the compute kernel `{kernel.name}` runs matmuls and vector work of one loop, and the "
-        "NPU emission of such a mixed kernel (its cube and vector parts on their own cores, the "
-        "hand-overs between them behind cross-core flags) is not written yet", kernel.span,
-        "this loop mixes matmuls and vector work",
-        help="compile for the NPU without `pass_options: {row_interchange: true}`; the simulator and "
-             "the cpu backend run mixed kernels")])
 
 
 def emit_spec(compiled: Compiled) -> list[EmittedVariant]:

@@ -23,7 +23,7 @@ from ...ir import Func, Op, TensorType, TileType, Value
 from ...ir.opdefs import Handlers, block_params
 from ...ops import OPS
 from ...targets import Target
-from . import cxx
+from . import cxx, kernel_mixed
 from .cxx import ExprContext, Names, camel, cxx_type, unsupported
 from .gm import dense_strides
 from .tiles import TileInfo, cxx_tile_type, describe, gm_extents, logical_2d, scratch_type
@@ -107,6 +107,8 @@ class KernelEmitter:
         self.plan = plan
         self.origin = origin  # "softmax (softmax.pto), variant T=f32"
         self.lines: list[tuple[int, str, str]] = []
+        self.tags: list[kernel_mixed.Tag] = []  # per line: the core that runs it, in a mixed kernel
+        self._tag = kernel_mixed.BOTH
         self.aliases: list[str] = []
         self.tiles: dict[str, TileInfo] = {}
         self.tensors: dict[str, _Tensor] = {}
@@ -133,6 +135,9 @@ class KernelEmitter:
         self.params: list[str] = []  # the parameters of the CPU build, in IR order
         self.npu_params: list[str] = []  # the NPU build's: no block index or count
         self.block_locals: list[str] = []  # the NPU build reads those from the core
+        if func.kind == "mixed":  # its cube and vector cores signal each other through the FFTS
+            self.ffts, self.aiv0 = self.names.claim(kernel_mixed.FFTS_PARAM), self.names.claim(kernel_mixed.AIV0)
+            self.npu_params.append(f"__gm__ uint64_t* {self.ffts}")
         own = block_params(func)
         self.workspaces = set(self.plan.workspace_params)
         for p in func.params:
@@ -222,7 +227,7 @@ class KernelEmitter:
         return f'extern "C" __global__ AICORE void {self.func.name}({", ".join(params)})'
 
     def _signature(self) -> list[str]:
-        if not self.block_locals:
+        if not self.block_locals and self.func.kind != "mixed":
             return [self.declaration()]
         return [f"#if {CPU_BUILD}", self.declaration(), "#else", self.declaration(self.npu_params), "#endif"]
 
@@ -249,12 +254,17 @@ class KernelEmitter:
             out += [h, ""]
         out += self._signature()
         out.append("{")
-        if self.block_locals:
-            out += [f"#if !({CPU_BUILD})", *(f"    {b}" for b in self.block_locals), "#endif"]
-        out += [f"    {a}" for a in aliases]
-        if aliases:
-            out.append("")
-        out += cxx.format_lines(self.lines)
+        if self.func.kind == "mixed":
+            out += [f"    {a}" for a in aliases]
+            out += kernel_mixed.layout(self.lines, self.tags, [f"    {b}" for b in self.block_locals], CPU_BUILD,
+                                       self.ffts, self.aiv0)
+        else:
+            if self.block_locals:
+                out += [f"#if !({CPU_BUILD})", *(f"    {b}" for b in self.block_locals), "#endif"]
+            out += [f"    {a}" for a in aliases]
+            if aliases:
+                out.append("")
+            out += cxx.format_lines(self.lines)
         out.append("}")
         launcher, launcher_decl = self._launcher()
         return KernelSource(self.func.name, f"{self.func.name}.cpp", "\n".join(out) + "\n",
@@ -281,6 +291,7 @@ class KernelEmitter:
 
     def _line(self, depth: int, code: str, span: Span | None = None) -> None:
         self.lines.append((depth, code, cxx.location(span)))
+        self.tags.append(self._tag)
 
     def _e(self, e: sym.Expr) -> str:
         return cxx.expr(e, self.ctx)
@@ -295,7 +306,12 @@ class KernelEmitter:
         handler = KERNEL.get(op)
         if handler is None:
             raise unsupported(f"the op `{op.name}` in a compute kernel", op.span)
+        if self.func.kind != "mixed":
+            handler(self, op, depth)
+            return
+        outer, self._tag = self._tag, kernel_mixed.tag_of(op)
         handler(self, op, depth)
+        self._tag = outer
 
     @KERNEL.on("if")
     def _if(self, op: Op, depth: int) -> None:
@@ -308,6 +324,10 @@ class KernelEmitter:
 
     @KERNEL.on("sync_set", "sync_wait")
     def _flag(self, op: Op, depth: int) -> None:
+        if self.func.kind == "mixed":
+            for self._tag, code in kernel_mixed.flag_lines(op, _pipe):
+                self._line(depth, code, op.span)
+            return
         fn = "set_flag" if op.name == "sync.set" else "wait_flag"
         src, dst = _pipe(op.attrs["src"], op), _pipe(op.attrs["dst"], op)
         self._line(depth, f"{fn}({src}, {dst}, EVENT_ID{int(op.attrs['event'])});", op.span)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from .. import sym
 from ..dtypes import DTYPES
 from ..ir import Op, TensorType
+from ..ir.queues import split_unit
 from ..targets import Target
 
 # Which resource bounds the modelled time: every launch adds its fixed cost to "launch", and the
@@ -100,15 +101,16 @@ class Chip:
         self.cores_used = max(self.cores_used, min(blocks, cores))
         self.hbm_bytes += self.launch_bytes
         self.hbm_paid += charged
-        for pipe, c in self.launch_work.items():
-            # a mixed kernel's matrix work runs on its cube cores, its vector work on vector cores
-            on = ("cube" if pipe == "M" else "vector") if kind == "mixed" else kind
+        for unit, c in self.launch_work.items():
+            # a mixed kernel's pipes are its cube core's (``cube.M``) or its vector core's (``vec.V``)
+            core, pipe = split_unit(unit)
+            on = ("cube" if core == "cube" else "vector") if kind == "mixed" else kind
             self.work[(on, pipe)] = self.work.get((on, pipe), 0.0) + c
         self.spent[LAUNCH] = self.spent.get(LAUNCH, 0.0) + launch
         if hbm >= makespan:
             what = HBM
         else:
-            what = max(self.launch_work, key=self.launch_work.get) if self.launch_work else LAUNCH
+            what = split_unit(max(self.launch_work, key=self.launch_work.get))[1] if self.launch_work else LAUNCH
         self.spent[what] = self.spent.get(what, 0.0) + max(makespan, hbm)
         self.kind, self.runs, self.launch_bytes, self.launch_work, self.footprint = None, [], 0.0, {}, None
         return launch + max(makespan, hbm)

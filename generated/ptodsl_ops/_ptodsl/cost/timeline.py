@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from math import ceil, prod
 
 from ..dtypes import DTYPES
-from ..ir import Op, TileType
+from ..ir import Op
 from ..ir.opdefs import IR_OPS, Handlers, indexed_gm
+from ..ir.queues import is_cross, split_unit, unit_of
 from ..ops import OPS
 from ..targets import WIDTHS, Target
 from .chip import Chip
@@ -45,6 +46,7 @@ class Timeline:
     elapsed: float = 0.0  # cycles of the blocks finished so far, one after another
     chip: Chip = None  # type: ignore[assignment]  # the chip the blocks run on; made from the target
     _busy_at_start: dict[str, float] = field(default_factory=dict)
+    mixed: bool = False  # the launch under way is a mixed kernel: its cube and vector pipes are apart
 
     def __post_init__(self) -> None:
         if self.chip is None:
@@ -53,6 +55,7 @@ class Timeline:
     def begin_launch(self, kind: str, footprint: float | None = None) -> None:
         """A launch of a compute kernel of ``kind`` starts; its blocks follow (``begin_kernel``).
         ``footprint``: the bytes of the GM tensors it passes (``chip.launch_footprint``, for L2)."""
+        self.mixed = kind == "mixed"
         self.chip.begin_launch(kind, footprint)
 
     def end_launch(self) -> None:
@@ -90,6 +93,11 @@ class Timeline:
             self.events[(a["src"], a["dst"], str(a["event"]))] = self.free.get(a["src"], 0.0)
         elif op.name == "sync.wait":
             at = self.events.get((a["src"], a["dst"], str(a["event"])), 0.0)
+            if is_cross(a["src"], a["dst"]):
+                # the flag travels to the other core, whose issue stalls at the wait: all its pipes
+                at += self.target.chip.cross_core_flag_cycles
+                core = "_core:" + str(split_unit(a["dst"])[0])
+                self.gate[core] = max(self.gate.get(core, 0.0), at)
             self.gate[a["dst"]] = max(self.gate.get(a["dst"], 0.0), at)
         elif a.get("pipe") == "ALL":
             now = max(self.free.values(), default=0.0)
@@ -98,8 +106,7 @@ class Timeline:
     def run(self, op: Op, valid: list[tuple[int, ...]]) -> None:
         """Account for tile op ``op`` whose operands have the evaluated valid extents ``valid``."""
         types = [v.type for v in op.operands]
-        spaces = [t.space if isinstance(t, TileType) else None for t in types]
-        pipe = IR_OPS[op.name].pipe_for(spaces)
+        pipe = unit_of(op, self.mixed)
         if pipe is None:
             return
         cycles = self.cycles(op, types, valid)
@@ -114,7 +121,8 @@ class Timeline:
                 self.chip.add_bytes(nbytes(types[k].dtype, valid[k]))
         extra = EXTRA_INSTRUCTIONS.get(family)
         self.instructions[pipe] = self.instructions.get(pipe, 0.0) + 1 + (extra(op) if extra else 0)
-        start = max(self.free.get(pipe, 0.0), self.gate.get(pipe, 0.0), self.gate.get("_all", 0.0))
+        start = max(self.free.get(pipe, 0.0), self.gate.get(pipe, 0.0), self.gate.get("_all", 0.0),
+                    self.gate.get("_core:" + str(split_unit(pipe)[0]), 0.0))
         self.free[pipe] = start + cycles
         self.busy[pipe] = self.busy.get(pipe, 0.0) + cycles
 

@@ -281,7 +281,7 @@ def _run(step: Step, op: PackagedOp, slug: str) -> None:
 def npu_archs(op: PackagedOp, plan: BuildPlan) -> dict[str, str]:
     """The ``--cce-aicore-arch`` of each core type, from the target file; E0928 when it names none."""
     target = op.program.target
-    archs = {"vector": target.npu_vector_arch, "cube": target.npu_cube_arch}
+    archs = {"vector": target.npu_vector_arch, "cube": target.npu_cube_arch, "mixed": target.npu_mixed_arch}
     if not all(archs.get(core) for _name, core, _src in plan.kernels) or not archs["vector"]:
         known = [n for n in target_names() if load_target(n).npu_vector_arch]
         raise _fail("E0928", f"no NPU architecture is known for target `{target.name}`",

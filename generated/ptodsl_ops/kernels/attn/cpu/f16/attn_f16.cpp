@@ -12,36 +12,11 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* kj_first, __gm__ half* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k1p1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k1p2(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k1p3(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k1p3p1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* vj_first, __gm__ half* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* kj_u2c0, __gm__ half* q, __gm__ float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S);
-extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k6(__gm__ half* vj_u2c0, __gm__ half* t15_u2c0, __gm__ float* t14_u2c0, int64_t D, int64_t L, int64_t j_u2, int64_t S);
-extern "C" __global__ AICORE void attn_f16_k7(__gm__ float* t13_u2c0, __gm__ float* t14_u2c0, __gm__ float* acc, __gm__ float* m_new_u2c0, __gm__ float* m, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* kj_u2c1, __gm__ half* q, __gm__ float* t0_u2c1, int64_t L, int64_t j_u2, int64_t D, int64_t S);
-extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* l, __gm__ float* t10_u2c1, __gm__ float* acc, __gm__ float* t13_u2c1, __gm__ half* t15_u2c1, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t D, int64_t L, int64_t j_u2, int64_t S);
-extern "C" __global__ AICORE void attn_f16_k11(__gm__ float* t13_u2c1, __gm__ float* t14_u2c1, __gm__ float* acc, __gm__ float* m_new_u2c1, __gm__ float* m, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k12(__gm__ half* kj_u1c0, __gm__ half* q, __gm__ float* t0_u1c0, int64_t L, int64_t j_u1, int64_t D, int64_t S);
-extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ half* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* vj_u1c0, __gm__ half* t15_u1c0, __gm__ float* t14_u1c0, int64_t D, int64_t L, int64_t j_u1, int64_t S);
-extern "C" __global__ AICORE void attn_f16_k15(__gm__ float* t13_u1c0, __gm__ float* t14_u1c0, __gm__ float* acc, __gm__ float* m_new_u1c0, __gm__ float* m, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k16(__gm__ half* kj_last, __gm__ half* q, __gm__ float* t0_last, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k17p1(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k17p2(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k17p3(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k17p3p1(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k17p3p2(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* vj_last, __gm__ half* t15_last, __gm__ float* t14_last, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k19p1(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t10_u2c1, __gm__ float* t13_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ half* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -73,11 +48,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -104,22 +74,26 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
     float* l = reinterpret_cast<float*>(l_bytes.data());  // online_softmax_attn.pto:5:9
     std::vector<unsigned char> acc_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:6:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // online_softmax_attn.pto:6:11
+    std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> t2_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
+    float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // online_softmax_attn.pto:13:21
+    std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
+    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
+    std::vector<unsigned char> t5_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:15:29
+    half* t5_first = reinterpret_cast<half*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
     if ((L + 63) / 64 >= 1) {  // online_softmax_attn.pto:7:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // online_softmax_attn.pto:7:5
-            half* kj_first = k;  // online_softmax_attn.pto:8:14
-            half* vj_first = v;  // online_softmax_attn.pto:9:14
-            std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64), max_i64(((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:10:13
+            {  // online_softmax_attn.pto:7:5
+                const int64_t attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
                 bool attn_f16_k0_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k0_block = 0; attn_f16_k0_block < attn_f16_k0_blocks; ++attn_f16_k0_block) {  // online_softmax_attn.pto:10:13
+                for (int64_t attn_f16_k0_block = 0; attn_f16_k0_block < attn_f16_k0_blocks; ++attn_f16_k0_block) {  // online_softmax_attn.pto:7:5
                     try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k0(kj_first, q, t0_first, L, D, S, attn_f16_k0_block, attn_f16_k0_blocks);  // online_softmax_attn.pto:10:13
+                        start_launch(poison);  // online_softmax_attn.pto:7:5
+                        attn_f16_k0(k, v, q, t0_first, s_first, m, t2_first, p_first, l, t5_first, acc, S, D, L, scale, attn_f16_k0_block, attn_f16_k0_blocks);  // online_softmax_attn.pto:7:5
 #ifdef PTO_CPU_SUBSET
                     } catch (const pto::cpu::Failure&) {
 #endif
@@ -137,180 +111,24 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
                 }
 #endif
             }
-            std::vector<unsigned char> t2_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
-            float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // online_softmax_attn.pto:13:21
-            std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
-            float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
-            std::vector<unsigned char> t5_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:15:29
-            half* t5_first = reinterpret_cast<half*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k1_block = 0; attn_f16_k1_block < attn_f16_k1_blocks; ++attn_f16_k1_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k1(t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale, attn_f16_k1_block, attn_f16_k1_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k1_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k1p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k1p1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k1p1_block = 0; attn_f16_k1p1_block < attn_f16_k1p1_blocks; ++attn_f16_k1p1_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k1p1(t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale, attn_f16_k1p1_block, attn_f16_k1p1_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k1p1_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k1p1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k1p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k1p2_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k1p2_block = 0; attn_f16_k1p2_block < attn_f16_k1p2_blocks; ++attn_f16_k1p2_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k1p2(t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale, attn_f16_k1p2_block, attn_f16_k1p2_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k1p2_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k1p2_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k1p3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k1p3_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k1p3_block = 0; attn_f16_k1p3_block < attn_f16_k1p3_blocks; ++attn_f16_k1p3_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k1p3(t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale, attn_f16_k1p3_block, attn_f16_k1p3_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k1p3_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k1p3_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k1p3p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k1p3p1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k1p3p1_block = 0; attn_f16_k1p3p1_block < attn_f16_k1p3p1_blocks; ++attn_f16_k1p3p1_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k1p3p1(t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale, attn_f16_k1p3p1_block, attn_f16_k1p3p1_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k1p3p1_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k1p3p1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:15:22
-                const int64_t attn_f16_k2_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:15:22
-                bool attn_f16_k2_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k2_block = 0; attn_f16_k2_block < attn_f16_k2_blocks; ++attn_f16_k2_block) {  // online_softmax_attn.pto:15:22
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:15:22
-                        attn_f16_k2(vj_first, t5_first, acc, D, L, S, attn_f16_k2_block, attn_f16_k2_blocks);  // online_softmax_attn.pto:15:22
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k2_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k2_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
             if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
-                {  // online_softmax_attn.pto:24:25
-                    const int64_t attn_f16_k3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:24:25
-                    bool attn_f16_k3_block_no_memory = false;
+                {  // online_softmax_attn.pto:7:5
+                    const int64_t attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:7:5
+                    bool attn_f16_k1_block_no_memory = false;
                     #pragma omp parallel for schedule(static)
-                    for (int64_t attn_f16_k3_block = 0; attn_f16_k3_block < attn_f16_k3_blocks; ++attn_f16_k3_block) {  // online_softmax_attn.pto:24:25
+                    for (int64_t attn_f16_k1_block = 0; attn_f16_k1_block < attn_f16_k1_blocks; ++attn_f16_k1_block) {  // online_softmax_attn.pto:7:5
                         try {
-                            start_launch(poison);  // online_softmax_attn.pto:24:25
-                            attn_f16_k3(acc, l, o, S, D, attn_f16_k3_block, attn_f16_k3_blocks);  // online_softmax_attn.pto:24:25
+                            start_launch(poison);  // online_softmax_attn.pto:7:5
+                            attn_f16_k1(acc, l, o, S, D, attn_f16_k1_block, attn_f16_k1_blocks);  // online_softmax_attn.pto:7:5
 #ifdef PTO_CPU_SUBSET
                         } catch (const pto::cpu::Failure&) {
 #endif
                         } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                            attn_f16_k3_block_no_memory = true;
+                            attn_f16_k1_block_no_memory = true;
                         }
                     }
-                    if (attn_f16_k3_block_no_memory) {
+                    if (attn_f16_k1_block_no_memory) {
                         throw std::bad_alloc();
                     }
 #ifdef PTO_CPU_SUBSET
@@ -322,374 +140,161 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             }
         }
     }
-    for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
-        half* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-        half* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
-        std::vector<unsigned char> t0_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        float* t0_u2c0 = reinterpret_cast<float*>(t0_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-        std::vector<unsigned char> s_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-        start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f16_k4(kj_u2c0, q, t0_u2c0, L, j_u2, D, S);  // online_softmax_attn.pto:10:13
-        std::vector<unsigned char> m_new_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-        float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
-        std::vector<unsigned char> alpha_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-        float* alpha_u2c0 = reinterpret_cast<float*>(alpha_u2c0_bytes.data());  // online_softmax_attn.pto:18:21
-        std::vector<unsigned char> t8_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-        float* t8_u2c0 = reinterpret_cast<float*>(t8_u2c0_bytes.data());  // online_softmax_attn.pto:19:21
-        std::vector<unsigned char> p_1_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-        float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
-        std::vector<unsigned char> t10_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-        float* t10_u2c0 = reinterpret_cast<float*>(t10_u2c0_bytes.data());  // online_softmax_attn.pto:20:20
-        std::vector<unsigned char> t13_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-        float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // online_softmax_attn.pto:21:22
-        std::vector<unsigned char> t15_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
-        half* t15_u2c0 = reinterpret_cast<half*>(t15_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
-        std::vector<unsigned char> t14_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-        float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
-        start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f16_k5(t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
-        start_launch(poison);  // online_softmax_attn.pto:21:36
-        attn_f16_k6(vj_u2c0, t15_u2c0, t14_u2c0, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
-        half* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-        half* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
-        std::vector<unsigned char> t0_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-        start_launch(poison);  // online_softmax_attn.pto:21:22
-        attn_f16_k7(t13_u2c0, t14_u2c0, acc, m_new_u2c0, m, S, D);  // online_softmax_attn.pto:21:22
-        std::vector<unsigned char> s_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-        start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f16_k8(kj_u2c1, q, t0_u2c1, L, j_u2, D, S);  // online_softmax_attn.pto:10:13
-        std::vector<unsigned char> m_new_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-        float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
-        std::vector<unsigned char> alpha_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-        float* alpha_u2c1 = reinterpret_cast<float*>(alpha_u2c1_bytes.data());  // online_softmax_attn.pto:18:21
-        std::vector<unsigned char> t8_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-        float* t8_u2c1 = reinterpret_cast<float*>(t8_u2c1_bytes.data());  // online_softmax_attn.pto:19:21
-        std::vector<unsigned char> p_1_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-        float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-        std::vector<unsigned char> t10_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-        float* t10_u2c1 = reinterpret_cast<float*>(t10_u2c1_bytes.data());  // online_softmax_attn.pto:20:20
-        std::vector<unsigned char> t13_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-        float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // online_softmax_attn.pto:21:22
-        std::vector<unsigned char> t15_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
-        half* t15_u2c1 = reinterpret_cast<half*>(t15_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
-        std::vector<unsigned char> t14_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-        float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
-        start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f16_k9(t0_u2c1, s_u2c1, m, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, l, t10_u2c1, acc, t13_u2c1, t15_u2c1, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
-        start_launch(poison);  // online_softmax_attn.pto:21:36
-        attn_f16_k10(vj_u2c1, t15_u2c1, t14_u2c1, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
-        start_launch(poison);  // online_softmax_attn.pto:21:22
-        attn_f16_k11(t13_u2c1, t14_u2c1, acc, m_new_u2c1, m, S, D);  // online_softmax_attn.pto:21:22
+    std::vector<unsigned char> t0_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* t0_u2c0 = reinterpret_cast<float*>(t0_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> m_new_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
+    std::vector<unsigned char> alpha_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+    float* alpha_u2c0 = reinterpret_cast<float*>(alpha_u2c0_bytes.data());  // online_softmax_attn.pto:18:21
+    std::vector<unsigned char> t8_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+    float* t8_u2c0 = reinterpret_cast<float*>(t8_u2c0_bytes.data());  // online_softmax_attn.pto:19:21
+    std::vector<unsigned char> p_1_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> t10_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+    float* t10_u2c0 = reinterpret_cast<float*>(t10_u2c0_bytes.data());  // online_softmax_attn.pto:20:20
+    std::vector<unsigned char> t13_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // online_softmax_attn.pto:21:22
+    std::vector<unsigned char> t15_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    half* t15_u2c0 = reinterpret_cast<half*>(t15_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
+    std::vector<unsigned char> t0_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> m_new_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
+    std::vector<unsigned char> alpha_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+    float* alpha_u2c1 = reinterpret_cast<float*>(alpha_u2c1_bytes.data());  // online_softmax_attn.pto:18:21
+    std::vector<unsigned char> t8_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+    float* t8_u2c1 = reinterpret_cast<float*>(t8_u2c1_bytes.data());  // online_softmax_attn.pto:19:21
+    std::vector<unsigned char> p_1_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> t10_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+    float* t10_u2c1 = reinterpret_cast<float*>(t10_u2c1_bytes.data());  // online_softmax_attn.pto:20:20
+    std::vector<unsigned char> t13_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // online_softmax_attn.pto:21:22
+    std::vector<unsigned char> t15_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    half* t15_u2c1 = reinterpret_cast<half*>(t15_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
+    {  // online_softmax_attn.pto:7:5
+        const int64_t attn_f16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
+        bool attn_f16_k2_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t attn_f16_k2_block = 0; attn_f16_k2_block < attn_f16_k2_blocks; ++attn_f16_k2_block) {  // online_softmax_attn.pto:7:5
+            try {
+                start_launch(poison);  // online_softmax_attn.pto:7:5
+                attn_f16_k2(k, v, q, t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, t10_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale, attn_f16_k2_block, attn_f16_k2_blocks);  // online_softmax_attn.pto:7:5
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                attn_f16_k2_block_no_memory = true;
+            }
+        }
+        if (attn_f16_k2_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
-    for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
-        half* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
-        half* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
-        std::vector<unsigned char> t0_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-        std::vector<unsigned char> s_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-        start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f16_k12(kj_u1c0, q, t0_u1c0, L, j_u1, D, S);  // online_softmax_attn.pto:10:13
-        std::vector<unsigned char> m_new_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-        float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
-        std::vector<unsigned char> alpha_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-        float* alpha_u1c0 = reinterpret_cast<float*>(alpha_u1c0_bytes.data());  // online_softmax_attn.pto:18:21
-        std::vector<unsigned char> t8_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-        float* t8_u1c0 = reinterpret_cast<float*>(t8_u1c0_bytes.data());  // online_softmax_attn.pto:19:21
-        std::vector<unsigned char> p_1_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-        float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
-        std::vector<unsigned char> t10_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-        float* t10_u1c0 = reinterpret_cast<float*>(t10_u1c0_bytes.data());  // online_softmax_attn.pto:20:20
-        std::vector<unsigned char> t13_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-        float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
-        std::vector<unsigned char> t15_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
-        half* t15_u1c0 = reinterpret_cast<half*>(t15_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
-        std::vector<unsigned char> t14_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-        float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
-        start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f16_k13(t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, S, L, j_u1, scale, D);  // online_softmax_attn.pto:10:13
-        start_launch(poison);  // online_softmax_attn.pto:21:36
-        attn_f16_k14(vj_u1c0, t15_u1c0, t14_u1c0, D, L, j_u1, S);  // online_softmax_attn.pto:21:36
-        start_launch(poison);  // online_softmax_attn.pto:21:22
-        attn_f16_k15(t13_u1c0, t14_u1c0, acc, m_new_u1c0, m, S, D);  // online_softmax_attn.pto:21:22
+    std::vector<unsigned char> t0_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> m_new_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
+    std::vector<unsigned char> alpha_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+    float* alpha_u1c0 = reinterpret_cast<float*>(alpha_u1c0_bytes.data());  // online_softmax_attn.pto:18:21
+    std::vector<unsigned char> t8_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+    float* t8_u1c0 = reinterpret_cast<float*>(t8_u1c0_bytes.data());  // online_softmax_attn.pto:19:21
+    std::vector<unsigned char> p_1_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> t10_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+    float* t10_u1c0 = reinterpret_cast<float*>(t10_u1c0_bytes.data());  // online_softmax_attn.pto:20:20
+    std::vector<unsigned char> t13_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
+    std::vector<unsigned char> t15_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    half* t15_u1c0 = reinterpret_cast<half*>(t15_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
+    {  // online_softmax_attn.pto:7:5
+        const int64_t attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
+        bool attn_f16_k3_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t attn_f16_k3_block = 0; attn_f16_k3_block < attn_f16_k3_blocks; ++attn_f16_k3_block) {  // online_softmax_attn.pto:7:5
+            try {
+                start_launch(poison);  // online_softmax_attn.pto:7:5
+                attn_f16_k3(k, v, q, t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale, attn_f16_k3_block, attn_f16_k3_blocks);  // online_softmax_attn.pto:7:5
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                attn_f16_k3_block_no_memory = true;
+            }
+        }
+        if (attn_f16_k3_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
+    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> m_new_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
+    std::vector<unsigned char> alpha_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+    float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // online_softmax_attn.pto:18:21
+    std::vector<unsigned char> t8_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+    float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // online_softmax_attn.pto:19:21
+    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> t10_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+    float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // online_softmax_attn.pto:20:20
+    std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
+    std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    half* t15_last = reinterpret_cast<half*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
     if ((L + 63) / 64 >= 2) {  // online_softmax_attn.pto:7:5
-        for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
-            half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
-            half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-            std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k16_blocks = max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), 24), 1)), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k16_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k16_block = 0; attn_f16_k16_block < attn_f16_k16_blocks; ++attn_f16_k16_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k16(kj_last, q, t0_last, L, D, S, attn_f16_k16_block, attn_f16_k16_blocks);  // online_softmax_attn.pto:10:13
+        {  // online_softmax_attn.pto:7:5
+            const int64_t attn_f16_k4_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
+            bool attn_f16_k4_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t attn_f16_k4_block = 0; attn_f16_k4_block < attn_f16_k4_blocks; ++attn_f16_k4_block) {  // online_softmax_attn.pto:7:5
+                try {
+                    start_launch(poison);  // online_softmax_attn.pto:7:5
+                    attn_f16_k4(k, v, q, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, t14_last, o, S, L, D, scale, attn_f16_k4_block, attn_f16_k4_blocks);  // online_softmax_attn.pto:7:5
 #ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
+                } catch (const pto::cpu::Failure&) {
 #endif
-                    } catch (const std::bad_alloc&) {
+                } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                        attn_f16_k16_block_no_memory = true;
-                    }
+                    attn_f16_k4_block_no_memory = true;
                 }
-                if (attn_f16_k16_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
             }
-            std::vector<unsigned char> m_new_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-            float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
-            std::vector<unsigned char> alpha_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-            float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // online_softmax_attn.pto:18:21
-            std::vector<unsigned char> t8_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-            float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // online_softmax_attn.pto:19:21
-            std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-            float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
-            std::vector<unsigned char> t10_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-            float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // online_softmax_attn.pto:20:20
-            std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-            float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
-            std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
-            half* t15_last = reinterpret_cast<half*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
-            std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k17_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k17_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k17_block = 0; attn_f16_k17_block < attn_f16_k17_blocks; ++attn_f16_k17_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k17(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D, attn_f16_k17_block, attn_f16_k17_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k17_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k17_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
+            if (attn_f16_k4_block_no_memory) {
+                throw std::bad_alloc();
             }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k17p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k17p1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k17p1_block = 0; attn_f16_k17p1_block < attn_f16_k17p1_blocks; ++attn_f16_k17p1_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k17p1(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D, attn_f16_k17p1_block, attn_f16_k17p1_blocks);  // online_softmax_attn.pto:10:13
 #ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k17p1_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k17p1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
             }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k17p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k17p2_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k17p2_block = 0; attn_f16_k17p2_block < attn_f16_k17p2_blocks; ++attn_f16_k17p2_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k17p2(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D, attn_f16_k17p2_block, attn_f16_k17p2_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
 #endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k17p2_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k17p2_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k17p3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k17p3_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k17p3_block = 0; attn_f16_k17p3_block < attn_f16_k17p3_blocks; ++attn_f16_k17p3_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k17p3(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D, attn_f16_k17p3_block, attn_f16_k17p3_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k17p3_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k17p3_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k17p3p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k17p3p1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k17p3p1_block = 0; attn_f16_k17p3p1_block < attn_f16_k17p3p1_blocks; ++attn_f16_k17p3p1_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k17p3p1(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D, attn_f16_k17p3p1_block, attn_f16_k17p3p1_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k17p3p1_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k17p3p1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k17p3p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                bool attn_f16_k17p3p2_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k17p3p2_block = 0; attn_f16_k17p3p2_block < attn_f16_k17p3p2_blocks; ++attn_f16_k17p3p2_block) {  // online_softmax_attn.pto:10:13
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:10:13
-                        attn_f16_k17p3p2(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D, attn_f16_k17p3p2_block, attn_f16_k17p3p2_blocks);  // online_softmax_attn.pto:10:13
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k17p3p2_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k17p3p2_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:21:36
-                const int64_t attn_f16_k18_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:21:36
-                bool attn_f16_k18_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k18_block = 0; attn_f16_k18_block < attn_f16_k18_blocks; ++attn_f16_k18_block) {  // online_softmax_attn.pto:21:36
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:21:36
-                        attn_f16_k18(vj_last, t15_last, t14_last, D, L, S, attn_f16_k18_block, attn_f16_k18_blocks);  // online_softmax_attn.pto:21:36
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k18_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k18_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:21:22
-                const int64_t attn_f16_k19_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:21:22
-                bool attn_f16_k19_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k19_block = 0; attn_f16_k19_block < attn_f16_k19_blocks; ++attn_f16_k19_block) {  // online_softmax_attn.pto:21:22
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:21:22
-                        attn_f16_k19(t13_last, t14_last, acc, m_new_last, m, l, o, S, D, attn_f16_k19_block, attn_f16_k19_blocks);  // online_softmax_attn.pto:21:22
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k19_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k19_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // online_softmax_attn.pto:21:22
-                const int64_t attn_f16_k19p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:21:22
-                bool attn_f16_k19p1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t attn_f16_k19p1_block = 0; attn_f16_k19p1_block < attn_f16_k19p1_blocks; ++attn_f16_k19p1_block) {  // online_softmax_attn.pto:21:22
-                    try {
-                        start_launch(poison);  // online_softmax_attn.pto:21:22
-                        attn_f16_k19p1(t13_last, t14_last, acc, m_new_last, m, l, o, S, D, attn_f16_k19p1_block, attn_f16_k19p1_blocks);  // online_softmax_attn.pto:21:22
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        attn_f16_k19p1_block_no_memory = true;
-                    }
-                }
-                if (attn_f16_k19p1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
         }
     }
 #ifdef PTO_CPU_SUBSET

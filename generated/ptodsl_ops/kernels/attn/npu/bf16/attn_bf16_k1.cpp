@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/attn_bf16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches attn_bf16_k1 on an NPU stream (vector core).
-extern "C" void attn_bf16_k1_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, bfloat16_t* t5_first, int64_t S, int64_t L, float scale)
+extern "C" void attn_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, bfloat16_t* o, int64_t S, int64_t D)
 {
-    attn_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)t0_first, (__gm__ float*)s_first, (__gm__ float*)m, (__gm__ float*)t2_first, (__gm__ float*)p_first, (__gm__ float*)l, (__gm__ bfloat16_t*)t5_first, S, L, scale);
+    attn_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ float*)l, (__gm__ bfloat16_t*)o, S, D);
 }

@@ -14,36 +14,11 @@
 #include <utility>
 #include <vector>
 
-extern "C" void attn_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* kj_first, bfloat16_t* q, float* t0_first, int64_t L, int64_t D, int64_t S);
-extern "C" void attn_bf16_k1_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, bfloat16_t* t5_first, int64_t S, int64_t L, float scale);
-extern "C" void attn_bf16_k1p1_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, bfloat16_t* t5_first, int64_t S, int64_t L, float scale);
-extern "C" void attn_bf16_k1p2_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, bfloat16_t* t5_first, int64_t S, int64_t L, float scale);
-extern "C" void attn_bf16_k1p3_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, bfloat16_t* t5_first, int64_t S, int64_t L, float scale);
-extern "C" void attn_bf16_k1p3p1_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, bfloat16_t* t5_first, int64_t S, int64_t L, float scale);
-extern "C" void attn_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* vj_first, bfloat16_t* t5_first, float* acc, int64_t D, int64_t L, int64_t S);
-extern "C" void attn_bf16_k3_launch(uint32_t block_dim, void* stream, float* acc, float* l, bfloat16_t* o, int64_t S, int64_t D);
-extern "C" void attn_bf16_k4_launch(uint32_t block_dim, void* stream, bfloat16_t* kj_u2c0, bfloat16_t* q, float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S);
-extern "C" void attn_bf16_k5_launch(uint32_t block_dim, void* stream, float* t0_u2c0, float* s_u2c0, float* m, float* m_new_u2c0, float* alpha_u2c0, float* t8_u2c0, float* p_1_u2c0, float* l, float* t10_u2c0, float* acc, float* t13_u2c0, bfloat16_t* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
-extern "C" void attn_bf16_k6_launch(uint32_t block_dim, void* stream, bfloat16_t* vj_u2c0, bfloat16_t* t15_u2c0, float* t14_u2c0, int64_t D, int64_t L, int64_t j_u2, int64_t S);
-extern "C" void attn_bf16_k7_launch(uint32_t block_dim, void* stream, float* t13_u2c0, float* t14_u2c0, float* acc, float* m_new_u2c0, float* m, int64_t S, int64_t D);
-extern "C" void attn_bf16_k8_launch(uint32_t block_dim, void* stream, bfloat16_t* kj_u2c1, bfloat16_t* q, float* t0_u2c1, int64_t L, int64_t j_u2, int64_t D, int64_t S);
-extern "C" void attn_bf16_k9_launch(uint32_t block_dim, void* stream, float* t0_u2c1, float* s_u2c1, float* m, float* m_new_u2c1, float* alpha_u2c1, float* t8_u2c1, float* p_1_u2c1, float* l, float* t10_u2c1, float* acc, float* t13_u2c1, bfloat16_t* t15_u2c1, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
-extern "C" void attn_bf16_k10_launch(uint32_t block_dim, void* stream, bfloat16_t* vj_u2c1, bfloat16_t* t15_u2c1, float* t14_u2c1, int64_t D, int64_t L, int64_t j_u2, int64_t S);
-extern "C" void attn_bf16_k11_launch(uint32_t block_dim, void* stream, float* t13_u2c1, float* t14_u2c1, float* acc, float* m_new_u2c1, float* m, int64_t S, int64_t D);
-extern "C" void attn_bf16_k12_launch(uint32_t block_dim, void* stream, bfloat16_t* kj_u1c0, bfloat16_t* q, float* t0_u1c0, int64_t L, int64_t j_u1, int64_t D, int64_t S);
-extern "C" void attn_bf16_k13_launch(uint32_t block_dim, void* stream, float* t0_u1c0, float* s_u1c0, float* m, float* m_new_u1c0, float* alpha_u1c0, float* t8_u1c0, float* p_1_u1c0, float* l, float* t10_u1c0, float* acc, float* t13_u1c0, bfloat16_t* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D);
-extern "C" void attn_bf16_k14_launch(uint32_t block_dim, void* stream, bfloat16_t* vj_u1c0, bfloat16_t* t15_u1c0, float* t14_u1c0, int64_t D, int64_t L, int64_t j_u1, int64_t S);
-extern "C" void attn_bf16_k15_launch(uint32_t block_dim, void* stream, float* t13_u1c0, float* t14_u1c0, float* acc, float* m_new_u1c0, float* m, int64_t S, int64_t D);
-extern "C" void attn_bf16_k16_launch(uint32_t block_dim, void* stream, bfloat16_t* kj_last, bfloat16_t* q, float* t0_last, int64_t L, int64_t D, int64_t S);
-extern "C" void attn_bf16_k17_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, bfloat16_t* t15_last, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" void attn_bf16_k17p1_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, bfloat16_t* t15_last, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" void attn_bf16_k17p2_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, bfloat16_t* t15_last, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" void attn_bf16_k17p3_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, bfloat16_t* t15_last, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" void attn_bf16_k17p3p1_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, bfloat16_t* t15_last, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" void attn_bf16_k17p3p2_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, bfloat16_t* t15_last, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" void attn_bf16_k18_launch(uint32_t block_dim, void* stream, bfloat16_t* vj_last, bfloat16_t* t15_last, float* t14_last, int64_t D, int64_t L, int64_t S);
-extern "C" void attn_bf16_k19_launch(uint32_t block_dim, void* stream, float* t13_last, float* t14_last, float* acc, float* m_new_last, float* m, float* l, bfloat16_t* o, int64_t S, int64_t D);
-extern "C" void attn_bf16_k19p1_launch(uint32_t block_dim, void* stream, float* t13_last, float* t14_last, float* acc, float* m_new_last, float* m, float* l, bfloat16_t* o, int64_t S, int64_t D);
+extern "C" void attn_bf16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, bfloat16_t* k, bfloat16_t* v, bfloat16_t* q, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, bfloat16_t* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
+extern "C" void attn_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, bfloat16_t* o, int64_t S, int64_t D);
+extern "C" void attn_bf16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, bfloat16_t* k, bfloat16_t* v, bfloat16_t* q, float* t0_u2c0, float* s_u2c0, float* m, float* m_new_u2c0, float* alpha_u2c0, float* t8_u2c0, float* p_1_u2c0, float* l, float* t10_u2c0, float* acc, float* t13_u2c0, bfloat16_t* t15_u2c0, float* t14_u2c0, float* t0_u2c1, float* s_u2c1, float* m_new_u2c1, float* alpha_u2c1, float* t8_u2c1, float* p_1_u2c1, float* t10_u2c1, float* t13_u2c1, bfloat16_t* t15_u2c1, float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_bf16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, bfloat16_t* k, bfloat16_t* v, bfloat16_t* q, float* t0_u1c0, float* s_u1c0, float* m, float* m_new_u1c0, float* alpha_u1c0, float* t8_u1c0, float* p_1_u1c0, float* l, float* t10_u1c0, float* acc, float* t13_u1c0, bfloat16_t* t15_u1c0, float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_bf16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, bfloat16_t* k, bfloat16_t* v, bfloat16_t* q, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, bfloat16_t* t15_last, float* t14_last, bfloat16_t* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -147,6 +122,21 @@ private:
     long slot_ = -1;
 };
 
+// The FFTS control address through which a mixed kernel's cube and vector cores set each other's
+// flags (the runtime's; pto-isa's mixed-kernel tests pass it as the kernel's first argument).
+extern "C" int32_t rtGetC2cCtrlAddr(uint64_t* addr, uint32_t* len);  // rtError_t
+static uint64_t* ptodsl_c2c_ctrl()
+{
+    uint64_t addr = 0;
+    uint32_t len = 0;
+    const int32_t rc = rtGetC2cCtrlAddr(&addr, &len);
+    if (rc != 0 && !ptodsl_failed) {
+        std::snprintf(ptodsl_failure, sizeof(ptodsl_failure), "rtGetC2cCtrlAddr returned error %d", rc);
+        ptodsl_failed = true;
+    }
+    return reinterpret_cast<uint64_t*>(addr);
+}
+
 // After a launch: the runtime's error for it, if any.
 static bool launched(const char* kernel)
 {
@@ -224,11 +214,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -260,426 +245,287 @@ extern "C" int attn_bf16(int32_t device, void* stream, bfloat16_t* q, bfloat16_t
         return -1;  // online_softmax_attn.pto:6:11
     }
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // online_softmax_attn.pto:6:11
+    DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:13:21
+        return -1;  // online_softmax_attn.pto:13:21
+    }
+    float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // online_softmax_attn.pto:13:21
+    DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
+    if (ptodsl_failed) {  // online_softmax_attn.pto:13:17
+        return -1;  // online_softmax_attn.pto:13:17
+    }
+    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
+    DeviceWorkspace t5_first_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:15:29
+    if (ptodsl_failed) {  // online_softmax_attn.pto:15:29
+        return -1;  // online_softmax_attn.pto:15:29
+    }
+    bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
     if ((L + 63) / 64 >= 1) {  // online_softmax_attn.pto:7:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // online_softmax_attn.pto:7:5
-            bfloat16_t* kj_first = k;  // online_softmax_attn.pto:8:14
-            bfloat16_t* vj_first = v;  // online_softmax_attn.pto:9:14
-            DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-                return -1;  // online_softmax_attn.pto:10:13
-            }
-            float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
-            DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-                return -1;  // online_softmax_attn.pto:10:13
-            }
-            float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64), max_i64(((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k0_launch(attn_bf16_k0_blocks, ptodsl_stream, kj_first, q, t0_first, L, D, S);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k0")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
+            {  // online_softmax_attn.pto:7:5
+                const int64_t attn_bf16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
+                uint64_t* ffts = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
+                if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
+                    return -1;  // online_softmax_attn.pto:7:5
                 }
-            }
-            DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
-            if (ptodsl_failed) {  // online_softmax_attn.pto:13:21
-                return -1;  // online_softmax_attn.pto:13:21
-            }
-            float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // online_softmax_attn.pto:13:21
-            DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
-            if (ptodsl_failed) {  // online_softmax_attn.pto:13:17
-                return -1;  // online_softmax_attn.pto:13:17
-            }
-            float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
-            DeviceWorkspace t5_first_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:15:29
-            if (ptodsl_failed) {  // online_softmax_attn.pto:15:29
-                return -1;  // online_softmax_attn.pto:15:29
-            }
-            bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k1_launch(attn_bf16_k1_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k1")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k1p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k1p1_launch(attn_bf16_k1p1_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k1p1")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k1p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k1p2_launch(attn_bf16_k1p2_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k1p2")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k1p3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k1p3_launch(attn_bf16_k1p3_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k1p3")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k1p3p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k1p3p1_launch(attn_bf16_k1p3p1_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k1p3p1")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:15:22
-                const int64_t attn_bf16_k2_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:15:22
-                attn_bf16_k2_launch(attn_bf16_k2_blocks, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
-                if (!launched("the launch of attn_bf16_k2")) {  // online_softmax_attn.pto:15:22
-                    return -1;  // online_softmax_attn.pto:15:22
+                attn_bf16_k0_launch(attn_bf16_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, t2_first, p_first, l, t5_first, acc, S, D, L, scale);  // online_softmax_attn.pto:7:5
+                if (!launched("the launch of attn_bf16_k0")) {  // online_softmax_attn.pto:7:5
+                    return -1;  // online_softmax_attn.pto:7:5
                 }
             }
             if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
-                {  // online_softmax_attn.pto:24:25
-                    const int64_t attn_bf16_k3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:24:25
-                    attn_bf16_k3_launch(attn_bf16_k3_blocks, ptodsl_stream, acc, l, o, S, D);  // online_softmax_attn.pto:24:25
-                    if (!launched("the launch of attn_bf16_k3")) {  // online_softmax_attn.pto:24:25
-                        return -1;  // online_softmax_attn.pto:24:25
+                {  // online_softmax_attn.pto:7:5
+                    const int64_t attn_bf16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:7:5
+                    attn_bf16_k1_launch(attn_bf16_k1_blocks, ptodsl_stream, acc, l, o, S, D);  // online_softmax_attn.pto:7:5
+                    if (!launched("the launch of attn_bf16_k1")) {  // online_softmax_attn.pto:7:5
+                        return -1;  // online_softmax_attn.pto:7:5
                     }
                 }
             }
         }
     }
-    for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
-        bfloat16_t* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-        bfloat16_t* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
-        DeviceWorkspace t0_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* t0_u2c0 = reinterpret_cast<float*>(t0_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace m_new_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
+        return -1;  // online_softmax_attn.pto:17:21
+    }
+    float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
+    DeviceWorkspace alpha_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
+        return -1;  // online_softmax_attn.pto:18:21
+    }
+    float* alpha_u2c0 = reinterpret_cast<float*>(alpha_u2c0_bytes.data());  // online_softmax_attn.pto:18:21
+    DeviceWorkspace t8_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
+        return -1;  // online_softmax_attn.pto:19:21
+    }
+    float* t8_u2c0 = reinterpret_cast<float*>(t8_u2c0_bytes.data());  // online_softmax_attn.pto:19:21
+    DeviceWorkspace p_1_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
+        return -1;  // online_softmax_attn.pto:19:17
+    }
+    float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
+    DeviceWorkspace t10_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+    if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
+        return -1;  // online_softmax_attn.pto:20:20
+    }
+    float* t10_u2c0 = reinterpret_cast<float*>(t10_u2c0_bytes.data());  // online_softmax_attn.pto:20:20
+    DeviceWorkspace t13_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
+        return -1;  // online_softmax_attn.pto:21:22
+    }
+    float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // online_softmax_attn.pto:21:22
+    DeviceWorkspace t15_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
+        return -1;  // online_softmax_attn.pto:21:43
+    }
+    bfloat16_t* t15_u2c0 = reinterpret_cast<bfloat16_t*>(t15_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
+        return -1;  // online_softmax_attn.pto:21:36
+    }
+    float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
+    DeviceWorkspace t0_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace m_new_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
+        return -1;  // online_softmax_attn.pto:17:21
+    }
+    float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
+    DeviceWorkspace alpha_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
+        return -1;  // online_softmax_attn.pto:18:21
+    }
+    float* alpha_u2c1 = reinterpret_cast<float*>(alpha_u2c1_bytes.data());  // online_softmax_attn.pto:18:21
+    DeviceWorkspace t8_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
+        return -1;  // online_softmax_attn.pto:19:21
+    }
+    float* t8_u2c1 = reinterpret_cast<float*>(t8_u2c1_bytes.data());  // online_softmax_attn.pto:19:21
+    DeviceWorkspace p_1_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
+        return -1;  // online_softmax_attn.pto:19:17
+    }
+    float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
+    DeviceWorkspace t10_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+    if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
+        return -1;  // online_softmax_attn.pto:20:20
+    }
+    float* t10_u2c1 = reinterpret_cast<float*>(t10_u2c1_bytes.data());  // online_softmax_attn.pto:20:20
+    DeviceWorkspace t13_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
+        return -1;  // online_softmax_attn.pto:21:22
+    }
+    float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // online_softmax_attn.pto:21:22
+    DeviceWorkspace t15_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
+        return -1;  // online_softmax_attn.pto:21:43
+    }
+    bfloat16_t* t15_u2c1 = reinterpret_cast<bfloat16_t*>(t15_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
+        return -1;  // online_softmax_attn.pto:21:36
+    }
+    float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
+    {  // online_softmax_attn.pto:7:5
+        const int64_t attn_bf16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
+        uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
+        if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
+            return -1;  // online_softmax_attn.pto:7:5
         }
-        float* t0_u2c0 = reinterpret_cast<float*>(t0_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-        DeviceWorkspace s_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-        attn_bf16_k4_launch(1, ptodsl_stream, kj_u2c0, q, t0_u2c0, L, j_u2, D, S);  // online_softmax_attn.pto:10:13
-        if (!launched("the launch of attn_bf16_k4")) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        DeviceWorkspace m_new_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-        if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
-            return -1;  // online_softmax_attn.pto:17:21
-        }
-        float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
-        DeviceWorkspace alpha_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-        if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
-            return -1;  // online_softmax_attn.pto:18:21
-        }
-        float* alpha_u2c0 = reinterpret_cast<float*>(alpha_u2c0_bytes.data());  // online_softmax_attn.pto:18:21
-        DeviceWorkspace t8_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-        if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
-            return -1;  // online_softmax_attn.pto:19:21
-        }
-        float* t8_u2c0 = reinterpret_cast<float*>(t8_u2c0_bytes.data());  // online_softmax_attn.pto:19:21
-        DeviceWorkspace p_1_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-        if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
-            return -1;  // online_softmax_attn.pto:19:17
-        }
-        float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
-        DeviceWorkspace t10_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-        if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
-            return -1;  // online_softmax_attn.pto:20:20
-        }
-        float* t10_u2c0 = reinterpret_cast<float*>(t10_u2c0_bytes.data());  // online_softmax_attn.pto:20:20
-        DeviceWorkspace t13_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
-            return -1;  // online_softmax_attn.pto:21:22
-        }
-        float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // online_softmax_attn.pto:21:22
-        DeviceWorkspace t15_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
-            return -1;  // online_softmax_attn.pto:21:43
-        }
-        bfloat16_t* t15_u2c0 = reinterpret_cast<bfloat16_t*>(t15_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
-        DeviceWorkspace t14_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
-            return -1;  // online_softmax_attn.pto:21:36
-        }
-        float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
-        attn_bf16_k5_launch(1, ptodsl_stream, t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
-        if (!launched("the launch of attn_bf16_k5")) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        attn_bf16_k6_launch(1, ptodsl_stream, vj_u2c0, t15_u2c0, t14_u2c0, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
-        if (!launched("the launch of attn_bf16_k6")) {  // online_softmax_attn.pto:21:36
-            return -1;  // online_softmax_attn.pto:21:36
-        }
-        bfloat16_t* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-        bfloat16_t* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
-        DeviceWorkspace t0_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-        attn_bf16_k7_launch(1, ptodsl_stream, t13_u2c0, t14_u2c0, acc, m_new_u2c0, m, S, D);  // online_softmax_attn.pto:21:22
-        if (!launched("the launch of attn_bf16_k7")) {  // online_softmax_attn.pto:21:22
-            return -1;  // online_softmax_attn.pto:21:22
-        }
-        DeviceWorkspace s_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-        attn_bf16_k8_launch(1, ptodsl_stream, kj_u2c1, q, t0_u2c1, L, j_u2, D, S);  // online_softmax_attn.pto:10:13
-        if (!launched("the launch of attn_bf16_k8")) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        DeviceWorkspace m_new_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-        if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
-            return -1;  // online_softmax_attn.pto:17:21
-        }
-        float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
-        DeviceWorkspace alpha_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-        if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
-            return -1;  // online_softmax_attn.pto:18:21
-        }
-        float* alpha_u2c1 = reinterpret_cast<float*>(alpha_u2c1_bytes.data());  // online_softmax_attn.pto:18:21
-        DeviceWorkspace t8_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-        if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
-            return -1;  // online_softmax_attn.pto:19:21
-        }
-        float* t8_u2c1 = reinterpret_cast<float*>(t8_u2c1_bytes.data());  // online_softmax_attn.pto:19:21
-        DeviceWorkspace p_1_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-        if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
-            return -1;  // online_softmax_attn.pto:19:17
-        }
-        float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-        DeviceWorkspace t10_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-        if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
-            return -1;  // online_softmax_attn.pto:20:20
-        }
-        float* t10_u2c1 = reinterpret_cast<float*>(t10_u2c1_bytes.data());  // online_softmax_attn.pto:20:20
-        DeviceWorkspace t13_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
-            return -1;  // online_softmax_attn.pto:21:22
-        }
-        float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // online_softmax_attn.pto:21:22
-        DeviceWorkspace t15_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
-            return -1;  // online_softmax_attn.pto:21:43
-        }
-        bfloat16_t* t15_u2c1 = reinterpret_cast<bfloat16_t*>(t15_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
-        DeviceWorkspace t14_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
-            return -1;  // online_softmax_attn.pto:21:36
-        }
-        float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
-        attn_bf16_k9_launch(1, ptodsl_stream, t0_u2c1, s_u2c1, m, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, l, t10_u2c1, acc, t13_u2c1, t15_u2c1, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
-        if (!launched("the launch of attn_bf16_k9")) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        attn_bf16_k10_launch(1, ptodsl_stream, vj_u2c1, t15_u2c1, t14_u2c1, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
-        if (!launched("the launch of attn_bf16_k10")) {  // online_softmax_attn.pto:21:36
-            return -1;  // online_softmax_attn.pto:21:36
-        }
-        attn_bf16_k11_launch(1, ptodsl_stream, t13_u2c1, t14_u2c1, acc, m_new_u2c1, m, S, D);  // online_softmax_attn.pto:21:22
-        if (!launched("the launch of attn_bf16_k11")) {  // online_softmax_attn.pto:21:22
-            return -1;  // online_softmax_attn.pto:21:22
+        attn_bf16_k2_launch(attn_bf16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, t10_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        if (!launched("the launch of attn_bf16_k2")) {  // online_softmax_attn.pto:7:5
+            return -1;  // online_softmax_attn.pto:7:5
         }
     }
-    for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
-        bfloat16_t* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
-        bfloat16_t* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
-        DeviceWorkspace t0_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace m_new_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
+        return -1;  // online_softmax_attn.pto:17:21
+    }
+    float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
+    DeviceWorkspace alpha_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
+        return -1;  // online_softmax_attn.pto:18:21
+    }
+    float* alpha_u1c0 = reinterpret_cast<float*>(alpha_u1c0_bytes.data());  // online_softmax_attn.pto:18:21
+    DeviceWorkspace t8_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
+        return -1;  // online_softmax_attn.pto:19:21
+    }
+    float* t8_u1c0 = reinterpret_cast<float*>(t8_u1c0_bytes.data());  // online_softmax_attn.pto:19:21
+    DeviceWorkspace p_1_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
+        return -1;  // online_softmax_attn.pto:19:17
+    }
+    float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
+    DeviceWorkspace t10_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+    if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
+        return -1;  // online_softmax_attn.pto:20:20
+    }
+    float* t10_u1c0 = reinterpret_cast<float*>(t10_u1c0_bytes.data());  // online_softmax_attn.pto:20:20
+    DeviceWorkspace t13_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
+        return -1;  // online_softmax_attn.pto:21:22
+    }
+    float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
+    DeviceWorkspace t15_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
+        return -1;  // online_softmax_attn.pto:21:43
+    }
+    bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
+        return -1;  // online_softmax_attn.pto:21:36
+    }
+    float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
+    {  // online_softmax_attn.pto:7:5
+        const int64_t attn_bf16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
+        uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
+        if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
+            return -1;  // online_softmax_attn.pto:7:5
         }
-        float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-        DeviceWorkspace s_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-        attn_bf16_k12_launch(1, ptodsl_stream, kj_u1c0, q, t0_u1c0, L, j_u1, D, S);  // online_softmax_attn.pto:10:13
-        if (!launched("the launch of attn_bf16_k12")) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        DeviceWorkspace m_new_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-        if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
-            return -1;  // online_softmax_attn.pto:17:21
-        }
-        float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
-        DeviceWorkspace alpha_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-        if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
-            return -1;  // online_softmax_attn.pto:18:21
-        }
-        float* alpha_u1c0 = reinterpret_cast<float*>(alpha_u1c0_bytes.data());  // online_softmax_attn.pto:18:21
-        DeviceWorkspace t8_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-        if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
-            return -1;  // online_softmax_attn.pto:19:21
-        }
-        float* t8_u1c0 = reinterpret_cast<float*>(t8_u1c0_bytes.data());  // online_softmax_attn.pto:19:21
-        DeviceWorkspace p_1_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-        if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
-            return -1;  // online_softmax_attn.pto:19:17
-        }
-        float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
-        DeviceWorkspace t10_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-        if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
-            return -1;  // online_softmax_attn.pto:20:20
-        }
-        float* t10_u1c0 = reinterpret_cast<float*>(t10_u1c0_bytes.data());  // online_softmax_attn.pto:20:20
-        DeviceWorkspace t13_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
-            return -1;  // online_softmax_attn.pto:21:22
-        }
-        float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
-        DeviceWorkspace t15_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
-            return -1;  // online_softmax_attn.pto:21:43
-        }
-        bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
-        DeviceWorkspace t14_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
-            return -1;  // online_softmax_attn.pto:21:36
-        }
-        float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
-        attn_bf16_k13_launch(1, ptodsl_stream, t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, S, L, j_u1, scale, D);  // online_softmax_attn.pto:10:13
-        if (!launched("the launch of attn_bf16_k13")) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        attn_bf16_k14_launch(1, ptodsl_stream, vj_u1c0, t15_u1c0, t14_u1c0, D, L, j_u1, S);  // online_softmax_attn.pto:21:36
-        if (!launched("the launch of attn_bf16_k14")) {  // online_softmax_attn.pto:21:36
-            return -1;  // online_softmax_attn.pto:21:36
-        }
-        attn_bf16_k15_launch(1, ptodsl_stream, t13_u1c0, t14_u1c0, acc, m_new_u1c0, m, S, D);  // online_softmax_attn.pto:21:22
-        if (!launched("the launch of attn_bf16_k15")) {  // online_softmax_attn.pto:21:22
-            return -1;  // online_softmax_attn.pto:21:22
+        attn_bf16_k3_launch(attn_bf16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        if (!launched("the launch of attn_bf16_k3")) {  // online_softmax_attn.pto:7:5
+            return -1;  // online_softmax_attn.pto:7:5
         }
     }
+    DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+        return -1;  // online_softmax_attn.pto:10:13
+    }
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
+    DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
+        return -1;  // online_softmax_attn.pto:17:21
+    }
+    float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
+    DeviceWorkspace alpha_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
+        return -1;  // online_softmax_attn.pto:18:21
+    }
+    float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // online_softmax_attn.pto:18:21
+    DeviceWorkspace t8_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+    if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
+        return -1;  // online_softmax_attn.pto:19:21
+    }
+    float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // online_softmax_attn.pto:19:21
+    DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
+        return -1;  // online_softmax_attn.pto:19:17
+    }
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
+    DeviceWorkspace t10_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+    if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
+        return -1;  // online_softmax_attn.pto:20:20
+    }
+    float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // online_softmax_attn.pto:20:20
+    DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
+        return -1;  // online_softmax_attn.pto:21:22
+    }
+    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
+    DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
+        return -1;  // online_softmax_attn.pto:21:43
+    }
+    bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
+        return -1;  // online_softmax_attn.pto:21:36
+    }
+    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
     if ((L + 63) / 64 >= 2) {  // online_softmax_attn.pto:7:5
-        for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
-            bfloat16_t* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
-            bfloat16_t* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-            DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-                return -1;  // online_softmax_attn.pto:10:13
+        {  // online_softmax_attn.pto:7:5
+            const int64_t attn_bf16_k4_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
+            uint64_t* ffts_3 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
+            if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
+                return -1;  // online_softmax_attn.pto:7:5
             }
-            float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
-            DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-                return -1;  // online_softmax_attn.pto:10:13
-            }
-            float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k16_blocks = max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), 24), 1)), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k16_launch(attn_bf16_k16_blocks, ptodsl_stream, kj_last, q, t0_last, L, D, S);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k16")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-            if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
-                return -1;  // online_softmax_attn.pto:17:21
-            }
-            float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
-            DeviceWorkspace alpha_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-            if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
-                return -1;  // online_softmax_attn.pto:18:21
-            }
-            float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // online_softmax_attn.pto:18:21
-            DeviceWorkspace t8_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-            if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
-                return -1;  // online_softmax_attn.pto:19:21
-            }
-            float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // online_softmax_attn.pto:19:21
-            DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-            if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
-                return -1;  // online_softmax_attn.pto:19:17
-            }
-            float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
-            DeviceWorkspace t10_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-            if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
-                return -1;  // online_softmax_attn.pto:20:20
-            }
-            float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // online_softmax_attn.pto:20:20
-            DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-            if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
-                return -1;  // online_softmax_attn.pto:21:22
-            }
-            float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
-            DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
-            if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
-                return -1;  // online_softmax_attn.pto:21:43
-            }
-            bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
-            DeviceWorkspace t14_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-            if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
-                return -1;  // online_softmax_attn.pto:21:36
-            }
-            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k17_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k17_launch(attn_bf16_k17_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k17")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k17p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k17p1_launch(attn_bf16_k17p1_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k17p1")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k17p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k17p2_launch(attn_bf16_k17p2_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k17p2")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k17p3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k17p3_launch(attn_bf16_k17p3_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k17p3")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k17p3p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k17p3p1_launch(attn_bf16_k17p3p1_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k17p3p1")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:10:13
-                const int64_t attn_bf16_k17p3p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
-                attn_bf16_k17p3p2_launch(attn_bf16_k17p3p2_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
-                if (!launched("the launch of attn_bf16_k17p3p2")) {  // online_softmax_attn.pto:10:13
-                    return -1;  // online_softmax_attn.pto:10:13
-                }
-            }
-            {  // online_softmax_attn.pto:21:36
-                const int64_t attn_bf16_k18_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:21:36
-                attn_bf16_k18_launch(attn_bf16_k18_blocks, ptodsl_stream, vj_last, t15_last, t14_last, D, L, S);  // online_softmax_attn.pto:21:36
-                if (!launched("the launch of attn_bf16_k18")) {  // online_softmax_attn.pto:21:36
-                    return -1;  // online_softmax_attn.pto:21:36
-                }
-            }
-            {  // online_softmax_attn.pto:21:22
-                const int64_t attn_bf16_k19_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:21:22
-                attn_bf16_k19_launch(attn_bf16_k19_blocks, ptodsl_stream, t13_last, t14_last, acc, m_new_last, m, l, o, S, D);  // online_softmax_attn.pto:21:22
-                if (!launched("the launch of attn_bf16_k19")) {  // online_softmax_attn.pto:21:22
-                    return -1;  // online_softmax_attn.pto:21:22
-                }
-            }
-            {  // online_softmax_attn.pto:21:22
-                const int64_t attn_bf16_k19p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:21:22
-                attn_bf16_k19p1_launch(attn_bf16_k19p1_blocks, ptodsl_stream, t13_last, t14_last, acc, m_new_last, m, l, o, S, D);  // online_softmax_attn.pto:21:22
-                if (!launched("the launch of attn_bf16_k19p1")) {  // online_softmax_attn.pto:21:22
-                    return -1;  // online_softmax_attn.pto:21:22
-                }
+            attn_bf16_k4_launch(attn_bf16_k4_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // online_softmax_attn.pto:7:5
+            if (!launched("the launch of attn_bf16_k4")) {  // online_softmax_attn.pto:7:5
+                return -1;  // online_softmax_attn.pto:7:5
             }
         }
     }

@@ -21,85 +21,106 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L)
+extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT17 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT19 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT54B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT55B0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT57B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT61B0 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT54B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT55B1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT57B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT61B1 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    for (int64_t _g16 = block_index * ceil_div((S + 63) / 64, block_count); _g16 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_g16) {  // flash_attn.pto:13:20
-        pipe_barrier(PIPE_V);
-        TileT17 t17(min_i64(S - _g16 * 64, 64));  // flash_attn.pto:13:20
-        TASSIGN(t17, 0);  // flash_attn.pto:13:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TEXPANDS(t17, -__builtin_inff());  // flash_attn.pto:13:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // flash_attn.pto:13:20
-            TileT19 t19(min_i64(S - _g16 * 64, 64), min_i64(min_i64(L, 64) - _k18 * 64, 64));  // flash_attn.pto:13:20
-            TASSIGN(t19, 2048);  // flash_attn.pto:13:20
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:13:20
-            GmView0 s_firstGm0(s_first + _g16 * 64 * 64 + _k18 * 64, GmView0::Shape(t19.GetValidRow(), t19.GetValidCol()));  // flash_attn.pto:13:20
-            TLOAD(t19, s_firstGm0);  // flash_attn.pto:13:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT20 t20(min_i64(S - _g16 * 64, 64));  // flash_attn.pto:13:20
-            TASSIGN(t20, 18432);  // flash_attn.pto:13:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0;  // flash_attn.pto:13:20
-            TASSIGN(tmp0, 34816);  // flash_attn.pto:13:20
-            TROWMAX(t20, t19, tmp0);  // flash_attn.pto:13:20
-            pipe_barrier(PIPE_V);
-            TMAX(t17, t17, t20);  // flash_attn.pto:13:20
-        }
+    for (int64_t _qb1 = block_index * ceil_div((S + 63) / 64, block_count); _qb1 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb1) {  // flash_attn.pto:8:5
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
-        GmView1 mGm1(m + _g16 * 64, GmView1::Shape(t17.GetValidRow()));  // flash_attn.pto:13:20
-        TSTORE(mGm1, t17);  // flash_attn.pto:13:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
-            TileT23 t23(min_i64(S - _g16 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t23, 2048);  // flash_attn.pto:14:21
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-            GmView2 s_firstGm2(s_first + _g16 * 64 * 64 + _g22 * 64, GmView2::Shape(t23.GetValidRow(), t23.GetValidCol()));  // flash_attn.pto:14:21
-            TLOAD(t23, s_firstGm2);  // flash_attn.pto:14:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT26 t26(min_i64(S - _g16 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t26, 18432);  // flash_attn.pto:14:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(min_i64(S - _g16 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(tmp1, 34816);  // flash_attn.pto:14:21
-            TROWEXPAND(tmp1, t17);  // flash_attn.pto:14:21
-            pipe_barrier(PIPE_V);  // flash_attn.pto:14:21
-            TROWEXPANDSUB(t26, t23, tmp1);  // flash_attn.pto:14:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-            GmView3 t2_firstGm3(t2_first + _g16 * 64 * 64 + _g22 * 64, GmView3::Shape(t26.GetValidRow(), t26.GetValidCol()));  // flash_attn.pto:14:21
-            TSTORE(t2_firstGm3, t26);  // flash_attn.pto:14:21
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g53_db = 0; _g53_db < ((D + 63) / 64 + 1) / 2; ++_g53_db) {  // flash_attn.pto:25:25
+            pipe_barrier(PIPE_V);
+            TileT54B0 t54_b0(min_i64(S - _qb1 * 64, 64), min_i64(D - _g53_db * 2 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t54_b0, 0);  // flash_attn.pto:25:25
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
+            GmView0 accGm0(acc + _qb1 * 64 * D + _g53_db * 2 * 64, GmView0::Shape(t54_b0.GetValidRow(), t54_b0.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:25:25
+            TLOAD(t54_b0, accGm0);  // flash_attn.pto:25:25
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            TileT55B0 t55_b0(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t55_b0, 16384);  // flash_attn.pto:25:25
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
+            GmView1 lGm1(l + _qb1 * 64, GmView1::Shape(t55_b0.GetValidRow()));  // flash_attn.pto:25:25
+            TLOAD(t55_b0, lGm1);  // flash_attn.pto:25:25
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT57B0 t57_b0(min_i64(S - _qb1 * 64, 64), min_i64(D - _g53_db * 2 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t57_b0, 18432);  // flash_attn.pto:25:25
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp0(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(tmp0, 69632);  // flash_attn.pto:25:25
+            TROWEXPAND(tmp0, t55_b0);  // flash_attn.pto:25:25
+            pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
+            TROWEXPANDDIV(t57_b0, t54_b0, tmp0);  // flash_attn.pto:25:25
+            TileT61B0 t61_b0(min_i64(S - _qb1 * 64, 64), min_i64(D - _g53_db * 2 * 64, 64));  // flash_attn.pto:25:20
+            TASSIGN(t61_b0, 0);  // flash_attn.pto:25:20
+            pipe_barrier(PIPE_V);
+            TCVT(t61_b0, t57_b0, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+            GmView2 oGm2(o + _qb1 * 64 * D + _g53_db * 2 * 64, GmView2::Shape(t61_b0.GetValidRow(), t61_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:25:20
+            TSTORE(oGm2, t61_b0);  // flash_attn.pto:25:20
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g53_dr = 0; _g53_dr < min_i64((D + 63) / 64 - (_g53_db * 2 + 1), 1); ++_g53_dr) {  // flash_attn.pto:25:25
+                TileT54B1 t54_b1(min_i64(S - _qb1 * 64, 64), min_i64(D - (_g53_db * 2 + 1 + _g53_dr) * 64, 64));  // flash_attn.pto:25:25
+                TASSIGN(t54_b1, 34816);  // flash_attn.pto:25:25
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
+                GmView3 accGm3(acc + _qb1 * 64 * D + (_g53_db * 2 + 1 + _g53_dr) * 64, GmView3::Shape(t54_b1.GetValidRow(), t54_b1.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:25:25
+                TLOAD(t54_b1, accGm3);  // flash_attn.pto:25:25
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                TileT55B1 t55_b1(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:25:25
+                TASSIGN(t55_b1, 51200);  // flash_attn.pto:25:25
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
+                GmView4 lGm4(l + _qb1 * 64, GmView4::Shape(t55_b1.GetValidRow()));  // flash_attn.pto:25:25
+                TLOAD(t55_b1, lGm4);  // flash_attn.pto:25:25
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT57B1 t57_b1(min_i64(S - _qb1 * 64, 64), min_i64(D - (_g53_db * 2 + 1 + _g53_dr) * 64, 64));  // flash_attn.pto:25:25
+                TASSIGN(t57_b1, 53248);  // flash_attn.pto:25:25
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileTmp0 tmp1(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:25:25
+                TASSIGN(tmp1, 69632);  // flash_attn.pto:25:25
+                TROWEXPAND(tmp1, t55_b1);  // flash_attn.pto:25:25
+                pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
+                TROWEXPANDDIV(t57_b1, t54_b1, tmp1);  // flash_attn.pto:25:25
+                TileT61B1 t61_b1(min_i64(S - _qb1 * 64, 64), min_i64(D - (_g53_db * 2 + 1 + _g53_dr) * 64, 64));  // flash_attn.pto:25:20
+                TASSIGN(t61_b1, 34816);  // flash_attn.pto:25:20
+                pipe_barrier(PIPE_V);
+                TCVT(t61_b1, t57_b1, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+                GmView5 oGm5(o + _qb1 * 64 * D + (_g53_db * 2 + 1 + _g53_dr) * 64, GmView5::Shape(t61_b1.GetValidRow(), t61_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:25:20
+                TSTORE(oGm5, t61_b1);  // flash_attn.pto:25:20
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 }

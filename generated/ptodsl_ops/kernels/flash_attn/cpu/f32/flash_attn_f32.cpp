@@ -12,24 +12,10 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* kj_first, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, int64_t L, int64_t D, int64_t S, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k1p1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k1p2(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k1p2p1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* vj_first, __gm__ float* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k4(__gm__ float* kj, __gm__ float* q, __gm__ float* t0, __gm__ float* s, int64_t L, int64_t j, int64_t D, int64_t S, float scale);
-extern "C" __global__ AICORE void flash_attn_f32_k5(__gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* alpha, __gm__ float* t8, __gm__ float* p_1, __gm__ float* l, __gm__ float* t10, __gm__ float* acc, __gm__ float* t13, __gm__ float* t15, int64_t S, int64_t L, int64_t j, int64_t D);
-extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ float* vj, __gm__ float* t14, __gm__ float* t13, __gm__ float* acc, __gm__ float* m_new, __gm__ float* m, int64_t S, int64_t D, int64_t L, int64_t j);
-extern "C" __global__ AICORE void flash_attn_f32_k7(__gm__ float* kj_last, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, int64_t L, int64_t D, int64_t S, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k8p1(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k8p2(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k8p2p1(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k8p2p2(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm__ float* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k10(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* alpha, __gm__ float* t8, __gm__ float* p_1, __gm__ float* l, __gm__ float* t10, __gm__ float* acc, __gm__ float* t13, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -61,11 +47,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -92,24 +73,26 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
     float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:6:9
     std::vector<unsigned char> acc_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:7:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:7:11
+    std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:11:13
+    std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
+    std::vector<unsigned char> t2_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:21
+    float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // flash_attn.pto:14:21
+    std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
+    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:14:17
+    std::vector<unsigned char> t5_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:16:29
+    float* t5_first = reinterpret_cast<float*>(t5_first_bytes.data());  // flash_attn.pto:16:29
     if ((L + 63) / 64 >= 1) {  // flash_attn.pto:8:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:8:5
-            float* kj_first = k;  // flash_attn.pto:9:14
-            float* vj_first = v;  // flash_attn.pto:10:14
-            std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:11:13
-            std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
-            std::vector<unsigned char> t2_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:21
-            float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // flash_attn.pto:14:21
-            {  // flash_attn.pto:11:13
-                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64), max_i64(((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // flash_attn.pto:11:13
+            {  // flash_attn.pto:8:5
+                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
                 bool flash_attn_f32_k0_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k0_block = 0; flash_attn_f32_k0_block < flash_attn_f32_k0_blocks; ++flash_attn_f32_k0_block) {  // flash_attn.pto:11:13
+                for (int64_t flash_attn_f32_k0_block = 0; flash_attn_f32_k0_block < flash_attn_f32_k0_blocks; ++flash_attn_f32_k0_block) {  // flash_attn.pto:8:5
                     try {
-                        start_launch(poison);  // flash_attn.pto:11:13
-                        flash_attn_f32_k0(kj_first, q, t0_first, s_first, L, D, S, scale, flash_attn_f32_k0_block, flash_attn_f32_k0_blocks);  // flash_attn.pto:11:13
+                        start_launch(poison);  // flash_attn.pto:8:5
+                        flash_attn_f32_k0(k, v, q, t0_first, s_first, m, t2_first, p_first, l, t5_first, acc, S, D, L, scale, flash_attn_f32_k0_block, flash_attn_f32_k0_blocks);  // flash_attn.pto:8:5
 #ifdef PTO_CPU_SUBSET
                     } catch (const pto::cpu::Failure&) {
 #endif
@@ -127,153 +110,24 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
                 }
 #endif
             }
-            std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
-            float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:14:17
-            std::vector<unsigned char> t5_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:16:29
-            float* t5_first = reinterpret_cast<float*>(t5_first_bytes.data());  // flash_attn.pto:16:29
-            {  // flash_attn.pto:13:20
-                const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:13:20
-                bool flash_attn_f32_k1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k1_block = 0; flash_attn_f32_k1_block < flash_attn_f32_k1_blocks; ++flash_attn_f32_k1_block) {  // flash_attn.pto:13:20
-                    try {
-                        start_launch(poison);  // flash_attn.pto:13:20
-                        flash_attn_f32_k1(s_first, m, t2_first, p_first, l, t5_first, S, L, flash_attn_f32_k1_block, flash_attn_f32_k1_blocks);  // flash_attn.pto:13:20
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k1_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // flash_attn.pto:13:20
-                const int64_t flash_attn_f32_k1p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:13:20
-                bool flash_attn_f32_k1p1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k1p1_block = 0; flash_attn_f32_k1p1_block < flash_attn_f32_k1p1_blocks; ++flash_attn_f32_k1p1_block) {  // flash_attn.pto:13:20
-                    try {
-                        start_launch(poison);  // flash_attn.pto:13:20
-                        flash_attn_f32_k1p1(s_first, m, t2_first, p_first, l, t5_first, S, L, flash_attn_f32_k1p1_block, flash_attn_f32_k1p1_blocks);  // flash_attn.pto:13:20
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k1p1_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k1p1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // flash_attn.pto:13:20
-                const int64_t flash_attn_f32_k1p2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:13:20
-                bool flash_attn_f32_k1p2_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k1p2_block = 0; flash_attn_f32_k1p2_block < flash_attn_f32_k1p2_blocks; ++flash_attn_f32_k1p2_block) {  // flash_attn.pto:13:20
-                    try {
-                        start_launch(poison);  // flash_attn.pto:13:20
-                        flash_attn_f32_k1p2(s_first, m, t2_first, p_first, l, t5_first, S, L, flash_attn_f32_k1p2_block, flash_attn_f32_k1p2_blocks);  // flash_attn.pto:13:20
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k1p2_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k1p2_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // flash_attn.pto:13:20
-                const int64_t flash_attn_f32_k1p2p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:13:20
-                bool flash_attn_f32_k1p2p1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k1p2p1_block = 0; flash_attn_f32_k1p2p1_block < flash_attn_f32_k1p2p1_blocks; ++flash_attn_f32_k1p2p1_block) {  // flash_attn.pto:13:20
-                    try {
-                        start_launch(poison);  // flash_attn.pto:13:20
-                        flash_attn_f32_k1p2p1(s_first, m, t2_first, p_first, l, t5_first, S, L, flash_attn_f32_k1p2p1_block, flash_attn_f32_k1p2p1_blocks);  // flash_attn.pto:13:20
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k1p2p1_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k1p2p1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // flash_attn.pto:16:22
-                const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // flash_attn.pto:16:22
-                bool flash_attn_f32_k2_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k2_block = 0; flash_attn_f32_k2_block < flash_attn_f32_k2_blocks; ++flash_attn_f32_k2_block) {  // flash_attn.pto:16:22
-                    try {
-                        start_launch(poison);  // flash_attn.pto:16:22
-                        flash_attn_f32_k2(vj_first, t5_first, acc, D, L, S, flash_attn_f32_k2_block, flash_attn_f32_k2_blocks);  // flash_attn.pto:16:22
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k2_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k2_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
             if ((L + 63) / 64 == 1) {  // flash_attn.pto:24:9
-                {  // flash_attn.pto:25:25
-                    const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:25:25
-                    bool flash_attn_f32_k3_block_no_memory = false;
+                {  // flash_attn.pto:8:5
+                    const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:8:5
+                    bool flash_attn_f32_k1_block_no_memory = false;
                     #pragma omp parallel for schedule(static)
-                    for (int64_t flash_attn_f32_k3_block = 0; flash_attn_f32_k3_block < flash_attn_f32_k3_blocks; ++flash_attn_f32_k3_block) {  // flash_attn.pto:25:25
+                    for (int64_t flash_attn_f32_k1_block = 0; flash_attn_f32_k1_block < flash_attn_f32_k1_blocks; ++flash_attn_f32_k1_block) {  // flash_attn.pto:8:5
                         try {
-                            start_launch(poison);  // flash_attn.pto:25:25
-                            flash_attn_f32_k3(acc, l, o, S, D, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:25:25
+                            start_launch(poison);  // flash_attn.pto:8:5
+                            flash_attn_f32_k1(acc, l, o, S, D, flash_attn_f32_k1_block, flash_attn_f32_k1_blocks);  // flash_attn.pto:8:5
 #ifdef PTO_CPU_SUBSET
                         } catch (const pto::cpu::Failure&) {
 #endif
                         } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                            flash_attn_f32_k3_block_no_memory = true;
+                            flash_attn_f32_k1_block_no_memory = true;
                         }
                     }
-                    if (flash_attn_f32_k3_block_no_memory) {
+                    if (flash_attn_f32_k1_block_no_memory) {
                         throw std::bad_alloc();
                     }
 #ifdef PTO_CPU_SUBSET
@@ -285,260 +139,96 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
             }
         }
     }
-    for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
-        float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
-        float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-        std::vector<unsigned char> t0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-        float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
-        std::vector<unsigned char> s_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-        float* s = reinterpret_cast<float*>(s_bytes.data());  // flash_attn.pto:11:13
-        std::vector<unsigned char> m_new_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
-        float* m_new = reinterpret_cast<float*>(m_new_bytes.data());  // flash_attn.pto:18:21
-        std::vector<unsigned char> alpha_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
-        float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:19:21
-        std::vector<unsigned char> t8_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
-        float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // flash_attn.pto:20:21
-        start_launch(poison);  // flash_attn.pto:11:13
-        flash_attn_f32_k4(kj, q, t0, s, L, j, D, S, scale);  // flash_attn.pto:11:13
-        std::vector<unsigned char> p_1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
-        float* p_1 = reinterpret_cast<float*>(p_1_bytes.data());  // flash_attn.pto:20:17
-        std::vector<unsigned char> t10_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
-        float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // flash_attn.pto:21:20
-        std::vector<unsigned char> t13_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
-        float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // flash_attn.pto:22:22
-        std::vector<unsigned char> t15_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
-        float* t15 = reinterpret_cast<float*>(t15_bytes.data());  // flash_attn.pto:22:43
-        std::vector<unsigned char> t14_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-        float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
-        start_launch(poison);  // flash_attn.pto:18:32
-        flash_attn_f32_k5(s, m, m_new, alpha, t8, p_1, l, t10, acc, t13, t15, S, L, j, D);  // flash_attn.pto:18:32
-        start_launch(poison);  // flash_attn.pto:22:36
-        flash_attn_f32_k6(t15, vj, t14, t13, acc, m_new, m, S, D, L, j);  // flash_attn.pto:22:36
+    std::vector<unsigned char> t0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
+    std::vector<unsigned char> s_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    float* s = reinterpret_cast<float*>(s_bytes.data());  // flash_attn.pto:11:13
+    std::vector<unsigned char> m_new_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
+    float* m_new = reinterpret_cast<float*>(m_new_bytes.data());  // flash_attn.pto:18:21
+    std::vector<unsigned char> alpha_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
+    float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:19:21
+    std::vector<unsigned char> t8_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
+    float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // flash_attn.pto:20:21
+    std::vector<unsigned char> p_1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
+    float* p_1 = reinterpret_cast<float*>(p_1_bytes.data());  // flash_attn.pto:20:17
+    std::vector<unsigned char> t10_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
+    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // flash_attn.pto:21:20
+    std::vector<unsigned char> t13_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
+    float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // flash_attn.pto:22:22
+    std::vector<unsigned char> t15_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
+    float* t15 = reinterpret_cast<float*>(t15_bytes.data());  // flash_attn.pto:22:43
+    std::vector<unsigned char> t14_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
+    float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
+    {  // flash_attn.pto:8:5
+        const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
+        bool flash_attn_f32_k2_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t flash_attn_f32_k2_block = 0; flash_attn_f32_k2_block < flash_attn_f32_k2_blocks; ++flash_attn_f32_k2_block) {  // flash_attn.pto:8:5
+            try {
+                start_launch(poison);  // flash_attn.pto:8:5
+                flash_attn_f32_k2(k, v, q, t0, s, m, m_new, alpha, t8, p_1, l, t10, acc, t13, t15, t14, S, L, D, scale, flash_attn_f32_k2_block, flash_attn_f32_k2_blocks);  // flash_attn.pto:8:5
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                flash_attn_f32_k2_block_no_memory = true;
+            }
+        }
+        if (flash_attn_f32_k2_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
+    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
+    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
+    std::vector<unsigned char> m_new_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
+    float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // flash_attn.pto:18:21
+    std::vector<unsigned char> alpha_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
+    float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // flash_attn.pto:19:21
+    std::vector<unsigned char> t8_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
+    float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // flash_attn.pto:20:21
+    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
+    std::vector<unsigned char> t10_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
+    float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // flash_attn.pto:21:20
+    std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
+    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // flash_attn.pto:22:22
+    std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
+    float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:22:43
+    std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
+    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
     if ((L + 63) / 64 >= 2) {  // flash_attn.pto:8:5
-        for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
-            float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
-            float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
-            std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
-            std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
-            std::vector<unsigned char> m_new_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
-            float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // flash_attn.pto:18:21
-            std::vector<unsigned char> alpha_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
-            float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // flash_attn.pto:19:21
-            std::vector<unsigned char> t8_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
-            float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // flash_attn.pto:20:21
-            {  // flash_attn.pto:11:13
-                const int64_t flash_attn_f32_k7_blocks = max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), 24), 1)), 1);  // flash_attn.pto:11:13
-                bool flash_attn_f32_k7_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k7_block = 0; flash_attn_f32_k7_block < flash_attn_f32_k7_blocks; ++flash_attn_f32_k7_block) {  // flash_attn.pto:11:13
-                    try {
-                        start_launch(poison);  // flash_attn.pto:11:13
-                        flash_attn_f32_k7(kj_last, q, t0_last, s_last, L, D, S, scale, flash_attn_f32_k7_block, flash_attn_f32_k7_blocks);  // flash_attn.pto:11:13
+        {  // flash_attn.pto:8:5
+            const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
+            bool flash_attn_f32_k3_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t flash_attn_f32_k3_block = 0; flash_attn_f32_k3_block < flash_attn_f32_k3_blocks; ++flash_attn_f32_k3_block) {  // flash_attn.pto:8:5
+                try {
+                    start_launch(poison);  // flash_attn.pto:8:5
+                    flash_attn_f32_k3(k, v, q, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, t14_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:8:5
 #ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
+                } catch (const pto::cpu::Failure&) {
 #endif
-                    } catch (const std::bad_alloc&) {
+                } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                        flash_attn_f32_k7_block_no_memory = true;
-                    }
+                    flash_attn_f32_k3_block_no_memory = true;
                 }
-                if (flash_attn_f32_k7_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
             }
-            std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
-            float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
-            std::vector<unsigned char> t10_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
-            float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // flash_attn.pto:21:20
-            std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
-            float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // flash_attn.pto:22:22
-            std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
-            float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:22:43
-            std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:18:32
-                bool flash_attn_f32_k8_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k8_block = 0; flash_attn_f32_k8_block < flash_attn_f32_k8_blocks; ++flash_attn_f32_k8_block) {  // flash_attn.pto:18:32
-                    try {
-                        start_launch(poison);  // flash_attn.pto:18:32
-                        flash_attn_f32_k8(s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D, flash_attn_f32_k8_block, flash_attn_f32_k8_blocks);  // flash_attn.pto:18:32
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k8_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k8_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
+            if (flash_attn_f32_k3_block_no_memory) {
+                throw std::bad_alloc();
             }
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:18:32
-                bool flash_attn_f32_k8p1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k8p1_block = 0; flash_attn_f32_k8p1_block < flash_attn_f32_k8p1_blocks; ++flash_attn_f32_k8p1_block) {  // flash_attn.pto:18:32
-                    try {
-                        start_launch(poison);  // flash_attn.pto:18:32
-                        flash_attn_f32_k8p1(s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D, flash_attn_f32_k8p1_block, flash_attn_f32_k8p1_blocks);  // flash_attn.pto:18:32
 #ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k8p1_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k8p1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
             }
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8p2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:18:32
-                bool flash_attn_f32_k8p2_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k8p2_block = 0; flash_attn_f32_k8p2_block < flash_attn_f32_k8p2_blocks; ++flash_attn_f32_k8p2_block) {  // flash_attn.pto:18:32
-                    try {
-                        start_launch(poison);  // flash_attn.pto:18:32
-                        flash_attn_f32_k8p2(s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D, flash_attn_f32_k8p2_block, flash_attn_f32_k8p2_blocks);  // flash_attn.pto:18:32
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
 #endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k8p2_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k8p2_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8p2p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:18:32
-                bool flash_attn_f32_k8p2p1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k8p2p1_block = 0; flash_attn_f32_k8p2p1_block < flash_attn_f32_k8p2p1_blocks; ++flash_attn_f32_k8p2p1_block) {  // flash_attn.pto:18:32
-                    try {
-                        start_launch(poison);  // flash_attn.pto:18:32
-                        flash_attn_f32_k8p2p1(s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D, flash_attn_f32_k8p2p1_block, flash_attn_f32_k8p2p1_blocks);  // flash_attn.pto:18:32
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k8p2p1_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k8p2p1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8p2p2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:18:32
-                bool flash_attn_f32_k8p2p2_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k8p2p2_block = 0; flash_attn_f32_k8p2p2_block < flash_attn_f32_k8p2p2_blocks; ++flash_attn_f32_k8p2p2_block) {  // flash_attn.pto:18:32
-                    try {
-                        start_launch(poison);  // flash_attn.pto:18:32
-                        flash_attn_f32_k8p2p2(s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D, flash_attn_f32_k8p2p2_block, flash_attn_f32_k8p2p2_blocks);  // flash_attn.pto:18:32
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k8p2p2_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k8p2p2_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // flash_attn.pto:22:36
-                const int64_t flash_attn_f32_k9_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:22:36
-                bool flash_attn_f32_k9_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k9_block = 0; flash_attn_f32_k9_block < flash_attn_f32_k9_blocks; ++flash_attn_f32_k9_block) {  // flash_attn.pto:22:36
-                    try {
-                        start_launch(poison);  // flash_attn.pto:22:36
-                        flash_attn_f32_k9(t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L, flash_attn_f32_k9_block, flash_attn_f32_k9_blocks);  // flash_attn.pto:22:36
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k9_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k9_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // flash_attn.pto:25:25
-                const int64_t flash_attn_f32_k10_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:25:25
-                bool flash_attn_f32_k10_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k10_block = 0; flash_attn_f32_k10_block < flash_attn_f32_k10_blocks; ++flash_attn_f32_k10_block) {  // flash_attn.pto:25:25
-                    try {
-                        start_launch(poison);  // flash_attn.pto:25:25
-                        flash_attn_f32_k10(acc, l, o, S, D, flash_attn_f32_k10_block, flash_attn_f32_k10_blocks);  // flash_attn.pto:25:25
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k10_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k10_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
         }
     }
 #ifdef PTO_CPU_SUBSET

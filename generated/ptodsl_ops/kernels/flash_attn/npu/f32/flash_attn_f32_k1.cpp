@@ -2,7 +2,7 @@
 #include "../../cpu/f32/flash_attn_f32_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches flash_attn_f32_k1 on an NPU stream (vector core).
-extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, int64_t S, int64_t L)
+extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, float* o, int64_t S, int64_t D)
 {
-    flash_attn_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)s_first, (__gm__ float*)m, (__gm__ float*)t2_first, (__gm__ float*)p_first, (__gm__ float*)l, (__gm__ float*)t5_first, S, L);
+    flash_attn_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ float*)l, (__gm__ float*)o, S, D);
 }

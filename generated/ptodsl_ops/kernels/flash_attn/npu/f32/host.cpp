@@ -14,24 +14,10 @@
 #include <utility>
 #include <vector>
 
-extern "C" void flash_attn_f32_k0_launch(uint32_t block_dim, void* stream, float* kj_first, float* q, float* t0_first, float* s_first, int64_t L, int64_t D, int64_t S, float scale);
-extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, int64_t S, int64_t L);
-extern "C" void flash_attn_f32_k1p1_launch(uint32_t block_dim, void* stream, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, int64_t S, int64_t L);
-extern "C" void flash_attn_f32_k1p2_launch(uint32_t block_dim, void* stream, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, int64_t S, int64_t L);
-extern "C" void flash_attn_f32_k1p2p1_launch(uint32_t block_dim, void* stream, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, int64_t S, int64_t L);
-extern "C" void flash_attn_f32_k2_launch(uint32_t block_dim, void* stream, float* vj_first, float* t5_first, float* acc, int64_t D, int64_t L, int64_t S);
-extern "C" void flash_attn_f32_k3_launch(uint32_t block_dim, void* stream, float* acc, float* l, float* o, int64_t S, int64_t D);
-extern "C" void flash_attn_f32_k4_launch(uint32_t block_dim, void* stream, float* kj, float* q, float* t0, float* s, int64_t L, int64_t j, int64_t D, int64_t S, float scale);
-extern "C" void flash_attn_f32_k5_launch(uint32_t block_dim, void* stream, float* s, float* m, float* m_new, float* alpha, float* t8, float* p_1, float* l, float* t10, float* acc, float* t13, float* t15, int64_t S, int64_t L, int64_t j, int64_t D);
-extern "C" void flash_attn_f32_k6_launch(uint32_t block_dim, void* stream, float* t15, float* vj, float* t14, float* t13, float* acc, float* m_new, float* m, int64_t S, int64_t D, int64_t L, int64_t j);
-extern "C" void flash_attn_f32_k7_launch(uint32_t block_dim, void* stream, float* kj_last, float* q, float* t0_last, float* s_last, int64_t L, int64_t D, int64_t S, float scale);
-extern "C" void flash_attn_f32_k8_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
-extern "C" void flash_attn_f32_k8p1_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
-extern "C" void flash_attn_f32_k8p2_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
-extern "C" void flash_attn_f32_k8p2p1_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
-extern "C" void flash_attn_f32_k8p2p2_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
-extern "C" void flash_attn_f32_k9_launch(uint32_t block_dim, void* stream, float* t15_last, float* vj_last, float* t14_last, float* t13_last, float* acc, float* m_new_last, float* m, int64_t S, int64_t D, int64_t L);
-extern "C" void flash_attn_f32_k10_launch(uint32_t block_dim, void* stream, float* acc, float* l, float* o, int64_t S, int64_t D);
+extern "C" void flash_attn_f32_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
+extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, float* o, int64_t S, int64_t D);
+extern "C" void flash_attn_f32_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0, float* s, float* m, float* m_new, float* alpha, float* t8, float* p_1, float* l, float* t10, float* acc, float* t13, float* t15, float* t14, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f32_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, float* t14_last, float* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -135,6 +121,21 @@ private:
     long slot_ = -1;
 };
 
+// The FFTS control address through which a mixed kernel's cube and vector cores set each other's
+// flags (the runtime's; pto-isa's mixed-kernel tests pass it as the kernel's first argument).
+extern "C" int32_t rtGetC2cCtrlAddr(uint64_t* addr, uint32_t* len);  // rtError_t
+static uint64_t* ptodsl_c2c_ctrl()
+{
+    uint64_t addr = 0;
+    uint32_t len = 0;
+    const int32_t rc = rtGetC2cCtrlAddr(&addr, &len);
+    if (rc != 0 && !ptodsl_failed) {
+        std::snprintf(ptodsl_failure, sizeof(ptodsl_failure), "rtGetC2cCtrlAddr returned error %d", rc);
+        ptodsl_failed = true;
+    }
+    return reinterpret_cast<uint64_t*>(addr);
+}
+
 // After a launch: the runtime's error for it, if any.
 static bool launched(const char* kernel)
 {
@@ -212,11 +213,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -248,263 +244,176 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
         return -1;  // flash_attn.pto:7:11
     }
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:7:11
+    DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    if (ptodsl_failed) {  // flash_attn.pto:11:13
+        return -1;  // flash_attn.pto:11:13
+    }
+    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:11:13
+    DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    if (ptodsl_failed) {  // flash_attn.pto:11:13
+        return -1;  // flash_attn.pto:11:13
+    }
+    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
+    DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:21
+    if (ptodsl_failed) {  // flash_attn.pto:14:21
+        return -1;  // flash_attn.pto:14:21
+    }
+    float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // flash_attn.pto:14:21
+    DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
+    if (ptodsl_failed) {  // flash_attn.pto:14:17
+        return -1;  // flash_attn.pto:14:17
+    }
+    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:14:17
+    DeviceWorkspace t5_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:16:29
+    if (ptodsl_failed) {  // flash_attn.pto:16:29
+        return -1;  // flash_attn.pto:16:29
+    }
+    float* t5_first = reinterpret_cast<float*>(t5_first_bytes.data());  // flash_attn.pto:16:29
     if ((L + 63) / 64 >= 1) {  // flash_attn.pto:8:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:8:5
-            float* kj_first = k;  // flash_attn.pto:9:14
-            float* vj_first = v;  // flash_attn.pto:10:14
-            DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            if (ptodsl_failed) {  // flash_attn.pto:11:13
-                return -1;  // flash_attn.pto:11:13
-            }
-            float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:11:13
-            DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            if (ptodsl_failed) {  // flash_attn.pto:11:13
-                return -1;  // flash_attn.pto:11:13
-            }
-            float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
-            DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:21
-            if (ptodsl_failed) {  // flash_attn.pto:14:21
-                return -1;  // flash_attn.pto:14:21
-            }
-            float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // flash_attn.pto:14:21
-            {  // flash_attn.pto:11:13
-                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64), max_i64(((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // flash_attn.pto:11:13
-                flash_attn_f32_k0_launch(flash_attn_f32_k0_blocks, ptodsl_stream, kj_first, q, t0_first, s_first, L, D, S, scale);  // flash_attn.pto:11:13
-                if (!launched("the launch of flash_attn_f32_k0")) {  // flash_attn.pto:11:13
-                    return -1;  // flash_attn.pto:11:13
+            {  // flash_attn.pto:8:5
+                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
+                uint64_t* ffts = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
+                if (ptodsl_failed) {  // flash_attn.pto:8:5
+                    return -1;  // flash_attn.pto:8:5
                 }
-            }
-            DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
-            if (ptodsl_failed) {  // flash_attn.pto:14:17
-                return -1;  // flash_attn.pto:14:17
-            }
-            float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:14:17
-            DeviceWorkspace t5_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:16:29
-            if (ptodsl_failed) {  // flash_attn.pto:16:29
-                return -1;  // flash_attn.pto:16:29
-            }
-            float* t5_first = reinterpret_cast<float*>(t5_first_bytes.data());  // flash_attn.pto:16:29
-            {  // flash_attn.pto:13:20
-                const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:13:20
-                flash_attn_f32_k1_launch(flash_attn_f32_k1_blocks, ptodsl_stream, s_first, m, t2_first, p_first, l, t5_first, S, L);  // flash_attn.pto:13:20
-                if (!launched("the launch of flash_attn_f32_k1")) {  // flash_attn.pto:13:20
-                    return -1;  // flash_attn.pto:13:20
-                }
-            }
-            {  // flash_attn.pto:13:20
-                const int64_t flash_attn_f32_k1p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:13:20
-                flash_attn_f32_k1p1_launch(flash_attn_f32_k1p1_blocks, ptodsl_stream, s_first, m, t2_first, p_first, l, t5_first, S, L);  // flash_attn.pto:13:20
-                if (!launched("the launch of flash_attn_f32_k1p1")) {  // flash_attn.pto:13:20
-                    return -1;  // flash_attn.pto:13:20
-                }
-            }
-            {  // flash_attn.pto:13:20
-                const int64_t flash_attn_f32_k1p2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:13:20
-                flash_attn_f32_k1p2_launch(flash_attn_f32_k1p2_blocks, ptodsl_stream, s_first, m, t2_first, p_first, l, t5_first, S, L);  // flash_attn.pto:13:20
-                if (!launched("the launch of flash_attn_f32_k1p2")) {  // flash_attn.pto:13:20
-                    return -1;  // flash_attn.pto:13:20
-                }
-            }
-            {  // flash_attn.pto:13:20
-                const int64_t flash_attn_f32_k1p2p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:13:20
-                flash_attn_f32_k1p2p1_launch(flash_attn_f32_k1p2p1_blocks, ptodsl_stream, s_first, m, t2_first, p_first, l, t5_first, S, L);  // flash_attn.pto:13:20
-                if (!launched("the launch of flash_attn_f32_k1p2p1")) {  // flash_attn.pto:13:20
-                    return -1;  // flash_attn.pto:13:20
-                }
-            }
-            {  // flash_attn.pto:16:22
-                const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // flash_attn.pto:16:22
-                flash_attn_f32_k2_launch(flash_attn_f32_k2_blocks, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // flash_attn.pto:16:22
-                if (!launched("the launch of flash_attn_f32_k2")) {  // flash_attn.pto:16:22
-                    return -1;  // flash_attn.pto:16:22
+                flash_attn_f32_k0_launch(flash_attn_f32_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, t2_first, p_first, l, t5_first, acc, S, D, L, scale);  // flash_attn.pto:8:5
+                if (!launched("the launch of flash_attn_f32_k0")) {  // flash_attn.pto:8:5
+                    return -1;  // flash_attn.pto:8:5
                 }
             }
             if ((L + 63) / 64 == 1) {  // flash_attn.pto:24:9
-                {  // flash_attn.pto:25:25
-                    const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:25:25
-                    flash_attn_f32_k3_launch(flash_attn_f32_k3_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
-                    if (!launched("the launch of flash_attn_f32_k3")) {  // flash_attn.pto:25:25
-                        return -1;  // flash_attn.pto:25:25
+                {  // flash_attn.pto:8:5
+                    const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:8:5
+                    flash_attn_f32_k1_launch(flash_attn_f32_k1_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:8:5
+                    if (!launched("the launch of flash_attn_f32_k1")) {  // flash_attn.pto:8:5
+                        return -1;  // flash_attn.pto:8:5
                     }
                 }
             }
         }
     }
-    for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
-        float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
-        float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-        DeviceWorkspace t0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-        if (ptodsl_failed) {  // flash_attn.pto:11:13
-            return -1;  // flash_attn.pto:11:13
+    DeviceWorkspace t0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    if (ptodsl_failed) {  // flash_attn.pto:11:13
+        return -1;  // flash_attn.pto:11:13
+    }
+    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
+    DeviceWorkspace s_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    if (ptodsl_failed) {  // flash_attn.pto:11:13
+        return -1;  // flash_attn.pto:11:13
+    }
+    float* s = reinterpret_cast<float*>(s_bytes.data());  // flash_attn.pto:11:13
+    DeviceWorkspace m_new_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
+    if (ptodsl_failed) {  // flash_attn.pto:18:21
+        return -1;  // flash_attn.pto:18:21
+    }
+    float* m_new = reinterpret_cast<float*>(m_new_bytes.data());  // flash_attn.pto:18:21
+    DeviceWorkspace alpha_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
+    if (ptodsl_failed) {  // flash_attn.pto:19:21
+        return -1;  // flash_attn.pto:19:21
+    }
+    float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:19:21
+    DeviceWorkspace t8_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
+    if (ptodsl_failed) {  // flash_attn.pto:20:21
+        return -1;  // flash_attn.pto:20:21
+    }
+    float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // flash_attn.pto:20:21
+    DeviceWorkspace p_1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
+    if (ptodsl_failed) {  // flash_attn.pto:20:17
+        return -1;  // flash_attn.pto:20:17
+    }
+    float* p_1 = reinterpret_cast<float*>(p_1_bytes.data());  // flash_attn.pto:20:17
+    DeviceWorkspace t10_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
+    if (ptodsl_failed) {  // flash_attn.pto:21:20
+        return -1;  // flash_attn.pto:21:20
+    }
+    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // flash_attn.pto:21:20
+    DeviceWorkspace t13_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
+    if (ptodsl_failed) {  // flash_attn.pto:22:22
+        return -1;  // flash_attn.pto:22:22
+    }
+    float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // flash_attn.pto:22:22
+    DeviceWorkspace t15_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
+    if (ptodsl_failed) {  // flash_attn.pto:22:43
+        return -1;  // flash_attn.pto:22:43
+    }
+    float* t15 = reinterpret_cast<float*>(t15_bytes.data());  // flash_attn.pto:22:43
+    DeviceWorkspace t14_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
+    if (ptodsl_failed) {  // flash_attn.pto:22:36
+        return -1;  // flash_attn.pto:22:36
+    }
+    float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
+    {  // flash_attn.pto:8:5
+        const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
+        uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
+        if (ptodsl_failed) {  // flash_attn.pto:8:5
+            return -1;  // flash_attn.pto:8:5
         }
-        float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
-        DeviceWorkspace s_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-        if (ptodsl_failed) {  // flash_attn.pto:11:13
-            return -1;  // flash_attn.pto:11:13
-        }
-        float* s = reinterpret_cast<float*>(s_bytes.data());  // flash_attn.pto:11:13
-        DeviceWorkspace m_new_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
-        if (ptodsl_failed) {  // flash_attn.pto:18:21
-            return -1;  // flash_attn.pto:18:21
-        }
-        float* m_new = reinterpret_cast<float*>(m_new_bytes.data());  // flash_attn.pto:18:21
-        DeviceWorkspace alpha_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
-        if (ptodsl_failed) {  // flash_attn.pto:19:21
-            return -1;  // flash_attn.pto:19:21
-        }
-        float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:19:21
-        DeviceWorkspace t8_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
-        if (ptodsl_failed) {  // flash_attn.pto:20:21
-            return -1;  // flash_attn.pto:20:21
-        }
-        float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // flash_attn.pto:20:21
-        flash_attn_f32_k4_launch(1, ptodsl_stream, kj, q, t0, s, L, j, D, S, scale);  // flash_attn.pto:11:13
-        if (!launched("the launch of flash_attn_f32_k4")) {  // flash_attn.pto:11:13
-            return -1;  // flash_attn.pto:11:13
-        }
-        DeviceWorkspace p_1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
-        if (ptodsl_failed) {  // flash_attn.pto:20:17
-            return -1;  // flash_attn.pto:20:17
-        }
-        float* p_1 = reinterpret_cast<float*>(p_1_bytes.data());  // flash_attn.pto:20:17
-        DeviceWorkspace t10_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
-        if (ptodsl_failed) {  // flash_attn.pto:21:20
-            return -1;  // flash_attn.pto:21:20
-        }
-        float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // flash_attn.pto:21:20
-        DeviceWorkspace t13_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
-        if (ptodsl_failed) {  // flash_attn.pto:22:22
-            return -1;  // flash_attn.pto:22:22
-        }
-        float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // flash_attn.pto:22:22
-        DeviceWorkspace t15_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
-        if (ptodsl_failed) {  // flash_attn.pto:22:43
-            return -1;  // flash_attn.pto:22:43
-        }
-        float* t15 = reinterpret_cast<float*>(t15_bytes.data());  // flash_attn.pto:22:43
-        DeviceWorkspace t14_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-        if (ptodsl_failed) {  // flash_attn.pto:22:36
-            return -1;  // flash_attn.pto:22:36
-        }
-        float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
-        flash_attn_f32_k5_launch(1, ptodsl_stream, s, m, m_new, alpha, t8, p_1, l, t10, acc, t13, t15, S, L, j, D);  // flash_attn.pto:18:32
-        if (!launched("the launch of flash_attn_f32_k5")) {  // flash_attn.pto:18:32
-            return -1;  // flash_attn.pto:18:32
-        }
-        flash_attn_f32_k6_launch(1, ptodsl_stream, t15, vj, t14, t13, acc, m_new, m, S, D, L, j);  // flash_attn.pto:22:36
-        if (!launched("the launch of flash_attn_f32_k6")) {  // flash_attn.pto:22:36
-            return -1;  // flash_attn.pto:22:36
+        flash_attn_f32_k2_launch(flash_attn_f32_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, s, m, m_new, alpha, t8, p_1, l, t10, acc, t13, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
+        if (!launched("the launch of flash_attn_f32_k2")) {  // flash_attn.pto:8:5
+            return -1;  // flash_attn.pto:8:5
         }
     }
+    DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    if (ptodsl_failed) {  // flash_attn.pto:11:13
+        return -1;  // flash_attn.pto:11:13
+    }
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
+    DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    if (ptodsl_failed) {  // flash_attn.pto:11:13
+        return -1;  // flash_attn.pto:11:13
+    }
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
+    DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
+    if (ptodsl_failed) {  // flash_attn.pto:18:21
+        return -1;  // flash_attn.pto:18:21
+    }
+    float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // flash_attn.pto:18:21
+    DeviceWorkspace alpha_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
+    if (ptodsl_failed) {  // flash_attn.pto:19:21
+        return -1;  // flash_attn.pto:19:21
+    }
+    float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // flash_attn.pto:19:21
+    DeviceWorkspace t8_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
+    if (ptodsl_failed) {  // flash_attn.pto:20:21
+        return -1;  // flash_attn.pto:20:21
+    }
+    float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // flash_attn.pto:20:21
+    DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
+    if (ptodsl_failed) {  // flash_attn.pto:20:17
+        return -1;  // flash_attn.pto:20:17
+    }
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
+    DeviceWorkspace t10_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
+    if (ptodsl_failed) {  // flash_attn.pto:21:20
+        return -1;  // flash_attn.pto:21:20
+    }
+    float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // flash_attn.pto:21:20
+    DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
+    if (ptodsl_failed) {  // flash_attn.pto:22:22
+        return -1;  // flash_attn.pto:22:22
+    }
+    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // flash_attn.pto:22:22
+    DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
+    if (ptodsl_failed) {  // flash_attn.pto:22:43
+        return -1;  // flash_attn.pto:22:43
+    }
+    float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:22:43
+    DeviceWorkspace t14_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
+    if (ptodsl_failed) {  // flash_attn.pto:22:36
+        return -1;  // flash_attn.pto:22:36
+    }
+    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
     if ((L + 63) / 64 >= 2) {  // flash_attn.pto:8:5
-        for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
-            float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
-            float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
-            DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            if (ptodsl_failed) {  // flash_attn.pto:11:13
-                return -1;  // flash_attn.pto:11:13
+        {  // flash_attn.pto:8:5
+            const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
+            uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
+            if (ptodsl_failed) {  // flash_attn.pto:8:5
+                return -1;  // flash_attn.pto:8:5
             }
-            float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
-            DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            if (ptodsl_failed) {  // flash_attn.pto:11:13
-                return -1;  // flash_attn.pto:11:13
-            }
-            float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
-            DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
-            if (ptodsl_failed) {  // flash_attn.pto:18:21
-                return -1;  // flash_attn.pto:18:21
-            }
-            float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // flash_attn.pto:18:21
-            DeviceWorkspace alpha_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
-            if (ptodsl_failed) {  // flash_attn.pto:19:21
-                return -1;  // flash_attn.pto:19:21
-            }
-            float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // flash_attn.pto:19:21
-            DeviceWorkspace t8_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
-            if (ptodsl_failed) {  // flash_attn.pto:20:21
-                return -1;  // flash_attn.pto:20:21
-            }
-            float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // flash_attn.pto:20:21
-            {  // flash_attn.pto:11:13
-                const int64_t flash_attn_f32_k7_blocks = max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), 24), 1)), 1);  // flash_attn.pto:11:13
-                flash_attn_f32_k7_launch(flash_attn_f32_k7_blocks, ptodsl_stream, kj_last, q, t0_last, s_last, L, D, S, scale);  // flash_attn.pto:11:13
-                if (!launched("the launch of flash_attn_f32_k7")) {  // flash_attn.pto:11:13
-                    return -1;  // flash_attn.pto:11:13
-                }
-            }
-            DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
-            if (ptodsl_failed) {  // flash_attn.pto:20:17
-                return -1;  // flash_attn.pto:20:17
-            }
-            float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
-            DeviceWorkspace t10_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
-            if (ptodsl_failed) {  // flash_attn.pto:21:20
-                return -1;  // flash_attn.pto:21:20
-            }
-            float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // flash_attn.pto:21:20
-            DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
-            if (ptodsl_failed) {  // flash_attn.pto:22:22
-                return -1;  // flash_attn.pto:22:22
-            }
-            float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // flash_attn.pto:22:22
-            DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
-            if (ptodsl_failed) {  // flash_attn.pto:22:43
-                return -1;  // flash_attn.pto:22:43
-            }
-            float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:22:43
-            DeviceWorkspace t14_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-            if (ptodsl_failed) {  // flash_attn.pto:22:36
-                return -1;  // flash_attn.pto:22:36
-            }
-            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:18:32
-                flash_attn_f32_k8_launch(flash_attn_f32_k8_blocks, ptodsl_stream, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
-                if (!launched("the launch of flash_attn_f32_k8")) {  // flash_attn.pto:18:32
-                    return -1;  // flash_attn.pto:18:32
-                }
-            }
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:18:32
-                flash_attn_f32_k8p1_launch(flash_attn_f32_k8p1_blocks, ptodsl_stream, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
-                if (!launched("the launch of flash_attn_f32_k8p1")) {  // flash_attn.pto:18:32
-                    return -1;  // flash_attn.pto:18:32
-                }
-            }
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8p2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:18:32
-                flash_attn_f32_k8p2_launch(flash_attn_f32_k8p2_blocks, ptodsl_stream, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
-                if (!launched("the launch of flash_attn_f32_k8p2")) {  // flash_attn.pto:18:32
-                    return -1;  // flash_attn.pto:18:32
-                }
-            }
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8p2p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:18:32
-                flash_attn_f32_k8p2p1_launch(flash_attn_f32_k8p2p1_blocks, ptodsl_stream, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
-                if (!launched("the launch of flash_attn_f32_k8p2p1")) {  // flash_attn.pto:18:32
-                    return -1;  // flash_attn.pto:18:32
-                }
-            }
-            {  // flash_attn.pto:18:32
-                const int64_t flash_attn_f32_k8p2p2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:18:32
-                flash_attn_f32_k8p2p2_launch(flash_attn_f32_k8p2p2_blocks, ptodsl_stream, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
-                if (!launched("the launch of flash_attn_f32_k8p2p2")) {  // flash_attn.pto:18:32
-                    return -1;  // flash_attn.pto:18:32
-                }
-            }
-            {  // flash_attn.pto:22:36
-                const int64_t flash_attn_f32_k9_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:22:36
-                flash_attn_f32_k9_launch(flash_attn_f32_k9_blocks, ptodsl_stream, t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L);  // flash_attn.pto:22:36
-                if (!launched("the launch of flash_attn_f32_k9")) {  // flash_attn.pto:22:36
-                    return -1;  // flash_attn.pto:22:36
-                }
-            }
-            {  // flash_attn.pto:25:25
-                const int64_t flash_attn_f32_k10_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:25:25
-                flash_attn_f32_k10_launch(flash_attn_f32_k10_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
-                if (!launched("the launch of flash_attn_f32_k10")) {  // flash_attn.pto:25:25
-                    return -1;  // flash_attn.pto:25:25
-                }
+            flash_attn_f32_k3_launch(flash_attn_f32_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // flash_attn.pto:8:5
+            if (!launched("the launch of flash_attn_f32_k3")) {  // flash_attn.pto:8:5
+                return -1;  // flash_attn.pto:8:5
             }
         }
     }

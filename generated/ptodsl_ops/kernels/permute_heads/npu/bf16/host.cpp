@@ -118,6 +118,21 @@ private:
     long slot_ = -1;
 };
 
+// The FFTS control address through which a mixed kernel's cube and vector cores set each other's
+// flags (the runtime's; pto-isa's mixed-kernel tests pass it as the kernel's first argument).
+extern "C" int32_t rtGetC2cCtrlAddr(uint64_t* addr, uint32_t* len);  // rtError_t
+static uint64_t* ptodsl_c2c_ctrl()
+{
+    uint64_t addr = 0;
+    uint32_t len = 0;
+    const int32_t rc = rtGetC2cCtrlAddr(&addr, &len);
+    if (rc != 0 && !ptodsl_failed) {
+        std::snprintf(ptodsl_failure, sizeof(ptodsl_failure), "rtGetC2cCtrlAddr returned error %d", rc);
+        ptodsl_failed = true;
+    }
+    return reinterpret_cast<uint64_t*>(addr);
+}
+
 // After a launch: the runtime's error for it, if any.
 static bool launched(const char* kernel)
 {

@@ -1,0 +1,40 @@
+"""The queues of a compute kernel's ops: which pipe runs each op and, in a mixed kernel, on which
+core. Shared by the sync pass and its checker, the emitter and the cost model."""
+
+from __future__ import annotations
+
+from . import Op, TileType
+from .opdefs import IR_OPS
+
+# The on-chip spaces of the cube core; the vector core's is the UB.
+CUBE_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt"})
+
+
+def pipe_of(op: Op) -> str | None:
+    spaces = [v.type.space if isinstance(v.type, TileType) else None for v in op.operands]
+    return IR_OPS[op.name].pipe_for(spaces)
+
+
+def unit_of(op: Op, mixed: bool) -> str | None:
+    """The queue an op runs on: its pipe, and in a ``mixed`` kernel the pipe of its core
+    (``cube.MTE2``, ``vec.V``): the cube's and the vector cores' MTE2 are two queues, and an
+    order between two cores is a cross-core flag, not a pipe flag."""
+    pipe = pipe_of(op)
+    if pipe is None or not mixed:
+        return pipe
+    on_cube = any(isinstance(v.type, TileType) and v.type.space in CUBE_SPACES for v in op.operands)
+    return f"{'cube' if on_cube else 'vec'}.{pipe}"
+
+
+def split_unit(unit: str) -> tuple[str | None, str]:
+    """(core, pipe) of a queue name: core None outside mixed kernels."""
+    core, dot, pipe = str(unit).rpartition(".")
+    return (core if dot else None), pipe
+
+
+def is_cross(src: str, dst: str) -> bool:
+    """A flag from one core to another (a mixed kernel's cube and vector cores)."""
+    return split_unit(src)[0] != split_unit(dst)[0]
+
+
+__all__ = ["CUBE_SPACES", "is_cross", "pipe_of", "split_unit", "unit_of"]

@@ -1,0 +1,105 @@
+"""A mixed kernel's NPU form: one entry whose cube part runs on the AIC and whose vector part runs
+on the AIVs beside it, the hand-overs between them behind cross-core flags.
+
+The sync pass names a mixed kernel's queues by core (``cube.FIX``, ``vec.MTE2``) and turns every
+order between the two cores into a flag pair whose set sits on the producer's core and whose wait
+sits on the consumer's (``passes/sync.py``). The emitter writes the kernel once, each line tagged
+with the core its op runs on; this module lays the tagged lines out three times:
+
+- the CPU build (ptodsl's header, pto-isa's CPU simulation): every line in program order, a valid
+  order of the two cores' events, with the cross-core flags left out (the pipe flags are no-ops);
+- ``__DAV_CUBE__``: the loops, views and scalars, the cube's ops and flags;
+- ``__DAV_VEC__``: the same skeleton with the vector ops and flags. A block has two AIVs and a
+  flag from the cube reaches both (``CV_CORES_SYNC``); the cube's wait for the vector cores
+  completes when both have set. So both AIVs run the skeleton and every flag, and only sub-block 0
+  runs the data ops (``ptodsl_aiv0``).
+
+Both cores run the same loops over the same bounds, so every flag is set as often as it is
+waited for (the sync checker proves sets and waits balance in every region, per core).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir import Op
+from ...ir.queues import CUBE_SPACES, is_cross, split_unit, unit_of
+
+# The FFTS message of a flag between a cube core and its vector cores (pto-isa's
+# TPipe::getFFTSMsgCfg with mode CV_CORES_SYNC = 2): bits 0..3 = 1, 4..5 = mode, 8..11 = flag id.
+CROSS_MESSAGE = "(1ULL | (2ULL << 4) | ((uint64_t)({flag}) << 8))"
+FFTS_PARAM = "ptodsl_ffts"
+AIV0 = "ptodsl_aiv0"
+
+
+@dataclass(frozen=True)
+class Tag:
+    """Where a line of a mixed kernel goes: ``core`` None on both cores; ``data`` a vector data
+    op (sub-block 0 only); ``npu`` a cross-core flag (not in the CPU build)."""
+
+    core: str | None = None
+    data: bool = False
+    npu: bool = False
+
+
+BOTH = Tag()
+
+
+def tag_of(op: Op) -> Tag:
+    """The core that runs ``op`` in a mixed kernel (its flags are tagged by the emitter)."""
+    if op.name == "tile.alloc":
+        return Tag("cube" if op.result.type.space in CUBE_SPACES else "vec")
+    if op.name == "sync.barrier":
+        return Tag("vec")
+    unit = unit_of(op, True)
+    if unit is None:
+        return BOTH
+    core = split_unit(unit)[0]
+    return Tag(core, data=core == "vec")
+
+
+def flag_lines(op: Op, pipe) -> list[tuple[Tag, str]]:
+    """The C++ of one sync.set/wait of a mixed kernel, with the core it runs on."""
+    a = op.attrs
+    (src_core, src), (dst_core, dst) = split_unit(a["src"]), split_unit(a["dst"])
+    event = int(a["event"])
+    if not is_cross(a["src"], a["dst"]):
+        fn = "set_flag" if op.name == "sync.set" else "wait_flag"
+        return [(Tag(src_core), f"{fn}({pipe(src, op)}, {pipe(dst, op)}, EVENT_ID{event});")]
+    if op.name == "sync.set":
+        return [(Tag(src_core, npu=True),
+                 f"ffts_cross_core_sync({pipe(src, op)}, {CROSS_MESSAGE.format(flag=event)});")]
+    return [(Tag(dst_core, npu=True), f"wait_flag_dev({event});")]
+
+
+def layout(lines: list[tuple[int, str, str]], tags: list[Tag], head: list[str], cpu_guard: str, ffts: str,
+           aiv0: str) -> list[str]:
+    """The body of a mixed kernel: the CPU build's lines, then the cube's and the vector cores'."""
+    from .cxx import format_lines
+
+    def part(core: str) -> list[str]:
+        out: list[tuple[int, str, str]] = []
+        opened: int | None = None  # the depth of the open `if (ptodsl_aiv0)`
+        for (depth, code, loc), tag in zip(lines, tags):
+            if tag.core not in (None, core):
+                continue
+            if opened is not None and (not tag.data or depth < opened):
+                out.append((opened, "}", ""))
+                opened = None
+            if tag.data and opened is None:
+                out.append((depth, f"if ({aiv0}) {{", ""))
+                opened = depth
+            out.append((depth + 1, code, loc) if tag.data else (depth, code, loc))
+        if opened is not None:
+            out.append((opened, "}", ""))
+        return format_lines(out)
+
+    cpu = [line for line, tag in zip(lines, tags) if not tag.npu]
+    return [f"#if {cpu_guard}", *format_lines(cpu), "#else",
+            f"    set_ffts_base_addr((uint64_t){ffts});", *head,
+            "#if defined(__DAV_CUBE__)", *part("cube"), "#endif",
+            "#if defined(__DAV_VEC__)", f"    const bool {aiv0} = get_subblockid() == 0;", *part("vec"), "#endif",
+            "#endif"]
+
+
+__all__ = ["AIV0", "BOTH", "FFTS_PARAM", "Tag", "flag_lines", "layout", "tag_of"]
