@@ -150,8 +150,10 @@ def can_merge(a: Op, b: Op, acc_a: Access, acc_b: Access, carried_ok: frozenset[
     loaded = {base.get(t, t) for t in acc_a.loaded}
     scalar = {base.get(t, t) for t in acc_a.scalar_reads}
     env = nest_env(a, b)
+    inner = _sibling_envs(a, b, env)
     for t, o in acc_b.loads:
-        if base.get(t, t) in written and (t, tuple(sym.substitute(x, env) for x in o)) not in acc_a.stores:
+        if base.get(t, t) in written and not any((t, tuple(sym.substitute(x, e) for x in o)) in acc_a.stores
+                                                 for e in (env, *inner)):
             return False
     if any(base.get(t, t) in written for t in acc_b.scalar_reads):
         return False
@@ -162,6 +164,21 @@ def can_merge(a: Op, b: Op, acc_a: Access, acc_b: Access, carried_ok: frozenset[
     if any(t in acc_a.carried and t not in carried_ok for t in (*acc_b.read, *acc_b.written)):
         return False
     return not any(t in acc_a.free for t in acc_b.written)
+
+
+def _sibling_envs(a: Op, b: Op, env: dict[str, sym.Expr]) -> list[dict[str, sym.Expr]]:
+    """Renamings of an inner grid loop of b onto one of a with the same bounds (each directly in
+    its nest's body): in a merged iteration, the inner loop of a runs to its end before the one of
+    b starts, so b may read any tile that loop of a stored at the same inner index (a row's scores
+    stored by one column loop and read back by the next). Only loops of at most one trip (a row
+    that fits one tile): merging nests whose column loops run many times gains no reuse and
+    keeps more tiles in flight than a kernel has flags for."""
+    if any(k != b.attrs["index"] for k in env):
+        return []  # the nests already line up level by level
+    mine = [o for o in a.regions[0] if is_grid(o) and at_most_once(o)]
+    theirs = [o for o in b.regions[0] if is_grid(o) and at_most_once(o)]
+    return [{**env, lb.attrs["index"]: sym.Sym(la.attrs["index"])}
+            for lb in theirs for la in mine if same_bounds(la, lb, env)]
 
 
 def _tile_war(a: Op, b: Op, t: str, env: dict[str, sym.Expr], base: dict[str, str]) -> bool:
@@ -269,5 +286,13 @@ def merge_loops(ops: list[Op], base: dict[str, str]) -> list[Op]:
     return Merger(base).region(ops)
 
 
-__all__ = ["Access", "Merger", "can_merge", "gm_touching", "hoistable", "is_grid", "merge_loops", "nest_env", "reads_writes",
+def at_most_once(loop: Op) -> bool:
+    """A loop that provably runs at most once (a double-buffered body's second copy) carries no
+    dependency to a next trip: the sync pass and its checker run its body once, not twice."""
+    a = loop.attrs
+    trips = sym.ceildiv(sym.sub(a["hi"], a["lo"]), a["step"]) if a["step"] != 1 else sym.sub(a["hi"], a["lo"])
+    return sym.prove_le(trips, 1, {})
+
+
+__all__ = ["Access", "Merger", "at_most_once", "can_merge", "gm_touching", "hoistable", "is_grid", "merge_loops", "nest_env", "reads_writes",
            "rename_index", "same_bounds", "same_grid"]

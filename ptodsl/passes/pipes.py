@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .. import sym
 from ..ir import Func, Module, Op, TensorType, TileType
 from ..ir.gm import GmLayoutError, trace_origins, walk_ops
 from ..ir.opdefs import IR_OPS
 from ..ir.queues import is_cross, pipe_of, split_unit, unit_of  # noqa: F401  (the passes' view of them)
+from .merge import at_most_once  # noqa: F401  (the sync pass's and checker's)
 from .remat import bases
 
 Range = tuple[str, int, int]  # (space, start byte, end byte); GM tensors are whole buffers
@@ -103,11 +103,3 @@ def param_aliases(module: Module) -> dict[str, dict[str, str]]:
     for key in leader:
         out.setdefault(key[0], {})[key[1]] = find(key)[1]
     return out
-
-
-def at_most_once(loop: Op) -> bool:
-    """A loop that provably runs at most once (a double-buffered body's second copy) carries no
-    dependency to a next trip: the sync pass and its checker run its body once, not twice."""
-    a = loop.attrs
-    trips = sym.ceildiv(sym.sub(a["hi"], a["lo"]), a["step"]) if a["step"] != 1 else sym.sub(a["hi"], a["lo"])
-    return sym.prove_le(trips, 1, {})

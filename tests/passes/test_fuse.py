@@ -233,3 +233,47 @@ def test_column_indices_are_loaded_and_converted_once_per_column_block(write_spe
     x = rng.standard_normal((9, 150)).astype(np.float32)
     cols = rng.integers(0, 150, 70).astype(np.int64)
     np.testing.assert_array_equal(op(x, cols, backend=backend), x[:, cols])
+
+
+# a block of at most 64 score columns, as attention's KV block: its column loops run at most once
+SIBLING_PTO = """kernel sib(x: f32[S, K], w: f32[K, L], y: out f32[S, 64]):
+    wj = view(w, [K, 64], [0, 0])
+    s = matmul(x, wj) * 0.5
+    m = amax(s, dim=-1, keepdim=True)
+    y[:] = exp(s - m)
+"""
+SIBLING_YAML = """op: sib
+schedule: {vec_tile: [16, 64], cube_tile: {m: [16, 16], k: [16, 16], n: [16, 64]}}
+reference: refs.py:sib
+tests:
+  - {shapes: {S: 40, K: 32, L: 64}, rtol: 1e-4, atol: 1e-5}
+  - {shapes: {S: 17, K: 20, L: 90}, rtol: 1e-4, atol: 1e-5, name: partial-row-block}
+"""
+SIBLING_REF = """import numpy as np
+def sib(x, w):
+    s = (x @ w[:, :64]) * 0.5
+    return np.exp(s - s.max(axis=-1, keepdims=True))
+"""
+
+
+def test_a_row_grid_reads_what_a_sibling_column_loop_of_the_grid_before_stored(tmp_path):
+    """The row's scores are stored by the column loop of one row grid (scale) and read by the
+    column loops of the next (the row max, then exp): in one merged row iteration the first column
+    loop (at most one trip: the block is one tile wide) runs before the next starts, so the row
+    grids merge, one per row block."""
+    from ptodsl.golden import run_case
+
+    (tmp_path / "sib.pto").write_text(SIBLING_PTO)
+    (tmp_path / "sib.yaml").write_text(SIBLING_YAML)
+    (tmp_path / "refs.py").write_text(SIBLING_REF)
+    op = ptodsl.load(str(tmp_path / "sib.yaml"))
+    tile = op.compiled.stages["tile"]
+    kernel = tile.funcs[0]
+    rows = [o for o in kernel.walk() if o.name == "loop" and o.attrs.get("kind") == "grid"
+            and sym.to_text(o.attrs["hi"]) == "cdiv(S, 16)"]
+    vector_rows = [o for o in rows if not any(x.name == "tile.matmul" for x in o.walk())]
+    assert len(vector_rows) == 1  # the scale, the row max and the exp of one row block together
+    names = {x.name for x in vector_rows[0].walk()}
+    assert "tile.amax" in names and names & {"tile.exp", "tile.rowexpand_expdif"}
+    results = [run_case(op, case) for case in op.spec.tests]
+    assert all(r.ok for r in results), [r.report for r in results]

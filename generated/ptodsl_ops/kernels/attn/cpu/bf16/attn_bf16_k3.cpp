@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_bf16_k3(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_bf16_k3(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT235 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -40,29 +40,23 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT239 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT240 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT241 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT247 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT244 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT245 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT247 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT249 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT250 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT252 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT254 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT258 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT261 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT264 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT267 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT270 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT271 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT273 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT274 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT275 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT277 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT279 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT280 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT282 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT284 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT287 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT288 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT290 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT293 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT294 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -83,15 +77,12 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -175,378 +166,253 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView4::Shape(t232.GetValidRow(), t232.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_u1c0Gm4, t232);  // online_softmax_attn.pto:10:13
             }
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g242 = _qb3 * 4; _g242 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g242) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT247 t247(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:17:32
+                TASSIGN(t247, 0);  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TEXPANDS(t247, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
                 for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
                     TileT244 t244(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244, 0);  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244, 512);  // online_softmax_attn.pto:10:13
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView5 t0_u1c0Gm5(t0_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView5::Shape(t244.GetValidRow(), t244.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t244, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileT245 t245(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245, 4096);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TASSIGN(t245, 4608);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TMULS(t245, t244, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView6 s_u1c0Gm6(s_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView6::Shape(t245.GetValidRow(), t245.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u1c0Gm6, t245);  // online_softmax_attn.pto:10:13
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _g246 = _qb3 * 4; _g246 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g246) {  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                TileT247 t247(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247, 0);  // online_softmax_attn.pto:17:32
-                TEXPANDS(t247, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k248 = 0; _k248 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k248) {  // online_softmax_attn.pto:17:32
-                    TileT249 t249(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k248 * 64, 64));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t249, 512);  // online_softmax_attn.pto:17:32
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-                    GmView7 s_u1c0Gm7(s_u1c0 + _g246 * 16 * 64 + _k248 * 64, GmView7::Shape(t249.GetValidRow(), t249.GetValidCol()));  // online_softmax_attn.pto:17:32
-                    TLOAD(t249, s_u1c0Gm7);  // online_softmax_attn.pto:17:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT250 t250(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250, 4608);  // online_softmax_attn.pto:17:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT250 t250(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t250, 512);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t250, t249, tmp0);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t250, t245, tmp0);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t247, t247, t250);  // online_softmax_attn.pto:17:32
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT252 t252(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT252 t252(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t252, 512);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView8 mGm8(m + _g246 * 16, GmView8::Shape(t252.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t252, mGm8);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT254 t254(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView7 mGm7(m + _g242 * 16, GmView7::Shape(t252.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252, mGm7);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT254 t254(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t254, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TMAX(t254, t252, t247);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 m_new_u1c0Gm9(m_new_u1c0 + _g246 * 16, GmView9::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_u1c0Gm9, t254);  // online_softmax_attn.pto:17:21
-                TileT258 t258(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:25
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView8 m_new_u1c0Gm8(m_new_u1c0 + _g242 * 16, GmView8::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TSTORE(m_new_u1c0Gm8, t254);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TileT258 t258(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:18:25
                 TASSIGN(t258, 0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TSUB(t258, t252, t254);  // online_softmax_attn.pto:18:25
-                TileT261 t261(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:21
+                TileT261 t261(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:18:21
                 TASSIGN(t261, 512);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
                 TEXP(t261, t258);  // online_softmax_attn.pto:18:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-                GmView10 alpha_u1c0Gm10(alpha_u1c0 + _g246 * 16, GmView10::Shape(t261.GetValidRow()));  // online_softmax_attn.pto:18:21
-                TSTORE(alpha_u1c0Gm10, t261);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                    TileT264 t264(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264, 1536);  // online_softmax_attn.pto:19:21
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView11 s_u1c0Gm11(s_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView11::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264, s_u1c0Gm11);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT267 t267(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t267, 5632);  // online_softmax_attn.pto:19:21
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp1(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:19:21
-                    TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:21
-                    TROWEXPAND(tmp1, t254);  // online_softmax_attn.pto:19:21
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
-                    TROWEXPANDSUB(t267, t264, tmp1);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView12 t8_u1c0Gm12(t8_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView12::Shape(t267.GetValidRow(), t267.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TSTORE(t8_u1c0Gm12, t267);  // online_softmax_attn.pto:19:21
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g268 = _qb3 * 4; _g268 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g268) {  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g269 = 0; _g269 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g269) {  // online_softmax_attn.pto:19:17
-                    TileT270 t270(min_i64(S - _g268 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t270, 0);  // online_softmax_attn.pto:19:17
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView13 t8_u1c0Gm13(t8_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView13::Shape(t270.GetValidRow(), t270.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TLOAD(t270, t8_u1c0Gm13);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT271 t271(min_i64(S - _g268 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271, 4096);  // online_softmax_attn.pto:19:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TEXP(t271, t270);  // online_softmax_attn.pto:19:17
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+                    TileT264 t264(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t264, 1536);  // online_softmax_attn.pto:19:21
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView9 s_u1c0Gm9(s_u1c0 + _g242 * 16 * 64 + _g263 * 64, GmView9::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264, s_u1c0Gm9);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT271 t271(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271, 5632);  // online_softmax_attn.pto:19:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileTmp1 tmp1(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp1, t254);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t271, t264, tmp1);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u1c0Gm14(p_1_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView14::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0Gm14, t271);  // online_softmax_attn.pto:19:17
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView10 p_1_u1c0Gm10(p_1_u1c0 + _g242 * 16 * 64 + _g263 * 64, GmView10::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0Gm10, t271);  // online_softmax_attn.pto:19:17
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT273 t273(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT273 t273(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t273, 0);  // online_softmax_attn.pto:20:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView15 lGm15(l + _g268 * 16, GmView15::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273, lGm15);  // online_softmax_attn.pto:20:20
-                TileT274 t274(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t274, 512);  // online_softmax_attn.pto:20:20
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView16 alpha_u1c0Gm16(alpha_u1c0 + _g268 * 16, GmView16::Shape(t274.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t274, alpha_u1c0Gm16);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT275 t275(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView11 lGm11(l + _g242 * 16, GmView11::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273, lGm11);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT275 t275(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t275, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMUL(t275, t273, t274);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 t10_u1c0Gm17(t10_u1c0 + _g268 * 16, GmView17::Shape(t275.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(t10_u1c0Gm17, t275);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            for (int64_t _g276 = _qb3 * 4; _g276 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g276) {  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TileT277 t277(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277, 0);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TEXPANDS(t277, 0.0f);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TMUL(t275, t273, t261);  // online_softmax_attn.pto:20:20
+                TileT277 t277(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:32
+                TASSIGN(t277, 0);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
+                TEXPANDS(t277, 0.0f);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
-                    TileT279 t279(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t279, 512);  // online_softmax_attn.pto:20:32
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView18 p_1_u1c0Gm18(p_1_u1c0 + _g276 * 16 * 64 + _k278 * 64, GmView18::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t279, p_1_u1c0Gm18);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT280 t280(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280, 4608);  // online_softmax_attn.pto:20:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT279 t279(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t279, 1536);  // online_softmax_attn.pto:20:32
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView12 p_1_u1c0Gm12(p_1_u1c0 + _g242 * 16 * 64 + _k278 * 64, GmView12::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t279, p_1_u1c0Gm12);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT280 t280(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t280, 5632);  // online_softmax_attn.pto:20:32
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
                     TROWSUM(t280, t279, tmp2);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t277, t277, t280);  // online_softmax_attn.pto:20:32
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT282 t282(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t282, 512);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView19 t10_u1c0Gm19(t10_u1c0 + _g276 * 16, GmView19::Shape(t282.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t282, t10_u1c0Gm19);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT284 t284(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284, 1024);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT284 t284(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:20
+                TASSIGN(t284, 1536);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t284, t282, t277);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView20 lGm20(l + _g276 * 16, GmView20::Shape(t284.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm20, t284);  // online_softmax_attn.pto:20:20
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TADD(t284, t275, t277);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView13 lGm13(l + _g242 * 16, GmView13::Shape(t284.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm13, t284);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT287 t287(min_i64(S - _g276 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t287, 0);  // online_softmax_attn.pto:21:22
+                    TileT287 t287(min_i64(S - _g242 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t287, 1024);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView21 accGm21(acc + _g276 * 16 * D + _g286 * 64, GmView21::Shape(t287.GetValidRow(), t287.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t287, accGm21);  // online_softmax_attn.pto:21:22
-                    TileT288 t288(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t288, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView22 alpha_u1c0Gm22(alpha_u1c0 + _g276 * 16, GmView22::Shape(t288.GetValidRow()));  // online_softmax_attn.pto:21:22
-                    TLOAD(t288, alpha_u1c0Gm22);  // online_softmax_attn.pto:21:22
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView14 accGm14(acc + _g242 * 16 * D + _g286 * 64, GmView14::Shape(t287.GetValidRow(), t287.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t287, accGm14);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT290 t290(min_i64(S - _g276 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t290, 4608);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    TileT290 t290(min_i64(S - _g242 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t290, 5120);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp3(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
+                    TileTmp1 tmp3(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:21:22
                     TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp3, t288);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp3, t261);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t290, t287, tmp3);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 t13_u1c0Gm23(t13_u1c0 + _g276 * 16 * D + _g286 * 64, GmView23::Shape(t290.GetValidRow(), t290.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u1c0Gm23, t290);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView15 t13_u1c0Gm15(t13_u1c0 + _g242 * 16 * D + _g286 * 64, GmView15::Shape(t290.GetValidRow(), t290.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u1c0Gm15, t290);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
-                    TileT293 t293(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t293, 0);  // online_softmax_attn.pto:21:43
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView24 p_1_u1c0Gm24(p_1_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView24::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t293, p_1_u1c0Gm24);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT294 t294(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t294, 4096);  // online_softmax_attn.pto:21:43
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t294, t293, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView25 t15_u1c0Gm25(t15_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView25::Shape(t294.GetValidRow(), t294.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u1c0Gm25, t294);  // online_softmax_attn.pto:21:43
-                }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
+                    TileT293 t293(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t293, 0);  // online_softmax_attn.pto:21:43
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView16 p_1_u1c0Gm16(p_1_u1c0 + _g242 * 16 * 64 + _g292 * 64, GmView16::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t293, p_1_u1c0Gm16);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT294 t294(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t294, 4096);  // online_softmax_attn.pto:21:43
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TCVT(t294, t293, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView17 t15_u1c0Gm17(t15_u1c0 + _g242 * 16 * 64 + _g292 * 64, GmView17::Shape(t294.GetValidRow(), t294.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u1c0Gm17, t294);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -559,9 +425,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView26 vj_u1c0Gm26(vj_u1c0 + _g296 * 64, GmView26::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t300, vj_u1c0Gm26);  // online_softmax_attn.pto:21:36
+                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView18 vj_u1c0Gm18(vj_u1c0 + _g296 * 64, GmView18::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t300, vj_u1c0Gm18);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -572,9 +438,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t15_u1c0Gm27(t15_u1c0 + _qb3 * 64 * 64, GmView27::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t298, t15_u1c0Gm27);  // online_softmax_attn.pto:21:36
+                using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView19 t15_u1c0Gm19(t15_u1c0 + _qb3 * 64 * 64, GmView19::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t298, t15_u1c0Gm19);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT299 t299(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
@@ -591,9 +457,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                     TileT303 t303(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
-                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView28 t15_u1c0Gm28(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView28::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t303, t15_u1c0Gm28);  // online_softmax_attn.pto:21:36
+                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView20 t15_u1c0Gm20(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView20::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t303, t15_u1c0Gm20);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT304 t304(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
@@ -603,9 +469,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT305 t305(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView29 vj_u1c0Gm29(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView29::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t305, vj_u1c0Gm29);  // online_softmax_attn.pto:21:36
+                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView21 vj_u1c0Gm21(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView21::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t305, vj_u1c0Gm21);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT306 t306(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t306, 0);  // online_softmax_attn.pto:21:36
@@ -619,9 +485,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 t14_u1c0Gm30(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView30::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u1c0Gm30, t297);  // online_softmax_attn.pto:21:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView22 t14_u1c0Gm22(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView22::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u1c0Gm22, t297);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -631,77 +497,74 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g307 = _qb3 * 4; _g307 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g307) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT309 t309(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t309, 0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView31 t13_u1c0Gm31(t13_u1c0 + _g307 * 16 * D + _g308 * 64, GmView31::Shape(t309.GetValidRow(), t309.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t309, t13_u1c0Gm31);  // online_softmax_attn.pto:21:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView23 t13_u1c0Gm23(t13_u1c0 + _g307 * 16 * D + _g308 * 64, GmView23::Shape(t309.GetValidRow(), t309.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t309, t13_u1c0Gm23);  // online_softmax_attn.pto:21:22
                     TileT310 t310(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t310, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView32 t14_u1c0Gm32(t14_u1c0 + _g307 * 16 * D + _g308 * 64, GmView32::Shape(t310.GetValidRow(), t310.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t310, t14_u1c0Gm32);  // online_softmax_attn.pto:21:22
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView24 t14_u1c0Gm24(t14_u1c0 + _g307 * 16 * D + _g308 * 64, GmView24::Shape(t310.GetValidRow(), t310.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t310, t14_u1c0Gm24);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileT311 t311(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t311, 8192);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TADD(t311, t309, t310);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView33 accGm33(acc + _g307 * 16 * D + _g308 * 64, GmView33::Shape(t311.GetValidRow(), t311.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm33, t311);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView25 accGm25(acc + _g307 * 16 * D + _g308 * 64, GmView25::Shape(t311.GetValidRow(), t311.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm25, t311);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT313 t313(min_i64(S - _g307 * 16, 16));  // online_softmax_attn.pto:22:13
                 TASSIGN(t313, 0);  // online_softmax_attn.pto:22:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView34 m_new_u1c0Gm34(m_new_u1c0 + _g307 * 16, GmView34::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t313, m_new_u1c0Gm34);  // online_softmax_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView35 mGm35(m + _g307 * 16, GmView35::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm35, t313);  // online_softmax_attn.pto:22:13
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView26 m_new_u1c0Gm26(m_new_u1c0 + _g307 * 16, GmView26::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TLOAD(t313, m_new_u1c0Gm26);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView27 mGm27(m + _g307 * 16, GmView27::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm27, t313);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -803,18 +666,8 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
             for (int64_t _g242 = _qb3 * 4; _g242 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g242) {  // online_softmax_attn.pto:10:13
                 for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
                 }
-            }
-            for (int64_t _g246 = _qb3 * 4; _g246 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g246) {  // online_softmax_attn.pto:17:32
-                for (int64_t _k248 = 0; _k248 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k248) {  // online_softmax_attn.pto:17:32
-                }
                 for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
                 }
-            }
-            for (int64_t _g268 = _qb3 * 4; _g268 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g268) {  // online_softmax_attn.pto:19:17
-                for (int64_t _g269 = 0; _g269 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g269) {  // online_softmax_attn.pto:19:17
-                }
-            }
-            for (int64_t _g276 = _qb3 * 4; _g276 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g276) {  // online_softmax_attn.pto:20:32
                 for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
                 }
                 for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
@@ -824,7 +677,7 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
             }
             wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(3);
+            wait_flag_dev(4);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -836,9 +689,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView26 vj_u1c0Gm26(vj_u1c0 + _g296 * 64, GmView26::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t300, vj_u1c0Gm26);  // online_softmax_attn.pto:21:36
+                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView18 vj_u1c0Gm18(vj_u1c0 + _g296 * 64, GmView18::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t300, vj_u1c0Gm18);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -849,9 +702,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t15_u1c0Gm27(t15_u1c0 + _qb3 * 64 * 64, GmView27::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t298, t15_u1c0Gm27);  // online_softmax_attn.pto:21:36
+                using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView19 t15_u1c0Gm19(t15_u1c0 + _qb3 * 64 * 64, GmView19::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t298, t15_u1c0Gm19);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT299 t299(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
@@ -868,9 +721,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                     TileT303 t303(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
-                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView28 t15_u1c0Gm28(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView28::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t303, t15_u1c0Gm28);  // online_softmax_attn.pto:21:36
+                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView20 t15_u1c0Gm20(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView20::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t303, t15_u1c0Gm20);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT304 t304(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
@@ -880,9 +733,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT305 t305(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView29 vj_u1c0Gm29(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView29::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t305, vj_u1c0Gm29);  // online_softmax_attn.pto:21:36
+                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView21 vj_u1c0Gm21(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView21::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t305, vj_u1c0Gm21);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT306 t306(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t306, 0);  // online_softmax_attn.pto:21:36
@@ -896,15 +749,15 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 t14_u1c0Gm30(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView30::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u1c0Gm30, t297);  // online_softmax_attn.pto:21:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView22 t14_u1c0Gm22(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView22::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u1c0Gm22, t297);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -925,15 +778,12 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
@@ -943,31 +793,47 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                 }
             }
+            wait_flag_dev(1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag_dev(3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g242 = _qb3 * 4; _g242 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g242) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT247 t247(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:17:32
+                TASSIGN(t247, 0);  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t247, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
                 for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
                     TileT244 t244(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244, 0);  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244, 512);  // online_softmax_attn.pto:10:13
                     if (ptodsl_aiv0) {
                         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                         GmView5 t0_u1c0Gm5(t0_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView5::Shape(t244.GetValidRow(), t244.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t244, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileT245 t245(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245, 4096);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TASSIGN(t245, 4608);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TMULS(t245, t244, scale);  // online_softmax_attn.pto:10:13
                     }
@@ -978,277 +844,134 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         GmView6 s_u1c0Gm6(s_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView6::Shape(t245.GetValidRow(), t245.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u1c0Gm6, t245);  // online_softmax_attn.pto:10:13
                     }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _g246 = _qb3 * 4; _g246 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g246) {  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                TileT247 t247(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247, 0);  // online_softmax_attn.pto:17:32
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t247, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k248 = 0; _k248 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k248) {  // online_softmax_attn.pto:17:32
-                    TileT249 t249(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k248 * 64, 64));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t249, 512);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-                        GmView7 s_u1c0Gm7(s_u1c0 + _g246 * 16 * 64 + _k248 * 64, GmView7::Shape(t249.GetValidRow(), t249.GetValidCol()));  // online_softmax_attn.pto:17:32
-                        TLOAD(t249, s_u1c0Gm7);  // online_softmax_attn.pto:17:32
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT250 t250(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250, 4608);  // online_softmax_attn.pto:17:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT250 t250(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t250, 512);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t250, t249, tmp0);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t250, t245, tmp0);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TMAX(t247, t247, t250);  // online_softmax_attn.pto:17:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT252 t252(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT252 t252(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t252, 512);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView8 mGm8(m + _g246 * 16, GmView8::Shape(t252.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252, mGm8);  // online_softmax_attn.pto:17:21
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView7 mGm7(m + _g242 * 16, GmView7::Shape(t252.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252, mGm7);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT254 t254(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT254 t254(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t254, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
                     TMAX(t254, t252, t247);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView9 m_new_u1c0Gm9(m_new_u1c0 + _g246 * 16, GmView9::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u1c0Gm9, t254);  // online_softmax_attn.pto:17:21
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView8 m_new_u1c0Gm8(m_new_u1c0 + _g242 * 16, GmView8::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_u1c0Gm8, t254);  // online_softmax_attn.pto:17:21
                 }
-                TileT258 t258(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:25
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TileT258 t258(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:18:25
                 TASSIGN(t258, 0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TSUB(t258, t252, t254);  // online_softmax_attn.pto:18:25
                 }
-                TileT261 t261(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:21
+                TileT261 t261(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:18:21
                 TASSIGN(t261, 512);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t261, t258);  // online_softmax_attn.pto:18:21
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-                    GmView10 alpha_u1c0Gm10(alpha_u1c0 + _g246 * 16, GmView10::Shape(t261.GetValidRow()));  // online_softmax_attn.pto:18:21
-                    TSTORE(alpha_u1c0Gm10, t261);  // online_softmax_attn.pto:18:21
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                    TileT264 t264(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TileT264 t264(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
                     TASSIGN(t264, 1536);  // online_softmax_attn.pto:19:21
                     if (ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView11 s_u1c0Gm11(s_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView11::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264, s_u1c0Gm11);  // online_softmax_attn.pto:19:21
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView9 s_u1c0Gm9(s_u1c0 + _g242 * 16 * 64 + _g263 * 64, GmView9::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264, s_u1c0Gm9);  // online_softmax_attn.pto:19:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT267 t267(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t267, 5632);  // online_softmax_attn.pto:19:21
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT271 t271(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271, 5632);  // online_softmax_attn.pto:19:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp1(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:19:21
-                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:21
-                        TROWEXPAND(tmp1, t254);  // online_softmax_attn.pto:19:21
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
-                        TROWEXPANDSUB(t267, t264, tmp1);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView12 t8_u1c0Gm12(t8_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView12::Shape(t267.GetValidRow(), t267.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TSTORE(t8_u1c0Gm12, t267);  // online_softmax_attn.pto:19:21
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g268 = _qb3 * 4; _g268 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g268) {  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g269 = 0; _g269 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g269) {  // online_softmax_attn.pto:19:17
-                    TileT270 t270(min_i64(S - _g268 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t270, 0);  // online_softmax_attn.pto:19:17
-                    if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView13 t8_u1c0Gm13(t8_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView13::Shape(t270.GetValidRow(), t270.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TLOAD(t270, t8_u1c0Gm13);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT271 t271(min_i64(S - _g268 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271, 4096);  // online_softmax_attn.pto:19:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TEXP(t271, t270);  // online_softmax_attn.pto:19:17
+                        TileTmp1 tmp1(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp1, t254);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t271, t264, tmp1);  // online_softmax_attn.pto:19:17
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u1c0Gm14(p_1_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView14::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm14, t271);  // online_softmax_attn.pto:19:17
+                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView10 p_1_u1c0Gm10(p_1_u1c0 + _g242 * 16 * 64 + _g263 * 64, GmView10::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0Gm10, t271);  // online_softmax_attn.pto:19:17
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT273 t273(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT273 t273(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t273, 0);  // online_softmax_attn.pto:20:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView15 lGm15(l + _g268 * 16, GmView15::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273, lGm15);  // online_softmax_attn.pto:20:20
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView11 lGm11(l + _g242 * 16, GmView11::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273, lGm11);  // online_softmax_attn.pto:20:20
                 }
-                TileT274 t274(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t274, 512);  // online_softmax_attn.pto:20:20
-                if (ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView16 alpha_u1c0Gm16(alpha_u1c0 + _g268 * 16, GmView16::Shape(t274.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t274, alpha_u1c0Gm16);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT275 t275(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT275 t275(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t275, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TMUL(t275, t273, t274);  // online_softmax_attn.pto:20:20
+                    TMUL(t275, t273, t261);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView17 t10_u1c0Gm17(t10_u1c0 + _g268 * 16, GmView17::Shape(t275.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(t10_u1c0Gm17, t275);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag_dev(1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            for (int64_t _g276 = _qb3 * 4; _g276 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g276) {  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TileT277 t277(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
+                TileT277 t277(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:32
                 TASSIGN(t277, 0);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t277, 0.0f);  // online_softmax_attn.pto:20:32
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
-                    TileT279 t279(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t279, 512);  // online_softmax_attn.pto:20:32
+                    TileT279 t279(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t279, 1536);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView18 p_1_u1c0Gm18(p_1_u1c0 + _g276 * 16 * 64 + _k278 * 64, GmView18::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t279, p_1_u1c0Gm18);  // online_softmax_attn.pto:20:32
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView12 p_1_u1c0Gm12(p_1_u1c0 + _g242 * 16 * 64 + _k278 * 64, GmView12::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t279, p_1_u1c0Gm12);  // online_softmax_attn.pto:20:32
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT280 t280(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280, 4608);  // online_softmax_attn.pto:20:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT280 t280(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t280, 5632);  // online_softmax_attn.pto:20:32
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
@@ -1259,153 +982,137 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TADD(t277, t277, t280);  // online_softmax_attn.pto:20:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT282 t282(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t282, 512);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView19 t10_u1c0Gm19(t10_u1c0 + _g276 * 16, GmView19::Shape(t282.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t282, t10_u1c0Gm19);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT284 t284(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284, 1024);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT284 t284(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:20:20
+                TASSIGN(t284, 1536);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TADD(t284, t282, t277);  // online_softmax_attn.pto:20:20
+                    TADD(t284, t275, t277);  // online_softmax_attn.pto:20:20
                 }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView20 lGm20(l + _g276 * 16, GmView20::Shape(t284.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm20, t284);  // online_softmax_attn.pto:20:20
-                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                if (ptodsl_aiv0) {
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView13 lGm13(l + _g242 * 16, GmView13::Shape(t284.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm13, t284);  // online_softmax_attn.pto:20:20
+                }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT287 t287(min_i64(S - _g276 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t287, 0);  // online_softmax_attn.pto:21:22
+                    TileT287 t287(min_i64(S - _g242 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t287, 1024);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     if (ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView21 accGm21(acc + _g276 * 16 * D + _g286 * 64, GmView21::Shape(t287.GetValidRow(), t287.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t287, accGm21);  // online_softmax_attn.pto:21:22
-                    }
-                    TileT288 t288(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t288, 4096);  // online_softmax_attn.pto:21:22
-                    if (ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView22 alpha_u1c0Gm22(alpha_u1c0 + _g276 * 16, GmView22::Shape(t288.GetValidRow()));  // online_softmax_attn.pto:21:22
-                        TLOAD(t288, alpha_u1c0Gm22);  // online_softmax_attn.pto:21:22
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView14 accGm14(acc + _g242 * 16 * D + _g286 * 64, GmView14::Shape(t287.GetValidRow(), t287.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t287, accGm14);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT290 t290(min_i64(S - _g276 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t290, 4608);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    TileT290 t290(min_i64(S - _g242 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t290, 5120);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp3(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
+                        TileTmp1 tmp3(min_i64(S - _g242 * 16, 16));  // online_softmax_attn.pto:21:22
                         TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp3, t288);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp3, t261);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t290, t287, tmp3);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 t13_u1c0Gm23(t13_u1c0 + _g276 * 16 * D + _g286 * 64, GmView23::Shape(t290.GetValidRow(), t290.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u1c0Gm23, t290);  // online_softmax_attn.pto:21:22
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView15 t13_u1c0Gm15(t13_u1c0 + _g242 * 16 * D + _g286 * 64, GmView15::Shape(t290.GetValidRow(), t290.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u1c0Gm15, t290);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
-                    TileT293 t293(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TileT293 t293(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t293, 0);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView24 p_1_u1c0Gm24(p_1_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView24::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t293, p_1_u1c0Gm24);  // online_softmax_attn.pto:21:43
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView16 p_1_u1c0Gm16(p_1_u1c0 + _g242 * 16 * 64 + _g292 * 64, GmView16::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t293, p_1_u1c0Gm16);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT294 t294(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT294 t294(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t294, 4096);  // online_softmax_attn.pto:21:43
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TCVT(t294, t293, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView25 t15_u1c0Gm25(t15_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView25::Shape(t294.GetValidRow(), t294.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u1c0Gm25, t294);  // online_softmax_attn.pto:21:43
+                        using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView17 t15_u1c0Gm17(t15_u1c0 + _g242 * 16 * 64 + _g292 * 64, GmView17::Shape(t294.GetValidRow(), t294.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u1c0Gm17, t294);  // online_softmax_attn.pto:21:43
                     }
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
             for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag_dev(4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag_dev(3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g307 = _qb3 * 4; _g307 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g307) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
@@ -1413,74 +1120,71 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TASSIGN(t309, 0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView31 t13_u1c0Gm31(t13_u1c0 + _g307 * 16 * D + _g308 * 64, GmView31::Shape(t309.GetValidRow(), t309.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t309, t13_u1c0Gm31);  // online_softmax_attn.pto:21:22
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView23 t13_u1c0Gm23(t13_u1c0 + _g307 * 16 * D + _g308 * 64, GmView23::Shape(t309.GetValidRow(), t309.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t309, t13_u1c0Gm23);  // online_softmax_attn.pto:21:22
                     }
                     TileT310 t310(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t310, 4096);  // online_softmax_attn.pto:21:22
                     if (ptodsl_aiv0) {
-                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView32 t14_u1c0Gm32(t14_u1c0 + _g307 * 16 * D + _g308 * 64, GmView32::Shape(t310.GetValidRow(), t310.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310, t14_u1c0Gm32);  // online_softmax_attn.pto:21:22
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView24 t14_u1c0Gm24(t14_u1c0 + _g307 * 16 * D + _g308 * 64, GmView24::Shape(t310.GetValidRow(), t310.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310, t14_u1c0Gm24);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileT311 t311(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t311, 8192);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (ptodsl_aiv0) {
                         TADD(t311, t309, t310);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView33 accGm33(acc + _g307 * 16 * D + _g308 * 64, GmView33::Shape(t311.GetValidRow(), t311.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm33, t311);  // online_softmax_attn.pto:21:22
+                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView25 accGm25(acc + _g307 * 16 * D + _g308 * 64, GmView25::Shape(t311.GetValidRow(), t311.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm25, t311);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT313 t313(min_i64(S - _g307 * 16, 16));  // online_softmax_attn.pto:22:13
                 TASSIGN(t313, 0);  // online_softmax_attn.pto:22:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView34 m_new_u1c0Gm34(m_new_u1c0 + _g307 * 16, GmView34::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t313, m_new_u1c0Gm34);  // online_softmax_attn.pto:22:13
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView26 m_new_u1c0Gm26(m_new_u1c0 + _g307 * 16, GmView26::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t313, m_new_u1c0Gm26);  // online_softmax_attn.pto:22:13
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView35 mGm35(m + _g307 * 16, GmView35::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm35, t313);  // online_softmax_attn.pto:22:13
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView27 mGm27(m + _g307 * 16, GmView27::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm27, t313);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
         wait_flag_dev(1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 #endif
 #endif

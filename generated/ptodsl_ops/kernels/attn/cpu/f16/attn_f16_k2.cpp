@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t10_u2c1, __gm__ float* t13_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m_new_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t10_u2c1, __gm__ float* t13_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m_new_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT67 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -40,29 +40,23 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT71 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT72 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT73 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT79 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT76 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT77 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT79 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT81 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT82 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT84 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT86 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT90 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT93 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT96 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT99 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT102 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT103 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT105 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT106 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT111 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT112 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT114 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT119 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT120 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT122 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT125 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT126 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -88,29 +82,23 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT155 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT156 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT157 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT163 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT160 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT161 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT163 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT165 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT166 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT168 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT170 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT174 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT177 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT180 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT183 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT186 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT187 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT189 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT190 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT191 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT195 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT196 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT198 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT203 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT204 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT206 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT209 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT210 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -131,15 +119,12 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -223,374 +208,253 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_u2c0Gm4, t64);  // online_softmax_attn.pto:10:13
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g74 = _qb2 * 4; _g74 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g74) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT79 t79(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TEXPANDS(t79, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
                 for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
                     TileT76 t76(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76, 0);  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76, 512);  // online_softmax_attn.pto:10:13
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView5 t0_u2c0Gm5(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t76, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileT77 t77(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77, 4096);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TASSIGN(t77, 4608);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TMULS(t77, t76, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView6 s_u2c0Gm6(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView6::Shape(t77.GetValidRow(), t77.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u2c0Gm6, t77);  // online_softmax_attn.pto:10:13
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _g78 = _qb2 * 4; _g78 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g78) {  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                TileT79 t79(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
-                TEXPANDS(t79, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k80 = 0; _k80 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k80) {  // online_softmax_attn.pto:17:32
-                    TileT81 t81(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k80 * 64, 64));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t81, 512);  // online_softmax_attn.pto:17:32
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-                    GmView7 s_u2c0Gm7(s_u2c0 + _g78 * 16 * 64 + _k80 * 64, GmView7::Shape(t81.GetValidRow(), t81.GetValidCol()));  // online_softmax_attn.pto:17:32
-                    TLOAD(t81, s_u2c0Gm7);  // online_softmax_attn.pto:17:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT82 t82(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82, 4608);  // online_softmax_attn.pto:17:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT82 t82(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82, 512);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t82, t81, tmp0);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82, t77, tmp0);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t79, t79, t82);  // online_softmax_attn.pto:17:32
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT84 t84(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT84 t84(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t84, 512);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView8 mGm8(m + _g78 * 16, GmView8::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84, mGm8);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT86 t86(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView7 mGm7(m + _g74 * 16, GmView7::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84, mGm7);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT86 t86(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t86, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TMAX(t86, t84, t79);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 m_new_u2c0Gm9(m_new_u2c0 + _g78 * 16, GmView9::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_u2c0Gm9, t86);  // online_softmax_attn.pto:17:21
-                TileT90 t90(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:25
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView8 m_new_u2c0Gm8(m_new_u2c0 + _g74 * 16, GmView8::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TSTORE(m_new_u2c0Gm8, t86);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TileT90 t90(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:18:25
                 TASSIGN(t90, 0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TSUB(t90, t84, t86);  // online_softmax_attn.pto:18:25
-                TileT93 t93(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:21
+                TileT93 t93(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:18:21
                 TASSIGN(t93, 512);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
                 TEXP(t93, t90);  // online_softmax_attn.pto:18:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-                GmView10 alpha_u2c0Gm10(alpha_u2c0 + _g78 * 16, GmView10::Shape(t93.GetValidRow()));  // online_softmax_attn.pto:18:21
-                TSTORE(alpha_u2c0Gm10, t93);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96 t96(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96, 1536);  // online_softmax_attn.pto:19:21
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView11 s_u2c0Gm11(s_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView11::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t96, s_u2c0Gm11);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT99 t99(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t99, 5632);  // online_softmax_attn.pto:19:21
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp1(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:19:21
-                    TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:21
-                    TROWEXPAND(tmp1, t86);  // online_softmax_attn.pto:19:21
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
-                    TROWEXPANDSUB(t99, t96, tmp1);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView12 t8_u2c0Gm12(t8_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView12::Shape(t99.GetValidRow(), t99.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TSTORE(t8_u2c0Gm12, t99);  // online_softmax_attn.pto:19:21
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g100 = _qb2 * 4; _g100 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g100) {  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g101) {  // online_softmax_attn.pto:19:17
-                    TileT102 t102(min_i64(S - _g100 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t102, 0);  // online_softmax_attn.pto:19:17
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView13 t8_u2c0Gm13(t8_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView13::Shape(t102.GetValidRow(), t102.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TLOAD(t102, t8_u2c0Gm13);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT103 t103(min_i64(S - _g100 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103, 4096);  // online_softmax_attn.pto:19:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TEXP(t103, t102);  // online_softmax_attn.pto:19:17
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                    TileT96 t96(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96, 1536);  // online_softmax_attn.pto:19:21
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView9 s_u2c0Gm9(s_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView9::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t96, s_u2c0Gm9);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT103 t103(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103, 5632);  // online_softmax_attn.pto:19:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileTmp1 tmp1(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp1, t86);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103, t96, tmp1);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView14::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c0Gm14, t103);  // online_softmax_attn.pto:19:17
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView10 p_1_u2c0Gm10(p_1_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c0Gm10, t103);  // online_softmax_attn.pto:19:17
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT105 t105(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT105 t105(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t105, 0);  // online_softmax_attn.pto:20:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView15 lGm15(l + _g100 * 16, GmView15::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105, lGm15);  // online_softmax_attn.pto:20:20
-                TileT106 t106(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t106, 512);  // online_softmax_attn.pto:20:20
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView16 alpha_u2c0Gm16(alpha_u2c0 + _g100 * 16, GmView16::Shape(t106.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t106, alpha_u2c0Gm16);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT107 t107(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView11 lGm11(l + _g74 * 16, GmView11::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105, lGm11);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT107 t107(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t107, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMUL(t107, t105, t106);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 t10_u2c0Gm17(t10_u2c0 + _g100 * 16, GmView17::Shape(t107.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(t10_u2c0Gm17, t107);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            for (int64_t _g108 = _qb2 * 4; _g108 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g108) {  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TileT109 t109(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109, 0);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TEXPANDS(t109, 0.0f);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TMUL(t107, t105, t93);  // online_softmax_attn.pto:20:20
+                TileT109 t109(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109, 0);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
+                TEXPANDS(t109, 0.0f);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                    TileT111 t111(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t111, 512);  // online_softmax_attn.pto:20:32
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView18 p_1_u2c0Gm18(p_1_u2c0 + _g108 * 16 * 64 + _k110 * 64, GmView18::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t111, p_1_u2c0Gm18);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT112 t112(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112, 4608);  // online_softmax_attn.pto:20:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT111 t111(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t111, 1536);  // online_softmax_attn.pto:20:32
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView12 p_1_u2c0Gm12(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView12::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t111, p_1_u2c0Gm12);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT112 t112(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112, 5632);  // online_softmax_attn.pto:20:32
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
                     TROWSUM(t112, t111, tmp2);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t109, t109, t112);  // online_softmax_attn.pto:20:32
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT114 t114(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t114, 512);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView19 t10_u2c0Gm19(t10_u2c0 + _g108 * 16, GmView19::Shape(t114.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t114, t10_u2c0Gm19);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT116 t116(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116, 1024);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT116 t116(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116, 1536);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t116, t114, t109);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView20 lGm20(l + _g108 * 16, GmView20::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm20, t116);  // online_softmax_attn.pto:20:20
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TADD(t116, t107, t109);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView13 lGm13(l + _g74 * 16, GmView13::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm13, t116);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT119 t119(min_i64(S - _g108 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t119, 0);  // online_softmax_attn.pto:21:22
+                    TileT119 t119(min_i64(S - _g74 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t119, 1024);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView21 accGm21(acc + _g108 * 16 * D + _g118 * 64, GmView21::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t119, accGm21);  // online_softmax_attn.pto:21:22
-                    TileT120 t120(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t120, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView22 alpha_u2c0Gm22(alpha_u2c0 + _g108 * 16, GmView22::Shape(t120.GetValidRow()));  // online_softmax_attn.pto:21:22
-                    TLOAD(t120, alpha_u2c0Gm22);  // online_softmax_attn.pto:21:22
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView14 accGm14(acc + _g74 * 16 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t119, accGm14);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT122 t122(min_i64(S - _g108 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t122, 4608);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    TileT122 t122(min_i64(S - _g74 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t122, 5120);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp3(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
+                    TileTmp1 tmp3(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:21:22
                     TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp3, t120);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp3, t93);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t122, t119, tmp3);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 t13_u2c0Gm23(t13_u2c0 + _g108 * 16 * D + _g118 * 64, GmView23::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c0Gm23, t122);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView15 t13_u2c0Gm15(t13_u2c0 + _g74 * 16 * D + _g118 * 64, GmView15::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u2c0Gm15, t122);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                    TileT125 t125(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView24 p_1_u2c0Gm24(p_1_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView24::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t125, p_1_u2c0Gm24);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT126 t126(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView25 t15_u2c0Gm25(t15_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView25::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c0Gm25, t126);  // online_softmax_attn.pto:21:43
-                }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
+                    TileT125 t125(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView16 p_1_u2c0Gm16(p_1_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView16::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t125, p_1_u2c0Gm16);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT126 t126(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView17 t15_u2c0Gm17(t15_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView17::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u2c0Gm17, t126);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -603,9 +467,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView26 vj_u2c0Gm26(vj_u2c0 + _g128 * 64, GmView26::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t132, vj_u2c0Gm26);  // online_softmax_attn.pto:21:36
+                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView18 vj_u2c0Gm18(vj_u2c0 + _g128 * 64, GmView18::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t132, vj_u2c0Gm18);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -616,9 +480,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t15_u2c0Gm27(t15_u2c0 + _qb2 * 64 * 64, GmView27::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t130, t15_u2c0Gm27);  // online_softmax_attn.pto:21:36
+                using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView19 t15_u2c0Gm19(t15_u2c0 + _qb2 * 64 * 64, GmView19::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t130, t15_u2c0Gm19);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
@@ -635,9 +499,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
-                    using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView28 t15_u2c0Gm28(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView28::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t135, t15_u2c0Gm28);  // online_softmax_attn.pto:21:36
+                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView20 t15_u2c0Gm20(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView20::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t135, t15_u2c0Gm20);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
@@ -647,9 +511,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView29 vj_u2c0Gm29(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView29::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t137, vj_u2c0Gm29);  // online_softmax_attn.pto:21:36
+                    using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView21 vj_u2c0Gm21(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView21::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t137, vj_u2c0Gm21);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
@@ -663,9 +527,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 t14_u2c0Gm30(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView30::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c0Gm30, t129);  // online_softmax_attn.pto:21:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView22 t14_u2c0Gm22(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c0Gm22, t129);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -675,12 +539,12 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -691,14 +555,14 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT141 t141(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t141, 0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView31 t13_u2c0Gm31(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView31::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t141, t13_u2c0Gm31);  // online_softmax_attn.pto:21:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView23 t13_u2c0Gm23(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t141, t13_u2c0Gm23);  // online_softmax_attn.pto:21:22
                     TileT142 t142(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t142, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView32 t14_u2c0Gm32(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView32::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t142, t14_u2c0Gm32);  // online_softmax_attn.pto:21:22
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView24 t14_u2c0Gm24(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t142, t14_u2c0Gm24);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT143 t143(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t143, 8192);  // online_softmax_attn.pto:21:22
@@ -708,9 +572,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView33 accGm33(acc + _g139 * 16 * D + _g140 * 64, GmView33::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm33, t143);  // online_softmax_attn.pto:21:22
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView25 accGm25(acc + _g139 * 16 * D + _g140 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm25, t143);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -719,20 +583,23 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT145 t145(min_i64(S - _g139 * 16, 16));  // online_softmax_attn.pto:22:13
                 TASSIGN(t145, 0);  // online_softmax_attn.pto:22:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView34 m_new_u2c0Gm34(m_new_u2c0 + _g139 * 16, GmView34::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t145, m_new_u2c0Gm34);  // online_softmax_attn.pto:22:13
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView26 m_new_u2c0Gm26(m_new_u2c0 + _g139 * 16, GmView26::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TLOAD(t145, m_new_u2c0Gm26);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView35 mGm35(m + _g139 * 16, GmView35::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm35, t145);  // online_softmax_attn.pto:22:13
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView27 mGm27(m + _g139 * 16, GmView27::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm27, t145);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             __gm__ half* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -743,9 +610,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
                 TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
-                using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView36 kj_u2c1Gm36(kj_u2c1 + _g147 * 64 * D, GmView36::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm36);  // online_softmax_attn.pto:10:13
+                using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView28 kj_u2c1Gm28(kj_u2c1 + _g147 * 64 * D, GmView28::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t151, kj_u2c1Gm28);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t152, t151);  // online_softmax_attn.pto:10:13
@@ -755,9 +622,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView37 qGm37(q + _qb2 * 64 * D, GmView37::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm37);  // online_softmax_attn.pto:10:13
+                using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView29 qGm29(q + _qb2 * 64 * D, GmView29::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149, qGm29);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
@@ -776,9 +643,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView38 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView38 qGm38(q + _qb2 * 64 * D + _k153 * 64, GmView38::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm38);  // online_softmax_attn.pto:10:13
+                    using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView30 qGm30(q + _qb2 * 64 * D + _k153 * 64, GmView30::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t154, qGm30);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
@@ -789,9 +656,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView39 kj_u2c1Gm39(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView39::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm39);  // online_softmax_attn.pto:10:13
+                    using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView31 kj_u2c1Gm31(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView31::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t156, kj_u2c1Gm31);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
@@ -807,378 +674,258 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView40 t0_u2c1Gm40(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView40::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm40, t148);  // online_softmax_attn.pto:10:13
+                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView32 t0_u2c1Gm32(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView32::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_u2c1Gm32, t148);  // online_softmax_attn.pto:10:13
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160 t160(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160, 0);  // online_softmax_attn.pto:10:13
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView41 t0_u2c1Gm41(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView41::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160, t0_u2c1Gm41);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT161 t161(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161, 4096);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView42 s_u2c1Gm42(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView42::Shape(t161.GetValidRow(), t161.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c1Gm42, t161);  // online_softmax_attn.pto:10:13
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _g162 = _qb2 * 4; _g162 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g162) {  // online_softmax_attn.pto:17:32
+            for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileT163 t163(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
+                TileT163 t163(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:32
                 TASSIGN(t163, 0);  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TEXPANDS(t163, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _k164 = 0; _k164 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k164) {  // online_softmax_attn.pto:17:32
-                    TileT165 t165(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k164 * 64, 64));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t165, 512);  // online_softmax_attn.pto:17:32
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-                    GmView43 s_u2c1Gm43(s_u2c1 + _g162 * 16 * 64 + _k164 * 64, GmView43::Shape(t165.GetValidRow(), t165.GetValidCol()));  // online_softmax_attn.pto:17:32
-                    TLOAD(t165, s_u2c1Gm43);  // online_softmax_attn.pto:17:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT166 t166(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166, 4608);  // online_softmax_attn.pto:17:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
+                    TileT160 t160(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160, 512);  // online_softmax_attn.pto:10:13
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView33 t0_u2c1Gm33(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView33::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160, t0_u2c1Gm33);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT161 t161(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161, 4608);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView34 s_u2c1Gm34(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView34::Shape(t161.GetValidRow(), t161.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c1Gm34, t161);  // online_softmax_attn.pto:10:13
+                    TileT166 t166(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166, 512);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     TileTmp0 tmp4;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t166, t165, tmp4);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166, t161, tmp4);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t163, t163, t166);  // online_softmax_attn.pto:17:32
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT168 t168(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TileT168 t168(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t168, 512);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView44 mGm44(m + _g162 * 16, GmView44::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t168, mGm44);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT170 t170(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView35 mGm35(m + _g158 * 16, GmView35::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t168, mGm35);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT170 t170(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t170, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMAX(t170, t168, t163);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView45 m_new_u2c1Gm45(m_new_u2c1 + _g162 * 16, GmView45::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_u2c1Gm45, t170);  // online_softmax_attn.pto:17:21
-                TileT174 t174(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:25
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView36 m_new_u2c1Gm36(m_new_u2c1 + _g158 * 16, GmView36::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TSTORE(m_new_u2c1Gm36, t170);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TileT174 t174(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:18:25
                 TASSIGN(t174, 0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TSUB(t174, t168, t170);  // online_softmax_attn.pto:18:25
-                TileT177 t177(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:21
+                TileT177 t177(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:18:21
                 TASSIGN(t177, 512);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
                 TEXP(t177, t174);  // online_softmax_attn.pto:18:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-                GmView46 alpha_u2c1Gm46(alpha_u2c1 + _g162 * 16, GmView46::Shape(t177.GetValidRow()));  // online_softmax_attn.pto:18:21
-                TSTORE(alpha_u2c1Gm46, t177);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180 t180(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TileT180 t180(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
                     TASSIGN(t180, 1536);  // online_softmax_attn.pto:19:21
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView47 s_u2c1Gm47(s_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView47::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t180, s_u2c1Gm47);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT183 t183(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t183, 5632);  // online_softmax_attn.pto:19:21
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp5(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:19:21
-                    TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:19:21
-                    TROWEXPAND(tmp5, t170);  // online_softmax_attn.pto:19:21
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
-                    TROWEXPANDSUB(t183, t180, tmp5);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView48 t8_u2c1Gm48(t8_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView48::Shape(t183.GetValidRow(), t183.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TSTORE(t8_u2c1Gm48, t183);  // online_softmax_attn.pto:19:21
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView37 s_u2c1Gm37(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView37::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t180, s_u2c1Gm37);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT187 t187(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187, 5632);  // online_softmax_attn.pto:19:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp5(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp5, t170);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187, t180, tmp5);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView38 p_1_u2c1Gm38(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView38::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c1Gm38, t187);  // online_softmax_attn.pto:19:17
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _g184 = _qb2 * 4; _g184 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g184) {  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g185 = 0; _g185 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g185) {  // online_softmax_attn.pto:19:17
-                    TileT186 t186(min_i64(S - _g184 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t186, 0);  // online_softmax_attn.pto:19:17
-                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView49 t8_u2c1Gm49(t8_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView49::Shape(t186.GetValidRow(), t186.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TLOAD(t186, t8_u2c1Gm49);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT187 t187(min_i64(S - _g184 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187, 4096);  // online_softmax_attn.pto:19:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TEXP(t187, t186);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView50 p_1_u2c1Gm50(p_1_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView50::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c1Gm50, t187);  // online_softmax_attn.pto:19:17
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT189 t189(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+                TileT189 t189(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t189, 0);  // online_softmax_attn.pto:20:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView51 lGm51(l + _g184 * 16, GmView51::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t189, lGm51);  // online_softmax_attn.pto:20:20
-                TileT190 t190(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t190, 512);  // online_softmax_attn.pto:20:20
-                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView52 alpha_u2c1Gm52(alpha_u2c1 + _g184 * 16, GmView52::Shape(t190.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t190, alpha_u2c1Gm52);  // online_softmax_attn.pto:20:20
+                using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView39 lGm39(l + _g158 * 16, GmView39::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t189, lGm39);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT191 t191(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+                TileT191 t191(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t191, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMUL(t191, t189, t190);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView53 t10_u2c1Gm53(t10_u2c1 + _g184 * 16, GmView53::Shape(t191.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(t10_u2c1Gm53, t191);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g192 = _qb2 * 4; _g192 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g192) {  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TileT193 t193(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193, 0);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXPANDS(t193, 0.0f);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMUL(t191, t189, t177);  // online_softmax_attn.pto:20:20
+                TileT193 t193(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193, 0);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
+                TEXPANDS(t193, 0.0f);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                    TileT195 t195(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t195, 512);  // online_softmax_attn.pto:20:32
-                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView54 p_1_u2c1Gm54(p_1_u2c1 + _g192 * 16 * 64 + _k194 * 64, GmView54::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t195, p_1_u2c1Gm54);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT196 t196(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196, 4608);  // online_softmax_attn.pto:20:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileT195 t195(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t195, 1536);  // online_softmax_attn.pto:20:32
+                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView40 p_1_u2c1Gm40(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView40::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t195, p_1_u2c1Gm40);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT196 t196(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196, 5632);  // online_softmax_attn.pto:20:32
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp0 tmp6;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:20:32
                     TROWSUM(t196, t195, tmp6);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t193, t193, t196);  // online_softmax_attn.pto:20:32
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT198 t198(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t198, 512);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView55 t10_u2c1Gm55(t10_u2c1 + _g192 * 16, GmView55::Shape(t198.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t198, t10_u2c1Gm55);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT200 t200(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200, 1024);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT200 t200(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200, 1536);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TADD(t200, t198, t193);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView56 lGm56(l + _g192 * 16, GmView56::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm56, t200);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t200, t191, t193);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView41 lGm41(l + _g158 * 16, GmView41::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm41, t200);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT203 t203(min_i64(S - _g192 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t203, 0);  // online_softmax_attn.pto:21:22
+                    TileT203 t203(min_i64(S - _g158 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t203, 1024);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView57 accGm57(acc + _g192 * 16 * D + _g202 * 64, GmView57::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView57::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t203, accGm57);  // online_softmax_attn.pto:21:22
-                    TileT204 t204(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t204, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView58 alpha_u2c1Gm58(alpha_u2c1 + _g192 * 16, GmView58::Shape(t204.GetValidRow()));  // online_softmax_attn.pto:21:22
-                    TLOAD(t204, alpha_u2c1Gm58);  // online_softmax_attn.pto:21:22
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView42 accGm42(acc + _g158 * 16 * D + _g202 * 64, GmView42::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t203, accGm42);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT206 t206(min_i64(S - _g192 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t206, 4608);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    TileT206 t206(min_i64(S - _g158 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t206, 5120);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp7(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
+                    TileTmp1 tmp7(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:21:22
                     TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp7, t204);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp7, t177);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t206, t203, tmp7);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView59 t13_u2c1Gm59(t13_u2c1 + _g192 * 16 * D + _g202 * 64, GmView59::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c1Gm59, t206);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView43 t13_u2c1Gm43(t13_u2c1 + _g158 * 16 * D + _g202 * 64, GmView43::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u2c1Gm43, t206);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
+                    TileT209 t209(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView44 p_1_u2c1Gm44(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView44::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t209, p_1_u2c1Gm44);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT210 t210(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView45 t15_u2c1Gm45(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView45::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u2c1Gm45, t210);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                    TileT209 t209(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView60 p_1_u2c1Gm60(p_1_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView60::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t209, p_1_u2c1Gm60);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT210 t210(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView61 t15_u2c1Gm61(t15_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView61::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c1Gm61, t210);  // online_softmax_attn.pto:21:43
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -1191,9 +938,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView62 vj_u2c1Gm62(vj_u2c1 + _g212 * 64, GmView62::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t216, vj_u2c1Gm62);  // online_softmax_attn.pto:21:36
+                using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView46 vj_u2c1Gm46(vj_u2c1 + _g212 * 64, GmView46::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t216, vj_u2c1Gm46);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1204,9 +951,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView63 t15_u2c1Gm63(t15_u2c1 + _qb2 * 64 * 64, GmView63::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t214, t15_u2c1Gm63);  // online_softmax_attn.pto:21:36
+                using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView47 t15_u2c1Gm47(t15_u2c1 + _qb2 * 64 * 64, GmView47::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t214, t15_u2c1Gm47);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
@@ -1223,9 +970,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                     TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
-                    using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView64 t15_u2c1Gm64(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView64::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t219, t15_u2c1Gm64);  // online_softmax_attn.pto:21:36
+                    using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView48 t15_u2c1Gm48(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView48::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t219, t15_u2c1Gm48);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
@@ -1235,9 +982,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView65 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView65 vj_u2c1Gm65(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView65::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t221, vj_u2c1Gm65);  // online_softmax_attn.pto:21:36
+                    using GmView49 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView49 vj_u2c1Gm49(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView49::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t221, vj_u2c1Gm49);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
@@ -1251,9 +998,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView66 t14_u2c1Gm66(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView66::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c1Gm66, t213);  // online_softmax_attn.pto:21:36
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView50 t14_u2c1Gm50(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView50::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c1Gm50, t213);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1264,76 +1011,73 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT225 t225(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t225, 0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView67 t13_u2c1Gm67(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView67::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t225, t13_u2c1Gm67);  // online_softmax_attn.pto:21:22
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView51 t13_u2c1Gm51(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView51::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t225, t13_u2c1Gm51);  // online_softmax_attn.pto:21:22
                     TileT226 t226(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t226, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView68 t14_u2c1Gm68(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView68::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t226, t14_u2c1Gm68);  // online_softmax_attn.pto:21:22
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView52 t14_u2c1Gm52(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView52::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t226, t14_u2c1Gm52);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileT227 t227(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t227, 8192);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TADD(t227, t225, t226);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView69 accGm69(acc + _g223 * 16 * D + _g224 * 64, GmView69::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm69, t227);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView53 accGm53(acc + _g223 * 16 * D + _g224 * 64, GmView53::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm53, t227);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT229 t229(min_i64(S - _g223 * 16, 16));  // online_softmax_attn.pto:22:13
                 TASSIGN(t229, 0);  // online_softmax_attn.pto:22:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView70 m_new_u2c1Gm70(m_new_u2c1 + _g223 * 16, GmView70::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t229, m_new_u2c1Gm70);  // online_softmax_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView71 mGm71(m + _g223 * 16, GmView71::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm71, t229);  // online_softmax_attn.pto:22:13
+                using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView54 m_new_u2c1Gm54(m_new_u2c1 + _g223 * 16, GmView54::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TLOAD(t229, m_new_u2c1Gm54);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView55 mGm55(m + _g223 * 16, GmView55::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm55, t229);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -1436,18 +1180,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _g74 = _qb2 * 4; _g74 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g74) {  // online_softmax_attn.pto:10:13
                 for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
                 }
-            }
-            for (int64_t _g78 = _qb2 * 4; _g78 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g78) {  // online_softmax_attn.pto:17:32
-                for (int64_t _k80 = 0; _k80 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k80) {  // online_softmax_attn.pto:17:32
-                }
                 for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
                 }
-            }
-            for (int64_t _g100 = _qb2 * 4; _g100 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g100) {  // online_softmax_attn.pto:19:17
-                for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g101) {  // online_softmax_attn.pto:19:17
-                }
-            }
-            for (int64_t _g108 = _qb2 * 4; _g108 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g108) {  // online_softmax_attn.pto:20:32
                 for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
                 }
                 for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
@@ -1457,7 +1191,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(6);
+            wait_flag_dev(7);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1469,9 +1203,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView26 vj_u2c0Gm26(vj_u2c0 + _g128 * 64, GmView26::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t132, vj_u2c0Gm26);  // online_softmax_attn.pto:21:36
+                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView18 vj_u2c0Gm18(vj_u2c0 + _g128 * 64, GmView18::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t132, vj_u2c0Gm18);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1482,9 +1216,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t15_u2c0Gm27(t15_u2c0 + _qb2 * 64 * 64, GmView27::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t130, t15_u2c0Gm27);  // online_softmax_attn.pto:21:36
+                using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView19 t15_u2c0Gm19(t15_u2c0 + _qb2 * 64 * 64, GmView19::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t130, t15_u2c0Gm19);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
@@ -1501,9 +1235,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
-                    using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView28 t15_u2c0Gm28(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView28::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t135, t15_u2c0Gm28);  // online_softmax_attn.pto:21:36
+                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView20 t15_u2c0Gm20(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView20::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t135, t15_u2c0Gm20);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
@@ -1513,9 +1247,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView29 vj_u2c0Gm29(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView29::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t137, vj_u2c0Gm29);  // online_softmax_attn.pto:21:36
+                    using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView21 vj_u2c0Gm21(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView21::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t137, vj_u2c0Gm21);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
@@ -1529,9 +1263,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 t14_u2c0Gm30(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView30::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c0Gm30, t129);  // online_softmax_attn.pto:21:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView22 t14_u2c0Gm22(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c0Gm22, t129);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1540,7 +1274,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
                 for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
@@ -1557,9 +1291,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
                 TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
-                using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView36 kj_u2c1Gm36(kj_u2c1 + _g147 * 64 * D, GmView36::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm36);  // online_softmax_attn.pto:10:13
+                using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView28 kj_u2c1Gm28(kj_u2c1 + _g147 * 64 * D, GmView28::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t151, kj_u2c1Gm28);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t152, t151);  // online_softmax_attn.pto:10:13
@@ -1569,9 +1303,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView37 qGm37(q + _qb2 * 64 * D, GmView37::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm37);  // online_softmax_attn.pto:10:13
+                using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView29 qGm29(q + _qb2 * 64 * D, GmView29::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149, qGm29);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
@@ -1590,9 +1324,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView38 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView38 qGm38(q + _qb2 * 64 * D + _k153 * 64, GmView38::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm38);  // online_softmax_attn.pto:10:13
+                    using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView30 qGm30(q + _qb2 * 64 * D + _k153 * 64, GmView30::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t154, qGm30);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
@@ -1603,9 +1337,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView39 kj_u2c1Gm39(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView39::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm39);  // online_softmax_attn.pto:10:13
+                    using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView31 kj_u2c1Gm31(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView31::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t156, kj_u2c1Gm31);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
@@ -1621,9 +1355,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView40 t0_u2c1Gm40(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView40::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm40, t148);  // online_softmax_attn.pto:10:13
+                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView32 t0_u2c1Gm32(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView32::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_u2c1Gm32, t148);  // online_softmax_attn.pto:10:13
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -1632,18 +1366,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
                 for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
                 }
-            }
-            for (int64_t _g162 = _qb2 * 4; _g162 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g162) {  // online_softmax_attn.pto:17:32
-                for (int64_t _k164 = 0; _k164 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k164) {  // online_softmax_attn.pto:17:32
-                }
                 for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
                 }
-            }
-            for (int64_t _g184 = _qb2 * 4; _g184 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g184) {  // online_softmax_attn.pto:19:17
-                for (int64_t _g185 = 0; _g185 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g185) {  // online_softmax_attn.pto:19:17
-                }
-            }
-            for (int64_t _g192 = _qb2 * 4; _g192 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g192) {  // online_softmax_attn.pto:20:32
                 for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
                 }
                 for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
@@ -1653,7 +1377,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             wait_flag_dev(5);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(6);
+            wait_flag_dev(7);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1665,9 +1389,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView62 vj_u2c1Gm62(vj_u2c1 + _g212 * 64, GmView62::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t216, vj_u2c1Gm62);  // online_softmax_attn.pto:21:36
+                using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView46 vj_u2c1Gm46(vj_u2c1 + _g212 * 64, GmView46::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t216, vj_u2c1Gm46);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1678,9 +1402,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView63 t15_u2c1Gm63(t15_u2c1 + _qb2 * 64 * 64, GmView63::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t214, t15_u2c1Gm63);  // online_softmax_attn.pto:21:36
+                using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView47 t15_u2c1Gm47(t15_u2c1 + _qb2 * 64 * 64, GmView47::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t214, t15_u2c1Gm47);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
@@ -1697,9 +1421,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                     TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
-                    using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView64 t15_u2c1Gm64(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView64::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t219, t15_u2c1Gm64);  // online_softmax_attn.pto:21:36
+                    using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView48 t15_u2c1Gm48(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView48::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t219, t15_u2c1Gm48);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
@@ -1709,9 +1433,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView65 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView65 vj_u2c1Gm65(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView65::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t221, vj_u2c1Gm65);  // online_softmax_attn.pto:21:36
+                    using GmView49 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView49 vj_u2c1Gm49(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView49::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t221, vj_u2c1Gm49);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
@@ -1725,15 +1449,15 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView66 t14_u2c1Gm66(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView66::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c1Gm66, t213);  // online_softmax_attn.pto:21:36
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView50 t14_u2c1Gm50(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView50::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c1Gm50, t213);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -1756,17 +1480,14 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
@@ -1776,31 +1497,47 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                 }
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag_dev(1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag_dev(6);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g74 = _qb2 * 4; _g74 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g74) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT79 t79(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t79, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
                 for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
                     TileT76 t76(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76, 0);  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76, 512);  // online_softmax_attn.pto:10:13
                     if (ptodsl_aiv0) {
                         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                         GmView5 t0_u2c0Gm5(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t76, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileT77 t77(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77, 4096);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TASSIGN(t77, 4608);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TMULS(t77, t76, scale);  // online_softmax_attn.pto:10:13
                     }
@@ -1811,276 +1548,134 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         GmView6 s_u2c0Gm6(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView6::Shape(t77.GetValidRow(), t77.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c0Gm6, t77);  // online_softmax_attn.pto:10:13
                     }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _g78 = _qb2 * 4; _g78 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g78) {  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                TileT79 t79(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t79, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k80 = 0; _k80 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k80) {  // online_softmax_attn.pto:17:32
-                    TileT81 t81(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k80 * 64, 64));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t81, 512);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-                        GmView7 s_u2c0Gm7(s_u2c0 + _g78 * 16 * 64 + _k80 * 64, GmView7::Shape(t81.GetValidRow(), t81.GetValidCol()));  // online_softmax_attn.pto:17:32
-                        TLOAD(t81, s_u2c0Gm7);  // online_softmax_attn.pto:17:32
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT82 t82(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82, 4608);  // online_softmax_attn.pto:17:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT82 t82(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82, 512);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t82, t81, tmp0);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82, t77, tmp0);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TMAX(t79, t79, t82);  // online_softmax_attn.pto:17:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT84 t84(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT84 t84(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t84, 512);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView8 mGm8(m + _g78 * 16, GmView8::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84, mGm8);  // online_softmax_attn.pto:17:21
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView7 mGm7(m + _g74 * 16, GmView7::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84, mGm7);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT86 t86(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT86 t86(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t86, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
                     TMAX(t86, t84, t79);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView9 m_new_u2c0Gm9(m_new_u2c0 + _g78 * 16, GmView9::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u2c0Gm9, t86);  // online_softmax_attn.pto:17:21
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView8 m_new_u2c0Gm8(m_new_u2c0 + _g74 * 16, GmView8::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_u2c0Gm8, t86);  // online_softmax_attn.pto:17:21
                 }
-                TileT90 t90(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:25
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TileT90 t90(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:18:25
                 TASSIGN(t90, 0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TSUB(t90, t84, t86);  // online_softmax_attn.pto:18:25
                 }
-                TileT93 t93(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:21
+                TileT93 t93(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:18:21
                 TASSIGN(t93, 512);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t93, t90);  // online_softmax_attn.pto:18:21
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-                    GmView10 alpha_u2c0Gm10(alpha_u2c0 + _g78 * 16, GmView10::Shape(t93.GetValidRow()));  // online_softmax_attn.pto:18:21
-                    TSTORE(alpha_u2c0Gm10, t93);  // online_softmax_attn.pto:18:21
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96 t96(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TileT96 t96(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
                     TASSIGN(t96, 1536);  // online_softmax_attn.pto:19:21
                     if (ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView11 s_u2c0Gm11(s_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView11::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96, s_u2c0Gm11);  // online_softmax_attn.pto:19:21
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView9 s_u2c0Gm9(s_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView9::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t96, s_u2c0Gm9);  // online_softmax_attn.pto:19:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT99 t99(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t99, 5632);  // online_softmax_attn.pto:19:21
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT103 t103(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103, 5632);  // online_softmax_attn.pto:19:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp1(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:19:21
-                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:21
-                        TROWEXPAND(tmp1, t86);  // online_softmax_attn.pto:19:21
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
-                        TROWEXPANDSUB(t99, t96, tmp1);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView12 t8_u2c0Gm12(t8_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView12::Shape(t99.GetValidRow(), t99.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TSTORE(t8_u2c0Gm12, t99);  // online_softmax_attn.pto:19:21
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g100 = _qb2 * 4; _g100 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g100) {  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g101) {  // online_softmax_attn.pto:19:17
-                    TileT102 t102(min_i64(S - _g100 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t102, 0);  // online_softmax_attn.pto:19:17
-                    if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView13 t8_u2c0Gm13(t8_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView13::Shape(t102.GetValidRow(), t102.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TLOAD(t102, t8_u2c0Gm13);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT103 t103(min_i64(S - _g100 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103, 4096);  // online_softmax_attn.pto:19:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TEXP(t103, t102);  // online_softmax_attn.pto:19:17
+                        TileTmp1 tmp1(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp1, t86);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103, t96, tmp1);  // online_softmax_attn.pto:19:17
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u2c0Gm14(p_1_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView14::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0Gm14, t103);  // online_softmax_attn.pto:19:17
+                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView10 p_1_u2c0Gm10(p_1_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c0Gm10, t103);  // online_softmax_attn.pto:19:17
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT105 t105(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT105 t105(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t105, 0);  // online_softmax_attn.pto:20:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView15 lGm15(l + _g100 * 16, GmView15::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105, lGm15);  // online_softmax_attn.pto:20:20
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView11 lGm11(l + _g74 * 16, GmView11::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105, lGm11);  // online_softmax_attn.pto:20:20
                 }
-                TileT106 t106(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t106, 512);  // online_softmax_attn.pto:20:20
-                if (ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView16 alpha_u2c0Gm16(alpha_u2c0 + _g100 * 16, GmView16::Shape(t106.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t106, alpha_u2c0Gm16);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT107 t107(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT107 t107(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t107, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TMUL(t107, t105, t106);  // online_softmax_attn.pto:20:20
+                    TMUL(t107, t105, t93);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView17 t10_u2c0Gm17(t10_u2c0 + _g100 * 16, GmView17::Shape(t107.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(t10_u2c0Gm17, t107);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag_dev(1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            for (int64_t _g108 = _qb2 * 4; _g108 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g108) {  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TileT109 t109(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
+                TileT109 t109(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:32
                 TASSIGN(t109, 0);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t109, 0.0f);  // online_softmax_attn.pto:20:32
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                    TileT111 t111(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t111, 512);  // online_softmax_attn.pto:20:32
+                    TileT111 t111(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t111, 1536);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView18 p_1_u2c0Gm18(p_1_u2c0 + _g108 * 16 * 64 + _k110 * 64, GmView18::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t111, p_1_u2c0Gm18);  // online_softmax_attn.pto:20:32
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView12 p_1_u2c0Gm12(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView12::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t111, p_1_u2c0Gm12);  // online_softmax_attn.pto:20:32
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT112 t112(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112, 4608);  // online_softmax_attn.pto:20:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT112 t112(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112, 5632);  // online_softmax_attn.pto:20:32
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
@@ -2091,146 +1686,133 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TADD(t109, t109, t112);  // online_softmax_attn.pto:20:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT114 t114(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t114, 512);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView19 t10_u2c0Gm19(t10_u2c0 + _g108 * 16, GmView19::Shape(t114.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t114, t10_u2c0Gm19);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT116 t116(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116, 1024);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT116 t116(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116, 1536);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TADD(t116, t114, t109);  // online_softmax_attn.pto:20:20
+                    TADD(t116, t107, t109);  // online_softmax_attn.pto:20:20
                 }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView20 lGm20(l + _g108 * 16, GmView20::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm20, t116);  // online_softmax_attn.pto:20:20
-                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                if (ptodsl_aiv0) {
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView13 lGm13(l + _g74 * 16, GmView13::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm13, t116);  // online_softmax_attn.pto:20:20
+                }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT119 t119(min_i64(S - _g108 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t119, 0);  // online_softmax_attn.pto:21:22
+                    TileT119 t119(min_i64(S - _g74 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t119, 1024);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     if (ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView21 accGm21(acc + _g108 * 16 * D + _g118 * 64, GmView21::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t119, accGm21);  // online_softmax_attn.pto:21:22
-                    }
-                    TileT120 t120(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t120, 4096);  // online_softmax_attn.pto:21:22
-                    if (ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView22 alpha_u2c0Gm22(alpha_u2c0 + _g108 * 16, GmView22::Shape(t120.GetValidRow()));  // online_softmax_attn.pto:21:22
-                        TLOAD(t120, alpha_u2c0Gm22);  // online_softmax_attn.pto:21:22
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView14 accGm14(acc + _g74 * 16 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t119, accGm14);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT122 t122(min_i64(S - _g108 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t122, 4608);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    TileT122 t122(min_i64(S - _g74 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t122, 5120);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp3(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
+                        TileTmp1 tmp3(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:21:22
                         TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp3, t120);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp3, t93);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t122, t119, tmp3);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 t13_u2c0Gm23(t13_u2c0 + _g108 * 16 * D + _g118 * 64, GmView23::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c0Gm23, t122);  // online_softmax_attn.pto:21:22
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView15 t13_u2c0Gm15(t13_u2c0 + _g74 * 16 * D + _g118 * 64, GmView15::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u2c0Gm15, t122);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                    TileT125 t125(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TileT125 t125(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView24 p_1_u2c0Gm24(p_1_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView24::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t125, p_1_u2c0Gm24);  // online_softmax_attn.pto:21:43
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView16::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t125, p_1_u2c0Gm16);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT126 t126(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT126 t126(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView25 t15_u2c0Gm25(t15_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView25::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c0Gm25, t126);  // online_softmax_attn.pto:21:43
+                        using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView17 t15_u2c0Gm17(t15_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView17::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u2c0Gm17, t126);  // online_softmax_attn.pto:21:43
                     }
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag_dev(7);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag_dev(6);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -2242,16 +1824,16 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t141, 0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView31 t13_u2c0Gm31(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView31::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t141, t13_u2c0Gm31);  // online_softmax_attn.pto:21:22
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView23 t13_u2c0Gm23(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t141, t13_u2c0Gm23);  // online_softmax_attn.pto:21:22
                     }
                     TileT142 t142(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t142, 4096);  // online_softmax_attn.pto:21:22
                     if (ptodsl_aiv0) {
-                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView32 t14_u2c0Gm32(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView32::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142, t14_u2c0Gm32);  // online_softmax_attn.pto:21:22
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView24 t14_u2c0Gm24(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142, t14_u2c0Gm24);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT143 t143(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -2265,9 +1847,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView33 accGm33(acc + _g139 * 16 * D + _g140 * 64, GmView33::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm33, t143);  // online_softmax_attn.pto:21:22
+                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView25 accGm25(acc + _g139 * 16 * D + _g140 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm25, t143);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 }
@@ -2278,23 +1860,26 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t145, 0);  // online_softmax_attn.pto:22:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView34 m_new_u2c0Gm34(m_new_u2c0 + _g139 * 16, GmView34::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t145, m_new_u2c0Gm34);  // online_softmax_attn.pto:22:13
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView26 m_new_u2c0Gm26(m_new_u2c0 + _g139 * 16, GmView26::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t145, m_new_u2c0Gm26);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView35 mGm35(m + _g139 * 16, GmView35::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm35, t145);  // online_softmax_attn.pto:22:13
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView27 mGm27(m + _g139 * 16, GmView27::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm27, t145);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             __gm__ half* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
@@ -2302,308 +1887,186 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                 }
             }
+            wait_flag_dev(4);
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag_dev(6);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160 t160(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160, 0);  // online_softmax_attn.pto:10:13
-                    if (ptodsl_aiv0) {
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView41 t0_u2c1Gm41(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView41::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160, t0_u2c1Gm41);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT161 t161(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161, 4096);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView42 s_u2c1Gm42(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView42::Shape(t161.GetValidRow(), t161.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1Gm42, t161);  // online_softmax_attn.pto:10:13
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag_dev(6);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _g162 = _qb2 * 4; _g162 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g162) {  // online_softmax_attn.pto:17:32
+            for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileT163 t163(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
+                TileT163 t163(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:32
                 TASSIGN(t163, 0);  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t163, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _k164 = 0; _k164 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k164) {  // online_softmax_attn.pto:17:32
-                    TileT165 t165(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k164 * 64, 64));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t165, 512);  // online_softmax_attn.pto:17:32
+                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
+                    TileT160 t160(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160, 512);  // online_softmax_attn.pto:10:13
                     if (ptodsl_aiv0) {
-                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-                        GmView43 s_u2c1Gm43(s_u2c1 + _g162 * 16 * 64 + _k164 * 64, GmView43::Shape(t165.GetValidRow(), t165.GetValidCol()));  // online_softmax_attn.pto:17:32
-                        TLOAD(t165, s_u2c1Gm43);  // online_softmax_attn.pto:17:32
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView33 t0_u2c1Gm33(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView33::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160, t0_u2c1Gm33);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT166 t166(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166, 4608);  // online_softmax_attn.pto:17:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT161 t161(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161, 4608);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView34 s_u2c1Gm34(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView34::Shape(t161.GetValidRow(), t161.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c1Gm34, t161);  // online_softmax_attn.pto:10:13
+                    }
+                    TileT166 t166(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166, 512);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp4;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t166, t165, tmp4);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166, t161, tmp4);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TMAX(t163, t163, t166);  // online_softmax_attn.pto:17:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT168 t168(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TileT168 t168(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t168, 512);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView44 mGm44(m + _g162 * 16, GmView44::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t168, mGm44);  // online_softmax_attn.pto:17:21
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView35 mGm35(m + _g158 * 16, GmView35::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t168, mGm35);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT170 t170(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT170 t170(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t170, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TMAX(t170, t168, t163);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView45 m_new_u2c1Gm45(m_new_u2c1 + _g162 * 16, GmView45::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u2c1Gm45, t170);  // online_softmax_attn.pto:17:21
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView36 m_new_u2c1Gm36(m_new_u2c1 + _g158 * 16, GmView36::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_u2c1Gm36, t170);  // online_softmax_attn.pto:17:21
                 }
-                TileT174 t174(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:25
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TileT174 t174(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:18:25
                 TASSIGN(t174, 0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TSUB(t174, t168, t170);  // online_softmax_attn.pto:18:25
                 }
-                TileT177 t177(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:21
+                TileT177 t177(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:18:21
                 TASSIGN(t177, 512);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t177, t174);  // online_softmax_attn.pto:18:21
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-                    GmView46 alpha_u2c1Gm46(alpha_u2c1 + _g162 * 16, GmView46::Shape(t177.GetValidRow()));  // online_softmax_attn.pto:18:21
-                    TSTORE(alpha_u2c1Gm46, t177);  // online_softmax_attn.pto:18:21
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180 t180(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TileT180 t180(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
                     TASSIGN(t180, 1536);  // online_softmax_attn.pto:19:21
                     if (ptodsl_aiv0) {
-                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView47 s_u2c1Gm47(s_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView47::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180, s_u2c1Gm47);  // online_softmax_attn.pto:19:21
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView37 s_u2c1Gm37(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView37::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t180, s_u2c1Gm37);  // online_softmax_attn.pto:19:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT183 t183(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t183, 5632);  // online_softmax_attn.pto:19:21
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT187 t187(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187, 5632);  // online_softmax_attn.pto:19:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp5(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:19:21
-                        TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:19:21
-                        TROWEXPAND(tmp5, t170);  // online_softmax_attn.pto:19:21
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
-                        TROWEXPANDSUB(t183, t180, tmp5);  // online_softmax_attn.pto:19:21
+                        TileTmp1 tmp5(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp5, t170);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187, t180, tmp5);  // online_softmax_attn.pto:19:17
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView48 t8_u2c1Gm48(t8_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView48::Shape(t183.GetValidRow(), t183.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TSTORE(t8_u2c1Gm48, t183);  // online_softmax_attn.pto:19:21
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView38 p_1_u2c1Gm38(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView38::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c1Gm38, t187);  // online_softmax_attn.pto:19:17
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _g184 = _qb2 * 4; _g184 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g184) {  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g185 = 0; _g185 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g185) {  // online_softmax_attn.pto:19:17
-                    TileT186 t186(min_i64(S - _g184 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t186, 0);  // online_softmax_attn.pto:19:17
-                    if (ptodsl_aiv0) {
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView49 t8_u2c1Gm49(t8_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView49::Shape(t186.GetValidRow(), t186.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TLOAD(t186, t8_u2c1Gm49);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT187 t187(min_i64(S - _g184 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187, 4096);  // online_softmax_attn.pto:19:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        TEXP(t187, t186);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView50 p_1_u2c1Gm50(p_1_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView50::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1Gm50, t187);  // online_softmax_attn.pto:19:17
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                TileT189 t189(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+                TileT189 t189(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t189, 0);  // online_softmax_attn.pto:20:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView51 lGm51(l + _g184 * 16, GmView51::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t189, lGm51);  // online_softmax_attn.pto:20:20
-                }
-                TileT190 t190(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t190, 512);  // online_softmax_attn.pto:20:20
-                if (ptodsl_aiv0) {
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView52 alpha_u2c1Gm52(alpha_u2c1 + _g184 * 16, GmView52::Shape(t190.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t190, alpha_u2c1Gm52);  // online_softmax_attn.pto:20:20
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView39 lGm39(l + _g158 * 16, GmView39::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t189, lGm39);  // online_softmax_attn.pto:20:20
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT191 t191(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+                TileT191 t191(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t191, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TMUL(t191, t189, t190);  // online_softmax_attn.pto:20:20
+                    TMUL(t191, t189, t177);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView53 t10_u2c1Gm53(t10_u2c1 + _g184 * 16, GmView53::Shape(t191.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(t10_u2c1Gm53, t191);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag_dev(4);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g192 = _qb2 * 4; _g192 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g192) {  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TileT193 t193(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
+                TileT193 t193(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:32
                 TASSIGN(t193, 0);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t193, 0.0f);  // online_softmax_attn.pto:20:32
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                    TileT195 t195(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t195, 512);  // online_softmax_attn.pto:20:32
+                    TileT195 t195(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t195, 1536);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView54 p_1_u2c1Gm54(p_1_u2c1 + _g192 * 16 * 64 + _k194 * 64, GmView54::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t195, p_1_u2c1Gm54);  // online_softmax_attn.pto:20:32
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView40 p_1_u2c1Gm40(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView40::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t195, p_1_u2c1Gm40);  // online_softmax_attn.pto:20:32
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT196 t196(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196, 4608);  // online_softmax_attn.pto:20:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT196 t196(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196, 5632);  // online_softmax_attn.pto:20:32
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp6;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:20:32
@@ -2614,153 +2077,137 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TADD(t193, t193, t196);  // online_softmax_attn.pto:20:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT198 t198(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t198, 512);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView55 t10_u2c1Gm55(t10_u2c1 + _g192 * 16, GmView55::Shape(t198.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t198, t10_u2c1Gm55);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT200 t200(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200, 1024);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT200 t200(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200, 1536);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TADD(t200, t198, t193);  // online_softmax_attn.pto:20:20
+                    TADD(t200, t191, t193);  // online_softmax_attn.pto:20:20
                 }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView56 lGm56(l + _g192 * 16, GmView56::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm56, t200);  // online_softmax_attn.pto:20:20
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView41 lGm41(l + _g158 * 16, GmView41::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm41, t200);  // online_softmax_attn.pto:20:20
                 }
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT203 t203(min_i64(S - _g192 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t203, 0);  // online_softmax_attn.pto:21:22
+                    TileT203 t203(min_i64(S - _g158 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t203, 1024);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     if (ptodsl_aiv0) {
-                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView57 accGm57(acc + _g192 * 16 * D + _g202 * 64, GmView57::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView57::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t203, accGm57);  // online_softmax_attn.pto:21:22
-                    }
-                    TileT204 t204(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t204, 4096);  // online_softmax_attn.pto:21:22
-                    if (ptodsl_aiv0) {
-                        using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView58 alpha_u2c1Gm58(alpha_u2c1 + _g192 * 16, GmView58::Shape(t204.GetValidRow()));  // online_softmax_attn.pto:21:22
-                        TLOAD(t204, alpha_u2c1Gm58);  // online_softmax_attn.pto:21:22
+                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView42 accGm42(acc + _g158 * 16 * D + _g202 * 64, GmView42::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t203, accGm42);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT206 t206(min_i64(S - _g192 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t206, 4608);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    TileT206 t206(min_i64(S - _g158 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t206, 5120);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp7(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
+                        TileTmp1 tmp7(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:21:22
                         TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp7, t204);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp7, t177);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t206, t203, tmp7);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView59 t13_u2c1Gm59(t13_u2c1 + _g192 * 16 * D + _g202 * 64, GmView59::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c1Gm59, t206);  // online_softmax_attn.pto:21:22
+                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView43 t13_u2c1Gm43(t13_u2c1 + _g158 * 16 * D + _g202 * 64, GmView43::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u2c1Gm43, t206);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                    TileT209 t209(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TileT209 t209(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView60 p_1_u2c1Gm60(p_1_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView60::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t209, p_1_u2c1Gm60);  // online_softmax_attn.pto:21:43
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView44 p_1_u2c1Gm44(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView44::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t209, p_1_u2c1Gm44);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT210 t210(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT210 t210(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (ptodsl_aiv0) {
                         TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView61 t15_u2c1Gm61(t15_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView61::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c1Gm61, t210);  // online_softmax_attn.pto:21:43
+                        using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView45 t15_u2c1Gm45(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView45::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u2c1Gm45, t210);  // online_softmax_attn.pto:21:43
                     }
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag_dev(7);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag_dev(6);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
@@ -2768,75 +2215,72 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t225, 0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView67 t13_u2c1Gm67(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView67::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t225, t13_u2c1Gm67);  // online_softmax_attn.pto:21:22
+                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView51 t13_u2c1Gm51(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView51::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t225, t13_u2c1Gm51);  // online_softmax_attn.pto:21:22
                     }
                     TileT226 t226(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t226, 4096);  // online_softmax_attn.pto:21:22
                     if (ptodsl_aiv0) {
-                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView68 t14_u2c1Gm68(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView68::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226, t14_u2c1Gm68);  // online_softmax_attn.pto:21:22
+                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView52 t14_u2c1Gm52(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView52::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226, t14_u2c1Gm52);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileT227 t227(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t227, 8192);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (ptodsl_aiv0) {
                         TADD(t227, t225, t226);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView69 accGm69(acc + _g223 * 16 * D + _g224 * 64, GmView69::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm69, t227);  // online_softmax_attn.pto:21:22
+                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView53 accGm53(acc + _g223 * 16 * D + _g224 * 64, GmView53::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm53, t227);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT229 t229(min_i64(S - _g223 * 16, 16));  // online_softmax_attn.pto:22:13
                 TASSIGN(t229, 0);  // online_softmax_attn.pto:22:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView70 m_new_u2c1Gm70(m_new_u2c1 + _g223 * 16, GmView70::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t229, m_new_u2c1Gm70);  // online_softmax_attn.pto:22:13
+                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView54 m_new_u2c1Gm54(m_new_u2c1 + _g223 * 16, GmView54::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t229, m_new_u2c1Gm54);  // online_softmax_attn.pto:22:13
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView71 mGm71(m + _g223 * 16, GmView71::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm71, t229);  // online_softmax_attn.pto:22:13
+                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView55 mGm55(m + _g223 * 16, GmView55::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm55, t229);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
         wait_flag_dev(4);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag_dev(1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 #endif
 #endif

@@ -21,9 +21,9 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale)
+extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale)
 #endif
 {
     using TileT5 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -35,17 +35,13 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT9 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT19 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT20 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT29 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT32 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT34 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT45 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -60,17 +56,10 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
-        pipe_barrier(PIPE_V);
         __gm__ float* kj_first = k;  // online_softmax_attn.pto:8:14
         __gm__ float* vj_first = v;  // online_softmax_attn.pto:9:14
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -149,30 +138,37 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(t0_firstGm4, t2);  // online_softmax_attn.pto:10:13
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _g12 = _qb0 * 4; _g12 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT17 t17(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:12:20
+            TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TEXPANDS(t17, -__builtin_inff());  // online_softmax_attn.pto:12:20
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
             for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
                 TileT14 t14(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t14, 0);  // online_softmax_attn.pto:10:13
+                TASSIGN(t14, 512);  // online_softmax_attn.pto:10:13
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView5 t0_firstGm5(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView5::Shape(t14.GetValidRow(), t14.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TLOAD(t14, t0_firstGm5);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT15 t15(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t15, 4096);  // online_softmax_attn.pto:10:13
+                TASSIGN(t15, 4608);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t15, t14, scale);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -180,213 +176,103 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView6 s_firstGm6(s_first + _g12 * 16 * 64 + _g13 * 64, GmView6::Shape(t15.GetValidRow(), t15.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(s_firstGm6, t15);  // online_softmax_attn.pto:10:13
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        for (int64_t _g16 = _qb0 * 4; _g16 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g16) {  // online_softmax_attn.pto:12:20
-            pipe_barrier(PIPE_V);
-            TileT17 t17(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
-            TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            TEXPANDS(t17, -__builtin_inff());  // online_softmax_attn.pto:12:20
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // online_softmax_attn.pto:12:20
-                TileT19 t19(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _k18 * 64, 64));  // online_softmax_attn.pto:12:20
-                TASSIGN(t19, 512);  // online_softmax_attn.pto:12:20
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
-                GmView7 s_firstGm7(s_first + _g16 * 16 * 64 + _k18 * 64, GmView7::Shape(t19.GetValidRow(), t19.GetValidCol()));  // online_softmax_attn.pto:12:20
-                TLOAD(t19, s_firstGm7);  // online_softmax_attn.pto:12:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT20 t20(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
-                TASSIGN(t20, 4608);  // online_softmax_attn.pto:12:20
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT20 t20(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:12:20
+                TASSIGN(t20, 512);  // online_softmax_attn.pto:12:20
+                pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-                TASSIGN(tmp0, 8704);  // online_softmax_attn.pto:12:20
-                TROWMAX(t20, t19, tmp0);  // online_softmax_attn.pto:12:20
+                TASSIGN(tmp0, 9216);  // online_softmax_attn.pto:12:20
+                TROWMAX(t20, t15, tmp0);  // online_softmax_attn.pto:12:20
                 pipe_barrier(PIPE_V);
                 TMAX(t17, t17, t20);  // online_softmax_attn.pto:12:20
             }
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-            GmView8 mGm8(m + _g16 * 16, GmView8::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
-            TSTORE(mGm8, t17);  // online_softmax_attn.pto:12:20
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+            GmView7 mGm7(m + _g12 * 16, GmView7::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
+            TSTORE(mGm7, t17);  // online_softmax_attn.pto:12:20
+            TileT32 t32(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:14:20
+            TASSIGN(t32, 512);  // online_softmax_attn.pto:14:20
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TEXPANDS(t32, 0.0f);  // online_softmax_attn.pto:14:20
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                TileT23 t23(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                TASSIGN(t23, 512);  // online_softmax_attn.pto:13:21
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                GmView9 s_firstGm9(s_first + _g16 * 16 * 64 + _g22 * 64, GmView9::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
-                TLOAD(t23, s_firstGm9);  // online_softmax_attn.pto:13:21
+                TileT23 t23(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+                TASSIGN(t23, 1024);  // online_softmax_attn.pto:13:21
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+                GmView8 s_firstGm8(s_first + _g12 * 16 * 64 + _g22 * 64, GmView8::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
+                TLOAD(t23, s_firstGm8);  // online_softmax_attn.pto:13:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT26 t26(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                TASSIGN(t26, 4608);  // online_softmax_attn.pto:13:21
+                TileT30 t30(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+                TASSIGN(t30, 5120);  // online_softmax_attn.pto:13:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp1(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:13:21
-                TASSIGN(tmp1, 8704);  // online_softmax_attn.pto:13:21
-                TROWEXPAND(tmp1, t17);  // online_softmax_attn.pto:13:21
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:21
-                TROWEXPANDSUB(t26, t23, tmp1);  // online_softmax_attn.pto:13:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                GmView10 t2_firstGm10(t2_first + _g16 * 16 * 64 + _g22 * 64, GmView10::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
-                TSTORE(t2_firstGm10, t26);  // online_softmax_attn.pto:13:21
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g27 = _qb0 * 4; _g27 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g27) {  // online_softmax_attn.pto:13:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g28 = 0; _g28 < (min_i64(L, 64) + 63) / 64; ++_g28) {  // online_softmax_attn.pto:13:17
-                TileT29 t29(min_i64(S - _g27 * 16, 16), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
-                TASSIGN(t29, 0);  // online_softmax_attn.pto:13:17
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                GmView11 t2_firstGm11(t2_first + _g27 * 16 * 64 + _g28 * 64, GmView11::Shape(t29.GetValidRow(), t29.GetValidCol()));  // online_softmax_attn.pto:13:17
-                TLOAD(t29, t2_firstGm11);  // online_softmax_attn.pto:13:17
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT30 t30(min_i64(S - _g27 * 16, 16), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
-                TASSIGN(t30, 4096);  // online_softmax_attn.pto:13:17
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TEXP(t30, t29);  // online_softmax_attn.pto:13:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                GmView12 p_firstGm12(p_first + _g27 * 16 * 64 + _g28 * 64, GmView12::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
-                TSTORE(p_firstGm12, t30);  // online_softmax_attn.pto:13:17
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        for (int64_t _g31 = _qb0 * 4; _g31 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g31) {  // online_softmax_attn.pto:14:20
-            pipe_barrier(PIPE_V);
-            TileT32 t32(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
-            TASSIGN(t32, 0);  // online_softmax_attn.pto:14:20
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TEXPANDS(t32, 0.0f);  // online_softmax_attn.pto:14:20
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
-            for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // online_softmax_attn.pto:14:20
-                TileT34 t34(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _k33 * 64, 64));  // online_softmax_attn.pto:14:20
-                TASSIGN(t34, 512);  // online_softmax_attn.pto:14:20
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
-                GmView13 p_firstGm13(p_first + _g31 * 16 * 64 + _k33 * 64, GmView13::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
-                TLOAD(t34, p_firstGm13);  // online_softmax_attn.pto:14:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT35 t35(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
-                TASSIGN(t35, 4608);  // online_softmax_attn.pto:14:20
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp1(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:13:17
+                TASSIGN(tmp1, 9216);  // online_softmax_attn.pto:13:17
+                TROWEXPAND(tmp1, t17);  // online_softmax_attn.pto:13:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
+                TROWEXPANDEXPDIF(t30, t23, tmp1);  // online_softmax_attn.pto:13:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+                GmView9 p_firstGm9(p_first + _g12 * 16 * 64 + _g22 * 64, GmView9::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
+                TSTORE(p_firstGm9, t30);  // online_softmax_attn.pto:13:17
+                TileT35 t35(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:14:20
+                TASSIGN(t35, 1024);  // online_softmax_attn.pto:14:20
+                pipe_barrier(PIPE_V);
                 TileTmp0 tmp2;  // online_softmax_attn.pto:14:20
-                TASSIGN(tmp2, 8704);  // online_softmax_attn.pto:14:20
-                TROWSUM(t35, t34, tmp2);  // online_softmax_attn.pto:14:20
+                TASSIGN(tmp2, 9216);  // online_softmax_attn.pto:14:20
+                TROWSUM(t35, t30, tmp2);  // online_softmax_attn.pto:14:20
                 pipe_barrier(PIPE_V);
                 TADD(t32, t32, t35);  // online_softmax_attn.pto:14:20
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-            GmView14 lGm14(l + _g31 * 16, GmView14::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
-            TSTORE(lGm14, t32);  // online_softmax_attn.pto:14:20
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+            GmView10 lGm10(l + _g12 * 16, GmView10::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
+            TSTORE(lGm10, t32);  // online_softmax_attn.pto:14:20
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                TileT38 t38(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TileT38 t38(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
                 TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                GmView15 p_firstGm15(p_first + _g31 * 16 * 64 + _g37 * 64, GmView15::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-                TLOAD(t38, p_firstGm15);  // online_softmax_attn.pto:15:29
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                GmView16 t5_firstGm16(t5_first + _g31 * 16 * 64 + _g37 * 64, GmView16::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-                TSTORE(t5_firstGm16, t38);  // online_softmax_attn.pto:15:29
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                GmView11 p_firstGm11(p_first + _g12 * 16 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TLOAD(t38, p_firstGm11);  // online_softmax_attn.pto:15:29
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                GmView12 t5_firstGm12(t5_first + _g12 * 16 * 64 + _g37 * 64, GmView12::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TSTORE(t5_firstGm12, t38);  // online_softmax_attn.pto:15:29
             }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -399,9 +285,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView17 vj_firstGm17(vj_first + _g41 * 64, GmView17::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t45, vj_firstGm17);  // online_softmax_attn.pto:15:22
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView13 vj_firstGm13(vj_first + _g41 * 64, GmView13::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView13::Stride(D));  // online_softmax_attn.pto:15:22
+            TLOAD(t45, vj_firstGm13);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -412,9 +298,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64, GmView18::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t43, t5_firstGm18);  // online_softmax_attn.pto:15:22
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+            GmView14 t5_firstGm14(t5_first + _qb0 * 64 * 64, GmView14::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm14);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
@@ -431,9 +317,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView19 t5_firstGm19(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView19::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t48, t5_firstGm19);  // online_softmax_attn.pto:15:22
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+                GmView15 t5_firstGm15(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView15::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                TLOAD(t48, t5_firstGm15);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
@@ -443,9 +329,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView20 vj_firstGm20(vj_first + _k47 * 64 * D + _g41 * 64, GmView20::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t50, vj_firstGm20);  // online_softmax_attn.pto:15:22
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+                GmView16 vj_firstGm16(vj_first + _k47 * 64 * D + _g41 * 64, GmView16::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:15:22
+                TLOAD(t50, vj_firstGm16);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
@@ -459,9 +345,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView21 accGm21(acc + _qb0 * 64 * D + _g41 * 64, GmView21::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:15:22
-            TSTORE(accGm21, t42);  // online_softmax_attn.pto:15:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView17 accGm17(acc + _qb0 * 64 * D + _g41 * 64, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:15:22
+            TSTORE(accGm17, t42);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -471,12 +357,6 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -576,25 +456,13 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         for (int64_t _g12 = _qb0 * 4; _g12 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
             for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
             }
-        }
-        for (int64_t _g16 = _qb0 * 4; _g16 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g16) {  // online_softmax_attn.pto:12:20
-            for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // online_softmax_attn.pto:12:20
-            }
             for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-            }
-        }
-        for (int64_t _g27 = _qb0 * 4; _g27 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g27) {  // online_softmax_attn.pto:13:17
-            for (int64_t _g28 = 0; _g28 < (min_i64(L, 64) + 63) / 64; ++_g28) {  // online_softmax_attn.pto:13:17
-            }
-        }
-        for (int64_t _g31 = _qb0 * 4; _g31 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g31) {  // online_softmax_attn.pto:14:20
-            for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // online_softmax_attn.pto:14:20
             }
             for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
             }
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag_dev(2);
+        wait_flag_dev(3);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -606,9 +474,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView17 vj_firstGm17(vj_first + _g41 * 64, GmView17::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t45, vj_firstGm17);  // online_softmax_attn.pto:15:22
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView13 vj_firstGm13(vj_first + _g41 * 64, GmView13::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView13::Stride(D));  // online_softmax_attn.pto:15:22
+            TLOAD(t45, vj_firstGm13);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -619,9 +487,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64, GmView18::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t43, t5_firstGm18);  // online_softmax_attn.pto:15:22
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+            GmView14 t5_firstGm14(t5_first + _qb0 * 64 * 64, GmView14::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm14);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
@@ -638,9 +506,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView19 t5_firstGm19(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView19::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t48, t5_firstGm19);  // online_softmax_attn.pto:15:22
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+                GmView15 t5_firstGm15(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView15::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                TLOAD(t48, t5_firstGm15);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
@@ -650,9 +518,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView20 vj_firstGm20(vj_first + _k47 * 64 * D + _g41 * 64, GmView20::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t50, vj_firstGm20);  // online_softmax_attn.pto:15:22
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+                GmView16 vj_firstGm16(vj_first + _k47 * 64 * D + _g41 * 64, GmView16::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:15:22
+                TLOAD(t50, vj_firstGm16);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
@@ -666,9 +534,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView21 accGm21(acc + _qb0 * 64 * D + _g41 * 64, GmView21::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:15:22
-            TSTORE(accGm21, t42);  // online_softmax_attn.pto:15:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView17 accGm17(acc + _qb0 * 64 * D + _g41 * 64, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:15:22
+            TSTORE(accGm17, t42);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -686,37 +554,40 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
 #endif
 #if defined(__DAV_VEC__)
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
-        pipe_barrier(PIPE_V);
         __gm__ float* kj_first = k;  // online_softmax_attn.pto:8:14
         __gm__ float* vj_first = v;  // online_softmax_attn.pto:9:14
         for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
             for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
             }
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag_dev(1);
         wait_flag_dev(2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _g12 = _qb0 * 4; _g12 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT17 t17(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:12:20
+            TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t17, -__builtin_inff());  // online_softmax_attn.pto:12:20
+            }
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
             for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
                 TileT14 t14(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t14, 0);  // online_softmax_attn.pto:10:13
+                TASSIGN(t14, 512);  // online_softmax_attn.pto:10:13
                 if (ptodsl_aiv0) {
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView5 t0_firstGm5(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView5::Shape(t14.GetValidRow(), t14.GetValidCol()));  // online_softmax_attn.pto:10:13
@@ -724,7 +595,7 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT15 t15(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t15, 4096);  // online_softmax_attn.pto:10:13
+                TASSIGN(t15, 4608);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TMULS(t15, t14, scale);  // online_softmax_attn.pto:10:13
@@ -736,264 +607,135 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     GmView6 s_firstGm6(s_first + _g12 * 16 * 64 + _g13 * 64, GmView6::Shape(t15.GetValidRow(), t15.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_firstGm6, t15);  // online_softmax_attn.pto:10:13
                 }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        for (int64_t _g16 = _qb0 * 4; _g16 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g16) {  // online_softmax_attn.pto:12:20
-            pipe_barrier(PIPE_V);
-            TileT17 t17(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
-            TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t17, -__builtin_inff());  // online_softmax_attn.pto:12:20
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // online_softmax_attn.pto:12:20
-                TileT19 t19(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _k18 * 64, 64));  // online_softmax_attn.pto:12:20
-                TASSIGN(t19, 512);  // online_softmax_attn.pto:12:20
-                if (ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
-                    GmView7 s_firstGm7(s_first + _g16 * 16 * 64 + _k18 * 64, GmView7::Shape(t19.GetValidRow(), t19.GetValidCol()));  // online_softmax_attn.pto:12:20
-                    TLOAD(t19, s_firstGm7);  // online_softmax_attn.pto:12:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT20 t20(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
-                TASSIGN(t20, 4608);  // online_softmax_attn.pto:12:20
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT20 t20(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:12:20
+                TASSIGN(t20, 512);  // online_softmax_attn.pto:12:20
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-                    TASSIGN(tmp0, 8704);  // online_softmax_attn.pto:12:20
-                    TROWMAX(t20, t19, tmp0);  // online_softmax_attn.pto:12:20
+                    TASSIGN(tmp0, 9216);  // online_softmax_attn.pto:12:20
+                    TROWMAX(t20, t15, tmp0);  // online_softmax_attn.pto:12:20
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t17, t17, t20);  // online_softmax_attn.pto:12:20
                 }
             }
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                GmView8 mGm8(m + _g16 * 16, GmView8::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
-                TSTORE(mGm8, t17);  // online_softmax_attn.pto:12:20
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+                GmView7 mGm7(m + _g12 * 16, GmView7::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
+                TSTORE(mGm7, t17);  // online_softmax_attn.pto:12:20
             }
+            TileT32 t32(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:14:20
+            TASSIGN(t32, 512);  // online_softmax_attn.pto:14:20
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                TileT23 t23(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                TASSIGN(t23, 512);  // online_softmax_attn.pto:13:21
-                if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                    GmView9 s_firstGm9(s_first + _g16 * 16 * 64 + _g22 * 64, GmView9::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
-                    TLOAD(t23, s_firstGm9);  // online_softmax_attn.pto:13:21
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT26 t26(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                TASSIGN(t26, 4608);  // online_softmax_attn.pto:13:21
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp1(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:13:21
-                    TASSIGN(tmp1, 8704);  // online_softmax_attn.pto:13:21
-                    TROWEXPAND(tmp1, t17);  // online_softmax_attn.pto:13:21
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:21
-                    TROWEXPANDSUB(t26, t23, tmp1);  // online_softmax_attn.pto:13:21
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                    GmView10 t2_firstGm10(t2_first + _g16 * 16 * 64 + _g22 * 64, GmView10::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
-                    TSTORE(t2_firstGm10, t26);  // online_softmax_attn.pto:13:21
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g27 = _qb0 * 4; _g27 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g27) {  // online_softmax_attn.pto:13:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g28 = 0; _g28 < (min_i64(L, 64) + 63) / 64; ++_g28) {  // online_softmax_attn.pto:13:17
-                TileT29 t29(min_i64(S - _g27 * 16, 16), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
-                TASSIGN(t29, 0);  // online_softmax_attn.pto:13:17
-                if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                    GmView11 t2_firstGm11(t2_first + _g27 * 16 * 64 + _g28 * 64, GmView11::Shape(t29.GetValidRow(), t29.GetValidCol()));  // online_softmax_attn.pto:13:17
-                    TLOAD(t29, t2_firstGm11);  // online_softmax_attn.pto:13:17
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT30 t30(min_i64(S - _g27 * 16, 16), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
-                TASSIGN(t30, 4096);  // online_softmax_attn.pto:13:17
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TEXP(t30, t29);  // online_softmax_attn.pto:13:17
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                    GmView12 p_firstGm12(p_first + _g27 * 16 * 64 + _g28 * 64, GmView12::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
-                    TSTORE(p_firstGm12, t30);  // online_softmax_attn.pto:13:17
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        }
-        wait_flag_dev(1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        for (int64_t _g31 = _qb0 * 4; _g31 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g31) {  // online_softmax_attn.pto:14:20
-            pipe_barrier(PIPE_V);
-            TileT32 t32(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
-            TASSIGN(t32, 0);  // online_softmax_attn.pto:14:20
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TEXPANDS(t32, 0.0f);  // online_softmax_attn.pto:14:20
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             pipe_barrier(PIPE_V);
-            for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // online_softmax_attn.pto:14:20
-                TileT34 t34(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _k33 * 64, 64));  // online_softmax_attn.pto:14:20
-                TASSIGN(t34, 512);  // online_softmax_attn.pto:14:20
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
+                TileT23 t23(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+                TASSIGN(t23, 1024);  // online_softmax_attn.pto:13:21
                 if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
-                    GmView13 p_firstGm13(p_first + _g31 * 16 * 64 + _k33 * 64, GmView13::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
-                    TLOAD(t34, p_firstGm13);  // online_softmax_attn.pto:14:20
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+                    GmView8 s_firstGm8(s_first + _g12 * 16 * 64 + _g22 * 64, GmView8::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
+                    TLOAD(t23, s_firstGm8);  // online_softmax_attn.pto:13:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT35 t35(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
-                TASSIGN(t35, 4608);  // online_softmax_attn.pto:14:20
+                TileT30 t30(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+                TASSIGN(t30, 5120);  // online_softmax_attn.pto:13:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
+                    TileTmp1 tmp1(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:13:17
+                    TASSIGN(tmp1, 9216);  // online_softmax_attn.pto:13:17
+                    TROWEXPAND(tmp1, t17);  // online_softmax_attn.pto:13:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
+                    TROWEXPANDEXPDIF(t30, t23, tmp1);  // online_softmax_attn.pto:13:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+                    GmView9 p_firstGm9(p_first + _g12 * 16 * 64 + _g22 * 64, GmView9::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
+                    TSTORE(p_firstGm9, t30);  // online_softmax_attn.pto:13:17
+                }
+                TileT35 t35(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:14:20
+                TASSIGN(t35, 1024);  // online_softmax_attn.pto:14:20
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
                     TileTmp0 tmp2;  // online_softmax_attn.pto:14:20
-                    TASSIGN(tmp2, 8704);  // online_softmax_attn.pto:14:20
-                    TROWSUM(t35, t34, tmp2);  // online_softmax_attn.pto:14:20
+                    TASSIGN(tmp2, 9216);  // online_softmax_attn.pto:14:20
+                    TROWSUM(t35, t30, tmp2);  // online_softmax_attn.pto:14:20
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t32, t32, t35);  // online_softmax_attn.pto:14:20
                 }
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                GmView14 lGm14(l + _g31 * 16, GmView14::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
-                TSTORE(lGm14, t32);  // online_softmax_attn.pto:14:20
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+                GmView10 lGm10(l + _g12 * 16, GmView10::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
+                TSTORE(lGm10, t32);  // online_softmax_attn.pto:14:20
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                TileT38 t38(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TileT38 t38(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
                 TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView15 p_firstGm15(p_first + _g31 * 16 * 64 + _g37 * 64, GmView15::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TLOAD(t38, p_firstGm15);  // online_softmax_attn.pto:15:29
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView11 p_firstGm11(p_first + _g12 * 16 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TLOAD(t38, p_firstGm11);  // online_softmax_attn.pto:15:29
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView16 t5_firstGm16(t5_first + _g31 * 16 * 64 + _g37 * 64, GmView16::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TSTORE(t5_firstGm16, t38);  // online_softmax_attn.pto:15:29
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView12 t5_firstGm12(t5_first + _g12 * 16 * 64 + _g37 * 64, GmView12::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TSTORE(t5_firstGm12, t38);  // online_softmax_attn.pto:15:29
                 }
             }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
             }
         }
     }
     wait_flag_dev(1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 #endif
 #endif
 }

@@ -21,9 +21,9 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT319 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -35,29 +35,23 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT323 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT324 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT325 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT331 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT328 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT329 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT331 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT333 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT334 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT336 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT338 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT342 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT345 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT348 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT351 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT354 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT355 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT357 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT358 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT359 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT361 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT363 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT366 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT371 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT372 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT374 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT377 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT384 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -83,8 +77,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -94,8 +88,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -178,347 +172,232 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g326 = _qb4 * 4; _g326 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g326) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT331 t331(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:32
+                TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TEXPANDS(t331, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
                 for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
                     TileT328 t328(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t328, 0);  // online_softmax_attn.pto:10:13
+                    TASSIGN(t328, 512);  // online_softmax_attn.pto:10:13
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView5 t0_lastGm5(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView5::Shape(t328.GetValidRow(), t328.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t328, t0_lastGm5);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileT329 t329(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t329, 4096);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TASSIGN(t329, 4608);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView6 s_lastGm6(s_last + _g326 * 16 * 64 + _g327 * 64, GmView6::Shape(t329.GetValidRow(), t329.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_lastGm6, t329);  // online_softmax_attn.pto:10:13
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _g330 = _qb4 * 4; _g330 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g330) {  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                TileT331 t331(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
-                TEXPANDS(t331, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k332 = 0; _k332 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k332) {  // online_softmax_attn.pto:17:32
-                    TileT333 t333(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t333, 512);  // online_softmax_attn.pto:17:32
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-                    GmView7 s_lastGm7(s_last + _g330 * 16 * 64 + _k332 * 64, GmView7::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:17:32
-                    TLOAD(t333, s_lastGm7);  // online_softmax_attn.pto:17:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT334 t334(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t334, 4608);  // online_softmax_attn.pto:17:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT334 t334(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t334, 512);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t334, t333, tmp0);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t334, t329, tmp0);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t331, t331, t334);  // online_softmax_attn.pto:17:32
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT336 t336(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT336 t336(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t336, 512);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView8 mGm8(m + _g330 * 16, GmView8::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t336, mGm8);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT338 t338(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView7 mGm7(m + _g326 * 16, GmView7::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t336, mGm7);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT338 t338(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t338, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TMAX(t338, t336, t331);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 m_new_lastGm9(m_new_last + _g330 * 16, GmView9::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_lastGm9, t338);  // online_softmax_attn.pto:17:21
-                TileT342 t342(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:25
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView8 m_new_lastGm8(m_new_last + _g326 * 16, GmView8::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TSTORE(m_new_lastGm8, t338);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TileT342 t342(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:18:25
                 TASSIGN(t342, 0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TSUB(t342, t336, t338);  // online_softmax_attn.pto:18:25
-                TileT345 t345(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:21
+                TileT345 t345(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:18:21
                 TASSIGN(t345, 512);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
                 TEXP(t345, t342);  // online_softmax_attn.pto:18:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-                GmView10 alpha_lastGm10(alpha_last + _g330 * 16, GmView10::Shape(t345.GetValidRow()));  // online_softmax_attn.pto:18:21
-                TSTORE(alpha_lastGm10, t345);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                    TileT348 t348(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView11 s_lastGm11(s_last + _g330 * 16 * 64 + _g347 * 64, GmView11::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t348, s_lastGm11);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT351 t351(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t351, 5632);  // online_softmax_attn.pto:19:21
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp1(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:19:21
-                    TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:21
-                    TROWEXPAND(tmp1, t338);  // online_softmax_attn.pto:19:21
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
-                    TROWEXPANDSUB(t351, t348, tmp1);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView12 t8_lastGm12(t8_last + _g330 * 16 * 64 + _g347 * 64, GmView12::Shape(t351.GetValidRow(), t351.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TSTORE(t8_lastGm12, t351);  // online_softmax_attn.pto:19:21
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g352 = _qb4 * 4; _g352 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g352) {  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g353 = 0; _g353 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g353) {  // online_softmax_attn.pto:19:17
-                    TileT354 t354(min_i64(S - _g352 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t354, 0);  // online_softmax_attn.pto:19:17
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView13 t8_lastGm13(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView13::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TLOAD(t354, t8_lastGm13);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT355 t355(min_i64(S - _g352 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t355, 4096);  // online_softmax_attn.pto:19:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TEXP(t355, t354);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_lastGm14(p_1_last + _g352 * 16 * 64 + _g353 * 64, GmView14::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_lastGm14, t355);  // online_softmax_attn.pto:19:17
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                TileT357 t357(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
+                    TileT348 t348(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView9 s_lastGm9(s_last + _g326 * 16 * 64 + _g347 * 64, GmView9::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348, s_lastGm9);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT355 t355(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t355, 5632);  // online_softmax_attn.pto:19:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileTmp1 tmp1(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp1, t338);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t355, t348, tmp1);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView10 p_1_lastGm10(p_1_last + _g326 * 16 * 64 + _g347 * 64, GmView10::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm10, t355);  // online_softmax_attn.pto:19:17
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT357 t357(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t357, 0);  // online_softmax_attn.pto:20:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView15 lGm15(l + _g352 * 16, GmView15::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t357, lGm15);  // online_softmax_attn.pto:20:20
-                TileT358 t358(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t358, 512);  // online_softmax_attn.pto:20:20
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView16 alpha_lastGm16(alpha_last + _g352 * 16, GmView16::Shape(t358.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t358, alpha_lastGm16);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT359 t359(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView11 lGm11(l + _g326 * 16, GmView11::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357, lGm11);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT359 t359(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t359, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMUL(t359, t357, t358);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 t10_lastGm17(t10_last + _g352 * 16, GmView17::Shape(t359.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(t10_lastGm17, t359);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            for (int64_t _g360 = _qb4 * 4; _g360 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g360) {  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TileT361 t361(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TMUL(t359, t357, t345);  // online_softmax_attn.pto:20:20
+                TileT361 t361(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:32
                 TASSIGN(t361, 0);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 pipe_barrier(PIPE_V);
+                TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                    TileT363 t363(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t363, 512);  // online_softmax_attn.pto:20:32
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView18 p_1_lastGm18(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView18::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t363, p_1_lastGm18);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT364 t364(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t364, 4608);  // online_softmax_attn.pto:20:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT363 t363(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t363, 1536);  // online_softmax_attn.pto:20:32
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView12 p_1_lastGm12(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView12::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t363, p_1_lastGm12);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT364 t364(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t364, 5632);  // online_softmax_attn.pto:20:32
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
                     TROWSUM(t364, t363, tmp2);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT366 t366(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t366, 512);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView19 t10_lastGm19(t10_last + _g360 * 16, GmView19::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t366, t10_lastGm19);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT368 t368(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t368, 1024);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT368 t368(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
+                TASSIGN(t368, 1536);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t368, t366, t361);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView20 lGm20(l + _g360 * 16, GmView20::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm20, t368);  // online_softmax_attn.pto:20:20
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TADD(t368, t359, t361);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView13 lGm13(l + _g326 * 16, GmView13::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm13, t368);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT371 t371(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t371, 0);  // online_softmax_attn.pto:21:22
+                    TileT371 t371(min_i64(S - _g326 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t371, 1024);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView21 accGm21(acc + _g360 * 16 * D + _g370 * 64, GmView21::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t371, accGm21);  // online_softmax_attn.pto:21:22
-                    TileT372 t372(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t372, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView22 alpha_lastGm22(alpha_last + _g360 * 16, GmView22::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
-                    TLOAD(t372, alpha_lastGm22);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT374 t374(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t374, 4608);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp3(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView14 accGm14(acc + _g326 * 16 * D + _g370 * 64, GmView14::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t371, accGm14);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT374 t374(min_i64(S - _g326 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t374, 5120);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileTmp1 tmp3(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:21:22
                     TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp3, t372);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp3, t345);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t374, t371, tmp3);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 t13_lastGm23(t13_last + _g360 * 16 * D + _g370 * 64, GmView23::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_lastGm23, t374);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView15 t13_lastGm15(t13_last + _g326 * 16 * D + _g370 * 64, GmView15::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_lastGm15, t374);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                    TileT377 t377(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TileT377 t377(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView24 p_1_lastGm24(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView24::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t377, p_1_lastGm24);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView25 t15_lastGm25(t15_last + _g360 * 16 * 64 + _g376 * 64, GmView25::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_lastGm25, t377);  // online_softmax_attn.pto:21:43
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView16 p_1_lastGm16(p_1_last + _g326 * 16 * 64 + _g376 * 64, GmView16::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t377, p_1_lastGm16);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView17 t15_lastGm17(t15_last + _g326 * 16 * 64 + _g376 * 64, GmView17::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_lastGm17, t377);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -531,9 +410,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView26 vj_lastGm26(vj_last + _g380 * 64, GmView26::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t384, vj_lastGm26);  // online_softmax_attn.pto:21:36
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView18 vj_lastGm18(vj_last + _g380 * 64, GmView18::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t384, vj_lastGm18);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -544,9 +423,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t15_lastGm27(t15_last + _qb4 * 64 * 64, GmView27::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t382, t15_lastGm27);  // online_softmax_attn.pto:21:36
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView19 t15_lastGm19(t15_last + _qb4 * 64 * 64, GmView19::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t382, t15_lastGm19);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT383 t383(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
@@ -563,9 +442,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                     TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView28 t15_lastGm28(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView28::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t387, t15_lastGm28);  // online_softmax_attn.pto:21:36
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView20 t15_lastGm20(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView20::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t387, t15_lastGm20);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT388 t388(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
@@ -575,9 +454,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView29 vj_lastGm29(vj_last + _k386 * 64 * D + _g380 * 64, GmView29::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t389, vj_lastGm29);  // online_softmax_attn.pto:21:36
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView21 vj_lastGm21(vj_last + _k386 * 64 * D + _g380 * 64, GmView21::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t389, vj_lastGm21);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
@@ -591,9 +470,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 t14_lastGm30(t14_last + _qb4 * 64 * D + _g380 * 64, GmView30::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_lastGm30, t381);  // online_softmax_attn.pto:21:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView22 t14_lastGm22(t14_last + _qb4 * 64 * D + _g380 * 64, GmView22::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_lastGm22, t381);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -602,13 +481,13 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
@@ -616,14 +495,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT393 t393(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t393, 0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView31 t13_lastGm31(t13_last + _g391 * 16 * D + _g392 * 64, GmView31::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t393, t13_lastGm31);  // online_softmax_attn.pto:21:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView23 t13_lastGm23(t13_last + _g391 * 16 * D + _g392 * 64, GmView23::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t393, t13_lastGm23);  // online_softmax_attn.pto:21:22
                     TileT394 t394(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t394, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView32 t14_lastGm32(t14_last + _g391 * 16 * D + _g392 * 64, GmView32::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t394, t14_lastGm32);  // online_softmax_attn.pto:21:22
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView24 t14_lastGm24(t14_last + _g391 * 16 * D + _g392 * 64, GmView24::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394, t14_lastGm24);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT395 t395(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t395, 8192);  // online_softmax_attn.pto:21:22
@@ -633,9 +512,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView33 accGm33(acc + _g391 * 16 * D + _g392 * 64, GmView33::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm33, t395);  // online_softmax_attn.pto:21:22
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView25 accGm25(acc + _g391 * 16 * D + _g392 * 64, GmView25::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm25, t395);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -644,26 +523,26 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT397 t397(min_i64(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
                 TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView34 m_new_lastGm34(m_new_last + _g391 * 16, GmView34::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t397, m_new_lastGm34);  // online_softmax_attn.pto:22:13
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView26 m_new_lastGm26(m_new_last + _g391 * 16, GmView26::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TLOAD(t397, m_new_lastGm26);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView35 mGm35(m + _g391 * 16, GmView35::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm35, t397);  // online_softmax_attn.pto:22:13
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView27 mGm27(m + _g391 * 16, GmView27::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm27, t397);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -676,14 +555,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT400 t400(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
                     TASSIGN(t400, 0);  // online_softmax_attn.pto:24:25
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView36 accGm36(acc + _g398 * 16 * D + _g399 * 64, GmView36::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
-                    TLOAD(t400, accGm36);  // online_softmax_attn.pto:24:25
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView28 accGm28(acc + _g398 * 16 * D + _g399 * 64, GmView28::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400, accGm28);  // online_softmax_attn.pto:24:25
                     TileT401 t401(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
                     TASSIGN(t401, 4096);  // online_softmax_attn.pto:24:25
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView37 lGm37(l + _g398 * 16, GmView37::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
-                    TLOAD(t401, lGm37);  // online_softmax_attn.pto:24:25
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView29 lGm29(l + _g398 * 16, GmView29::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
+                    TLOAD(t401, lGm29);  // online_softmax_attn.pto:24:25
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileT403 t403(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
                     TASSIGN(t403, 4608);  // online_softmax_attn.pto:24:25
@@ -697,9 +576,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView38 oGm38(o + _g398 * 16 * D + _g399 * 64, GmView38::Shape(t403.GetValidRow(), t403.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:20
-                    TSTORE(oGm38, t403);  // online_softmax_attn.pto:24:20
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView30 oGm30(o + _g398 * 16 * D + _g399 * 64, GmView30::Shape(t403.GetValidRow(), t403.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm30, t403);  // online_softmax_attn.pto:24:20
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -710,8 +589,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -720,8 +599,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -822,18 +701,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _g326 = _qb4 * 4; _g326 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g326) {  // online_softmax_attn.pto:10:13
                 for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
                 }
-            }
-            for (int64_t _g330 = _qb4 * 4; _g330 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g330) {  // online_softmax_attn.pto:17:32
-                for (int64_t _k332 = 0; _k332 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k332) {  // online_softmax_attn.pto:17:32
-                }
                 for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
                 }
-            }
-            for (int64_t _g352 = _qb4 * 4; _g352 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g352) {  // online_softmax_attn.pto:19:17
-                for (int64_t _g353 = 0; _g353 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g353) {  // online_softmax_attn.pto:19:17
-                }
-            }
-            for (int64_t _g360 = _qb4 * 4; _g360 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g360) {  // online_softmax_attn.pto:20:32
                 for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
                 }
                 for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
@@ -842,7 +711,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(2);
+            wait_flag_dev(3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -854,9 +723,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView26 vj_lastGm26(vj_last + _g380 * 64, GmView26::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t384, vj_lastGm26);  // online_softmax_attn.pto:21:36
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView18 vj_lastGm18(vj_last + _g380 * 64, GmView18::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t384, vj_lastGm18);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -867,9 +736,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t15_lastGm27(t15_last + _qb4 * 64 * 64, GmView27::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t382, t15_lastGm27);  // online_softmax_attn.pto:21:36
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView19 t15_lastGm19(t15_last + _qb4 * 64 * 64, GmView19::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t382, t15_lastGm19);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT383 t383(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
@@ -886,9 +755,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                     TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView28 t15_lastGm28(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView28::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t387, t15_lastGm28);  // online_softmax_attn.pto:21:36
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView20 t15_lastGm20(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView20::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t387, t15_lastGm20);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT388 t388(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
@@ -898,9 +767,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView29 vj_lastGm29(vj_last + _k386 * 64 * D + _g380 * 64, GmView29::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t389, vj_lastGm29);  // online_softmax_attn.pto:21:36
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView21 vj_lastGm21(vj_last + _k386 * 64 * D + _g380 * 64, GmView21::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t389, vj_lastGm21);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
@@ -914,15 +783,15 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 t14_lastGm30(t14_last + _qb4 * 64 * D + _g380 * 64, GmView30::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_lastGm30, t381);  // online_softmax_attn.pto:21:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView22 t14_lastGm22(t14_last + _qb4 * 64 * D + _g380 * 64, GmView22::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_lastGm22, t381);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
                 for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
                 }
@@ -948,8 +817,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb4 = block_index * ceil_div((S + 63) / 64, block_count); _qb4 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb4) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
@@ -958,8 +827,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
             __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
@@ -968,299 +837,177 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
             }
             wait_flag_dev(2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g326 = _qb4 * 4; _g326 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g326) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT331 t331(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:32
+                TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t331, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                pipe_barrier(PIPE_V);
                 for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
                     TileT328 t328(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t328, 0);  // online_softmax_attn.pto:10:13
+                    TASSIGN(t328, 512);  // online_softmax_attn.pto:10:13
                     if (ptodsl_aiv0) {
                         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                         GmView5 t0_lastGm5(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView5::Shape(t328.GetValidRow(), t328.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t328, t0_lastGm5);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileT329 t329(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t329, 4096);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TASSIGN(t329, 4608);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                         GmView6 s_lastGm6(s_last + _g326 * 16 * 64 + _g327 * 64, GmView6::Shape(t329.GetValidRow(), t329.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_lastGm6, t329);  // online_softmax_attn.pto:10:13
                     }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _g330 = _qb4 * 4; _g330 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g330) {  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                TileT331 t331(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t331, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                for (int64_t _k332 = 0; _k332 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k332) {  // online_softmax_attn.pto:17:32
-                    TileT333 t333(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t333, 512);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-                        GmView7 s_lastGm7(s_last + _g330 * 16 * 64 + _k332 * 64, GmView7::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:17:32
-                        TLOAD(t333, s_lastGm7);  // online_softmax_attn.pto:17:32
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT334 t334(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t334, 4608);  // online_softmax_attn.pto:17:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileT334 t334(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t334, 512);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t334, t333, tmp0);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t334, t329, tmp0);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TMAX(t331, t331, t334);  // online_softmax_attn.pto:17:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT336 t336(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT336 t336(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t336, 512);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView8 mGm8(m + _g330 * 16, GmView8::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t336, mGm8);  // online_softmax_attn.pto:17:21
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView7 mGm7(m + _g326 * 16, GmView7::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t336, mGm7);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT338 t338(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT338 t338(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:21
                 TASSIGN(t338, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
                     TMAX(t338, t336, t331);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView9 m_new_lastGm9(m_new_last + _g330 * 16, GmView9::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_lastGm9, t338);  // online_softmax_attn.pto:17:21
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView8 m_new_lastGm8(m_new_last + _g326 * 16, GmView8::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_lastGm8, t338);  // online_softmax_attn.pto:17:21
                 }
-                TileT342 t342(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:25
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                TileT342 t342(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:18:25
                 TASSIGN(t342, 0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TSUB(t342, t336, t338);  // online_softmax_attn.pto:18:25
                 }
-                TileT345 t345(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:21
+                TileT345 t345(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:18:21
                 TASSIGN(t345, 512);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t345, t342);  // online_softmax_attn.pto:18:21
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-                    GmView10 alpha_lastGm10(alpha_last + _g330 * 16, GmView10::Shape(t345.GetValidRow()));  // online_softmax_attn.pto:18:21
-                    TSTORE(alpha_lastGm10, t345);  // online_softmax_attn.pto:18:21
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                    TileT348 t348(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TileT348 t348(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
                     TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
                     if (ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView11 s_lastGm11(s_last + _g330 * 16 * 64 + _g347 * 64, GmView11::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t348, s_lastGm11);  // online_softmax_attn.pto:19:21
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView9 s_lastGm9(s_last + _g326 * 16 * 64 + _g347 * 64, GmView9::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t348, s_lastGm9);  // online_softmax_attn.pto:19:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT351 t351(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t351, 5632);  // online_softmax_attn.pto:19:21
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT355 t355(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t355, 5632);  // online_softmax_attn.pto:19:17
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp1(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:19:21
-                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:21
-                        TROWEXPAND(tmp1, t338);  // online_softmax_attn.pto:19:21
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
-                        TROWEXPANDSUB(t351, t348, tmp1);  // online_softmax_attn.pto:19:21
+                        TileTmp1 tmp1(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp1, t338);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t355, t348, tmp1);  // online_softmax_attn.pto:19:17
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView12 t8_lastGm12(t8_last + _g330 * 16 * 64 + _g347 * 64, GmView12::Shape(t351.GetValidRow(), t351.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TSTORE(t8_lastGm12, t351);  // online_softmax_attn.pto:19:21
+                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView10 p_1_lastGm10(p_1_last + _g326 * 16 * 64 + _g347 * 64, GmView10::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_lastGm10, t355);  // online_softmax_attn.pto:19:17
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g352 = _qb4 * 4; _g352 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g352) {  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g353 = 0; _g353 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g353) {  // online_softmax_attn.pto:19:17
-                    TileT354 t354(min_i64(S - _g352 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t354, 0);  // online_softmax_attn.pto:19:17
-                    if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView13 t8_lastGm13(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView13::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TLOAD(t354, t8_lastGm13);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT355 t355(min_i64(S - _g352 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t355, 4096);  // online_softmax_attn.pto:19:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TEXP(t355, t354);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_lastGm14(p_1_last + _g352 * 16 * 64 + _g353 * 64, GmView14::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_lastGm14, t355);  // online_softmax_attn.pto:19:17
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                TileT357 t357(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+                TileT357 t357(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t357, 0);  // online_softmax_attn.pto:20:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView15 lGm15(l + _g352 * 16, GmView15::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t357, lGm15);  // online_softmax_attn.pto:20:20
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView11 lGm11(l + _g326 * 16, GmView11::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t357, lGm11);  // online_softmax_attn.pto:20:20
                 }
-                TileT358 t358(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t358, 512);  // online_softmax_attn.pto:20:20
-                if (ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView16 alpha_lastGm16(alpha_last + _g352 * 16, GmView16::Shape(t358.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t358, alpha_lastGm16);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT359 t359(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT359 t359(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
                 TASSIGN(t359, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TMUL(t359, t357, t358);  // online_softmax_attn.pto:20:20
+                    TMUL(t359, t357, t345);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView17 t10_lastGm17(t10_last + _g352 * 16, GmView17::Shape(t359.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(t10_lastGm17, t359);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            for (int64_t _g360 = _qb4 * 4; _g360 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g360) {  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TileT361 t361(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
+                TileT361 t361(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:32
                 TASSIGN(t361, 0);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
                 }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                    TileT363 t363(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t363, 512);  // online_softmax_attn.pto:20:32
+                    TileT363 t363(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t363, 1536);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView18 p_1_lastGm18(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView18::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t363, p_1_lastGm18);  // online_softmax_attn.pto:20:32
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView12 p_1_lastGm12(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView12::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t363, p_1_lastGm12);  // online_softmax_attn.pto:20:32
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT364 t364(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t364, 4608);  // online_softmax_attn.pto:20:32
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileT364 t364(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t364, 5632);  // online_softmax_attn.pto:20:32
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
@@ -1271,117 +1018,106 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT366 t366(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t366, 512);  // online_softmax_attn.pto:20:20
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView19 t10_lastGm19(t10_last + _g360 * 16, GmView19::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t366, t10_lastGm19);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT368 t368(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t368, 1024);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileT368 t368(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
+                TASSIGN(t368, 1536);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TADD(t368, t366, t361);  // online_softmax_attn.pto:20:20
+                    TADD(t368, t359, t361);  // online_softmax_attn.pto:20:20
                 }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView20 lGm20(l + _g360 * 16, GmView20::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm20, t368);  // online_softmax_attn.pto:20:20
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView13 lGm13(l + _g326 * 16, GmView13::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm13, t368);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT371 t371(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t371, 0);  // online_softmax_attn.pto:21:22
+                    TileT371 t371(min_i64(S - _g326 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t371, 1024);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     if (ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView21 accGm21(acc + _g360 * 16 * D + _g370 * 64, GmView21::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t371, accGm21);  // online_softmax_attn.pto:21:22
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView14 accGm14(acc + _g326 * 16 * D + _g370 * 64, GmView14::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t371, accGm14);  // online_softmax_attn.pto:21:22
                     }
-                    TileT372 t372(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t372, 4096);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileT374 t374(min_i64(S - _g326 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t374, 5120);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView22 alpha_lastGm22(alpha_last + _g360 * 16, GmView22::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
-                        TLOAD(t372, alpha_lastGm22);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT374 t374(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t374, 4608);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp3(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
+                        TileTmp1 tmp3(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:21:22
                         TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp3, t372);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp3, t345);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t374, t371, tmp3);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 t13_lastGm23(t13_last + _g360 * 16 * D + _g370 * 64, GmView23::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_lastGm23, t374);  // online_softmax_attn.pto:21:22
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView15 t13_lastGm15(t13_last + _g326 * 16 * D + _g370 * 64, GmView15::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_lastGm15, t374);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                    TileT377 t377(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TileT377 t377(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView24 p_1_lastGm24(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView24::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t377, p_1_lastGm24);  // online_softmax_attn.pto:21:43
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView16 p_1_lastGm16(p_1_last + _g326 * 16 * 64 + _g376 * 64, GmView16::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t377, p_1_lastGm16);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView25 t15_lastGm25(t15_last + _g360 * 16 * 64 + _g376 * 64, GmView25::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_lastGm25, t377);  // online_softmax_attn.pto:21:43
+                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView17 t15_lastGm17(t15_last + _g326 * 16 * 64 + _g376 * 64, GmView17::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_lastGm17, t377);  // online_softmax_attn.pto:21:43
                     }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                 }
@@ -1389,14 +1125,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag_dev(3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag_dev(2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
@@ -1405,16 +1141,16 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t393, 0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView31 t13_lastGm31(t13_last + _g391 * 16 * D + _g392 * 64, GmView31::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t393, t13_lastGm31);  // online_softmax_attn.pto:21:22
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView23 t13_lastGm23(t13_last + _g391 * 16 * D + _g392 * 64, GmView23::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t393, t13_lastGm23);  // online_softmax_attn.pto:21:22
                     }
                     TileT394 t394(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t394, 4096);  // online_softmax_attn.pto:21:22
                     if (ptodsl_aiv0) {
-                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView32 t14_lastGm32(t14_last + _g391 * 16 * D + _g392 * 64, GmView32::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t394, t14_lastGm32);  // online_softmax_attn.pto:21:22
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView24 t14_lastGm24(t14_last + _g391 * 16 * D + _g392 * 64, GmView24::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t394, t14_lastGm24);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT395 t395(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -1428,9 +1164,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView33 accGm33(acc + _g391 * 16 * D + _g392 * 64, GmView33::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm33, t395);  // online_softmax_attn.pto:21:22
+                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView25 accGm25(acc + _g391 * 16 * D + _g392 * 64, GmView25::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm25, t395);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 }
@@ -1441,29 +1177,29 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView34 m_new_lastGm34(m_new_last + _g391 * 16, GmView34::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t397, m_new_lastGm34);  // online_softmax_attn.pto:22:13
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView26 m_new_lastGm26(m_new_last + _g391 * 16, GmView26::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t397, m_new_lastGm26);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView35 mGm35(m + _g391 * 16, GmView35::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm35, t397);  // online_softmax_attn.pto:22:13
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView27 mGm27(m + _g391 * 16, GmView27::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm27, t397);  // online_softmax_attn.pto:22:13
                 }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1477,16 +1213,16 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t400, 0);  // online_softmax_attn.pto:24:25
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView36 accGm36(acc + _g398 * 16 * D + _g399 * 64, GmView36::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
-                        TLOAD(t400, accGm36);  // online_softmax_attn.pto:24:25
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView28 accGm28(acc + _g398 * 16 * D + _g399 * 64, GmView28::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:24:25
+                        TLOAD(t400, accGm28);  // online_softmax_attn.pto:24:25
                     }
                     TileT401 t401(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
                     TASSIGN(t401, 4096);  // online_softmax_attn.pto:24:25
                     if (ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView37 lGm37(l + _g398 * 16, GmView37::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
-                        TLOAD(t401, lGm37);  // online_softmax_attn.pto:24:25
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView29 lGm29(l + _g398 * 16, GmView29::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
+                        TLOAD(t401, lGm29);  // online_softmax_attn.pto:24:25
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileT403 t403(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
@@ -1504,9 +1240,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                        GmView38 oGm38(o + _g398 * 16 * D + _g399 * 64, GmView38::Shape(t403.GetValidRow(), t403.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:20
-                        TSTORE(oGm38, t403);  // online_softmax_attn.pto:24:20
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                        GmView30 oGm30(o + _g398 * 16 * D + _g399 * 64, GmView30::Shape(t403.GetValidRow(), t403.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:24:20
+                        TSTORE(oGm30, t403);  // online_softmax_attn.pto:24:20
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 }
@@ -1518,8 +1254,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     }
     wait_flag_dev(1);
@@ -1527,8 +1263,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 #endif
 #endif
 }

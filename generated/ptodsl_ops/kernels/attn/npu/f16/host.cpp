@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-extern "C" void attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
+extern "C" void attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void attn_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
-extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u2c0, float* s_u2c0, float* m, float* m_new_u2c0, float* alpha_u2c0, float* t8_u2c0, float* p_1_u2c0, float* l, float* t10_u2c0, float* acc, float* t13_u2c0, half* t15_u2c0, float* t14_u2c0, float* t0_u2c1, float* s_u2c1, float* m_new_u2c1, float* alpha_u2c1, float* t8_u2c1, float* p_1_u2c1, float* t10_u2c1, float* t13_u2c1, half* t15_u2c1, float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u1c0, float* s_u1c0, float* m, float* m_new_u1c0, float* alpha_u1c0, float* t8_u1c0, float* p_1_u1c0, float* l, float* t10_u1c0, float* acc, float* t13_u1c0, half* t15_u1c0, float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u2c0, float* s_u2c0, float* m, float* m_new_u2c0, float* p_1_u2c0, float* l, float* acc, float* t13_u2c0, half* t15_u2c0, float* t14_u2c0, float* t0_u2c1, float* s_u2c1, float* m_new_u2c1, float* p_1_u2c1, float* t13_u2c1, half* t15_u2c1, float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u1c0, float* s_u1c0, float* m, float* m_new_u1c0, float* p_1_u1c0, float* l, float* acc, float* t13_u1c0, half* t15_u1c0, float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* m_new_last, float* p_1_last, float* l, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -255,11 +255,6 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:13:21
-        return -1;  // online_softmax_attn.pto:13:21
-    }
-    float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // online_softmax_attn.pto:13:21
     DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:13:17
         return -1;  // online_softmax_attn.pto:13:17
@@ -278,7 +273,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
                 if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
                     return -1;  // online_softmax_attn.pto:7:5
                 }
-                attn_f16_k0_launch(attn_f16_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, t2_first, p_first, l, t5_first, acc, S, D, L, scale);  // online_softmax_attn.pto:7:5
+                attn_f16_k0_launch(attn_f16_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, p_first, l, t5_first, acc, S, D, L, scale);  // online_softmax_attn.pto:7:5
                 if (!launched("the launch of attn_f16_k0")) {  // online_softmax_attn.pto:7:5
                     return -1;  // online_softmax_attn.pto:7:5
                 }
@@ -309,26 +304,11 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:17:21
     }
     float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
-    DeviceWorkspace alpha_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
-        return -1;  // online_softmax_attn.pto:18:21
-    }
-    float* alpha_u2c0 = reinterpret_cast<float*>(alpha_u2c0_bytes.data());  // online_softmax_attn.pto:18:21
-    DeviceWorkspace t8_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
-        return -1;  // online_softmax_attn.pto:19:21
-    }
-    float* t8_u2c0 = reinterpret_cast<float*>(t8_u2c0_bytes.data());  // online_softmax_attn.pto:19:21
     DeviceWorkspace p_1_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t10_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-    if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
-        return -1;  // online_softmax_attn.pto:20:20
-    }
-    float* t10_u2c0 = reinterpret_cast<float*>(t10_u2c0_bytes.data());  // online_softmax_attn.pto:20:20
     DeviceWorkspace t13_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
         return -1;  // online_softmax_attn.pto:21:22
@@ -359,26 +339,11 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:17:21
     }
     float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
-    DeviceWorkspace alpha_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
-        return -1;  // online_softmax_attn.pto:18:21
-    }
-    float* alpha_u2c1 = reinterpret_cast<float*>(alpha_u2c1_bytes.data());  // online_softmax_attn.pto:18:21
-    DeviceWorkspace t8_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
-        return -1;  // online_softmax_attn.pto:19:21
-    }
-    float* t8_u2c1 = reinterpret_cast<float*>(t8_u2c1_bytes.data());  // online_softmax_attn.pto:19:21
     DeviceWorkspace p_1_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t10_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-    if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
-        return -1;  // online_softmax_attn.pto:20:20
-    }
-    float* t10_u2c1 = reinterpret_cast<float*>(t10_u2c1_bytes.data());  // online_softmax_attn.pto:20:20
     DeviceWorkspace t13_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
         return -1;  // online_softmax_attn.pto:21:22
@@ -400,7 +365,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
-        attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, t10_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, m_new_u2c0, p_1_u2c0, l, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, m_new_u2c1, p_1_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale);  // online_softmax_attn.pto:7:5
         if (!launched("the launch of attn_f16_k2")) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
@@ -420,26 +385,11 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:17:21
     }
     float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
-    DeviceWorkspace alpha_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
-        return -1;  // online_softmax_attn.pto:18:21
-    }
-    float* alpha_u1c0 = reinterpret_cast<float*>(alpha_u1c0_bytes.data());  // online_softmax_attn.pto:18:21
-    DeviceWorkspace t8_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
-        return -1;  // online_softmax_attn.pto:19:21
-    }
-    float* t8_u1c0 = reinterpret_cast<float*>(t8_u1c0_bytes.data());  // online_softmax_attn.pto:19:21
     DeviceWorkspace p_1_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t10_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-    if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
-        return -1;  // online_softmax_attn.pto:20:20
-    }
-    float* t10_u1c0 = reinterpret_cast<float*>(t10_u1c0_bytes.data());  // online_softmax_attn.pto:20:20
     DeviceWorkspace t13_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
         return -1;  // online_softmax_attn.pto:21:22
@@ -461,7 +411,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
-        attn_f16_k3_launch(attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        attn_f16_k3_launch(attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_u1c0, s_u1c0, m, m_new_u1c0, p_1_u1c0, l, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale);  // online_softmax_attn.pto:7:5
         if (!launched("the launch of attn_f16_k3")) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
@@ -481,26 +431,11 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:17:21
     }
     float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
-    DeviceWorkspace alpha_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
-        return -1;  // online_softmax_attn.pto:18:21
-    }
-    float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // online_softmax_attn.pto:18:21
-    DeviceWorkspace t8_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
-        return -1;  // online_softmax_attn.pto:19:21
-    }
-    float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // online_softmax_attn.pto:19:21
     DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t10_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-    if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
-        return -1;  // online_softmax_attn.pto:20:20
-    }
-    float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // online_softmax_attn.pto:20:20
     DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
         return -1;  // online_softmax_attn.pto:21:22
@@ -523,7 +458,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
             if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
                 return -1;  // online_softmax_attn.pto:7:5
             }
-            attn_f16_k4_launch(attn_f16_k4_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // online_softmax_attn.pto:7:5
+            attn_f16_k4_launch(attn_f16_k4_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, m, m_new_last, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // online_softmax_attn.pto:7:5
             if (!launched("the launch of attn_f16_k4")) {  // online_softmax_attn.pto:7:5
                 return -1;  // online_softmax_attn.pto:7:5
             }

@@ -21,31 +21,27 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale)
+extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale)
 #endif
 {
-    using TileT5 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT6 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT6 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT8 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT9 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT19 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT20 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT29 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT32 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT34 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT38 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT39 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -62,51 +58,57 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
         __gm__ half* kj_first = k;  // flash_attn.pto:9:14
         __gm__ half* vj_first = v;  // flash_attn.pto:10:14
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        TileT17 t17(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:13:20
+        TASSIGN(t17, 0);  // flash_attn.pto:13:20
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TEXPANDS(t17, -__builtin_inff());  // flash_attn.pto:13:20
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        pipe_barrier(PIPE_V);
         for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
-            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t5, 0);  // flash_attn.pto:11:13
-            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t6, 0);  // flash_attn.pto:11:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t5, kj_firstGm0);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t2, 0);  // flash_attn.pto:11:13
             TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t3, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t3, qGm1);  // flash_attn.pto:11:13
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t3, qGm0);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t4, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TASSIGN(t5, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TASSIGN(t6, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -155,169 +157,105 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:11:13
             TSTORE(t0_firstGm4, t2);  // flash_attn.pto:11:13
             TileT14 t14(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t14, 0);  // flash_attn.pto:11:13
+            TASSIGN(t14, 2048);  // flash_attn.pto:11:13
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
             GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14.GetValidRow(), t14.GetValidCol()));  // flash_attn.pto:11:13
             TLOAD(t14, t0_firstGm5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT15 t15(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t15, 16384);  // flash_attn.pto:11:13
+            TASSIGN(t15, 18432);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TMULS(t15, t14, scale);  // flash_attn.pto:11:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
             GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15.GetValidRow(), t15.GetValidCol()));  // flash_attn.pto:11:13
             TSTORE(s_firstGm6, t15);  // flash_attn.pto:11:13
+            TileT20 t20(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:13:20
+            TASSIGN(t20, 2048);  // flash_attn.pto:13:20
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // flash_attn.pto:13:20
+            TASSIGN(tmp0, 36864);  // flash_attn.pto:13:20
+            TROWMAX(t20, t15, tmp0);  // flash_attn.pto:13:20
+            pipe_barrier(PIPE_V);
+            TMAX(t17, t17, t20);  // flash_attn.pto:13:20
         }
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT17 t17(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:13:20
-        TASSIGN(t17, 0);  // flash_attn.pto:13:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t17, -__builtin_inff());  // flash_attn.pto:13:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // flash_attn.pto:13:20
-            TileT19 t19(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k18 * 64, 64));  // flash_attn.pto:13:20
-            TASSIGN(t19, 2048);  // flash_attn.pto:13:20
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:13:20
-            GmView7 s_firstGm7(s_first + _qb0 * 64 * 64 + _k18 * 64, GmView7::Shape(t19.GetValidRow(), t19.GetValidCol()));  // flash_attn.pto:13:20
-            TLOAD(t19, s_firstGm7);  // flash_attn.pto:13:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT20 t20(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:13:20
-            TASSIGN(t20, 18432);  // flash_attn.pto:13:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp0;  // flash_attn.pto:13:20
-            TASSIGN(tmp0, 34816);  // flash_attn.pto:13:20
-            TROWMAX(t20, t19, tmp0);  // flash_attn.pto:13:20
-            pipe_barrier(PIPE_V);
-            TMAX(t17, t17, t20);  // flash_attn.pto:13:20
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
-        GmView8 mGm8(m + _qb0 * 64, GmView8::Shape(t17.GetValidRow()));  // flash_attn.pto:13:20
-        TSTORE(mGm8, t17);  // flash_attn.pto:13:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
-            TileT23 t23(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t23, 2048);  // flash_attn.pto:14:21
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-            GmView9 s_firstGm9(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView9::Shape(t23.GetValidRow(), t23.GetValidCol()));  // flash_attn.pto:14:21
-            TLOAD(t23, s_firstGm9);  // flash_attn.pto:14:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT26 t26(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t26, 18432);  // flash_attn.pto:14:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(tmp1, 34816);  // flash_attn.pto:14:21
-            TROWEXPAND(tmp1, t17);  // flash_attn.pto:14:21
-            pipe_barrier(PIPE_V);  // flash_attn.pto:14:21
-            TROWEXPANDSUB(t26, t23, tmp1);  // flash_attn.pto:14:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-            GmView10 t2_firstGm10(t2_first + _qb0 * 64 * 64 + _g22 * 64, GmView10::Shape(t26.GetValidRow(), t26.GetValidCol()));  // flash_attn.pto:14:21
-            TSTORE(t2_firstGm10, t26);  // flash_attn.pto:14:21
-        }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g28 = 0; _g28 < (min_i64(L, 64) + 63) / 64; ++_g28) {  // flash_attn.pto:14:17
-            TileT29 t29(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t29, 0);  // flash_attn.pto:14:17
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-            GmView11 t2_firstGm11(t2_first + _qb0 * 64 * 64 + _g28 * 64, GmView11::Shape(t29.GetValidRow(), t29.GetValidCol()));  // flash_attn.pto:14:17
-            TLOAD(t29, t2_firstGm11);  // flash_attn.pto:14:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT30 t30(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t30, 16384);  // flash_attn.pto:14:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t30, t29);  // flash_attn.pto:14:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-            GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g28 * 64, GmView12::Shape(t30.GetValidRow(), t30.GetValidCol()));  // flash_attn.pto:14:17
-            TSTORE(p_firstGm12, t30);  // flash_attn.pto:14:17
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
+        GmView7 mGm7(m + _qb0 * 64, GmView7::Shape(t17.GetValidRow()));  // flash_attn.pto:13:20
+        TSTORE(mGm7, t17);  // flash_attn.pto:13:20
         TileT32 t32(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:15:20
-        TASSIGN(t32, 0);  // flash_attn.pto:15:20
+        TASSIGN(t32, 2048);  // flash_attn.pto:15:20
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t32, 0.0f);  // flash_attn.pto:15:20
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // flash_attn.pto:15:20
-            TileT34 t34(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k33 * 64, 64));  // flash_attn.pto:15:20
-            TASSIGN(t34, 2048);  // flash_attn.pto:15:20
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:15:20
-            GmView13 p_firstGm13(p_first + _qb0 * 64 * 64 + _k33 * 64, GmView13::Shape(t34.GetValidRow(), t34.GetValidCol()));  // flash_attn.pto:15:20
-            TLOAD(t34, p_firstGm13);  // flash_attn.pto:15:20
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
+            TileT23 t23(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
+            TASSIGN(t23, 4096);  // flash_attn.pto:14:21
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
+            GmView8 s_firstGm8(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView8::Shape(t23.GetValidRow(), t23.GetValidCol()));  // flash_attn.pto:14:21
+            TLOAD(t23, s_firstGm8);  // flash_attn.pto:14:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT35 t35(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:15:20
-            TASSIGN(t35, 18432);  // flash_attn.pto:15:20
+            TileT30 t30(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:17
+            TASSIGN(t30, 20480);  // flash_attn.pto:14:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileTmp1 tmp1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:14:17
+            TASSIGN(tmp1, 36864);  // flash_attn.pto:14:17
+            TROWEXPAND(tmp1, t17);  // flash_attn.pto:14:17
+            pipe_barrier(PIPE_V);  // flash_attn.pto:14:17
+            TROWEXPANDEXPDIF(t30, t23, tmp1);  // flash_attn.pto:14:17
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
+            GmView9 p_firstGm9(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView9::Shape(t30.GetValidRow(), t30.GetValidCol()));  // flash_attn.pto:14:17
+            TSTORE(p_firstGm9, t30);  // flash_attn.pto:14:17
+            TileT35 t35(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:15:20
+            TASSIGN(t35, 4096);  // flash_attn.pto:15:20
+            pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // flash_attn.pto:15:20
-            TASSIGN(tmp2, 34816);  // flash_attn.pto:15:20
-            TROWSUM(t35, t34, tmp2);  // flash_attn.pto:15:20
+            TASSIGN(tmp2, 36864);  // flash_attn.pto:15:20
+            TROWSUM(t35, t30, tmp2);  // flash_attn.pto:15:20
             pipe_barrier(PIPE_V);
             TADD(t32, t32, t35);  // flash_attn.pto:15:20
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
-        GmView14 lGm14(l + _qb0 * 64, GmView14::Shape(t32.GetValidRow()));  // flash_attn.pto:15:20
-        TSTORE(lGm14, t32);  // flash_attn.pto:15:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
+        GmView10 lGm10(l + _qb0 * 64, GmView10::Shape(t32.GetValidRow()));  // flash_attn.pto:15:20
+        TSTORE(lGm10, t32);  // flash_attn.pto:15:20
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // flash_attn.pto:16:29
             TileT38 t38(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
             TASSIGN(t38, 0);  // flash_attn.pto:16:29
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-            GmView15 p_firstGm15(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView15::Shape(t38.GetValidRow(), t38.GetValidCol()));  // flash_attn.pto:16:29
-            TLOAD(t38, p_firstGm15);  // flash_attn.pto:16:29
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
+            GmView11 p_firstGm11(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // flash_attn.pto:16:29
+            TLOAD(t38, p_firstGm11);  // flash_attn.pto:16:29
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT39 t39(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
             TASSIGN(t39, 16384);  // flash_attn.pto:16:29
@@ -325,13 +263,16 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             TCVT(t39, t38, RoundMode::CAST_RINT);  // flash_attn.pto:16:29
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-            GmView16 t5_firstGm16(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView16::Shape(t39.GetValidRow(), t39.GetValidCol()));  // flash_attn.pto:16:29
-            TSTORE(t5_firstGm16, t39);  // flash_attn.pto:16:29
+            using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
+            GmView12 t5_firstGm12(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView12::Shape(t39.GetValidRow(), t39.GetValidCol()));  // flash_attn.pto:16:29
+            TSTORE(t5_firstGm12, t39);  // flash_attn.pto:16:29
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -344,9 +285,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
             TASSIGN(t46, 0);  // flash_attn.pto:16:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView17 vj_firstGm17(vj_first + _g41 * 64, GmView17::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:16:22
-            TLOAD(t45, vj_firstGm17);  // flash_attn.pto:16:22
+            using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
+            GmView13 vj_firstGm13(vj_first + _g41 * 64, GmView13::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:16:22
+            TLOAD(t45, vj_firstGm13);  // flash_attn.pto:16:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -357,9 +298,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t43, 0);  // flash_attn.pto:16:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-            GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64, GmView18::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
-            TLOAD(t43, t5_firstGm18);  // flash_attn.pto:16:22
+            using GmView14 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
+            GmView14 t5_firstGm14(t5_first + _qb0 * 64 * 64, GmView14::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
+            TLOAD(t43, t5_firstGm14);  // flash_attn.pto:16:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t44, 0);  // flash_attn.pto:16:22
@@ -376,9 +317,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // flash_attn.pto:16:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t48, 0);  // flash_attn.pto:16:22
-                using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-                GmView19 t5_firstGm19(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView19::Shape(t48.GetValidRow(), t48.GetValidCol()));  // flash_attn.pto:16:22
-                TLOAD(t48, t5_firstGm19);  // flash_attn.pto:16:22
+                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
+                GmView15 t5_firstGm15(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView15::Shape(t48.GetValidRow(), t48.GetValidCol()));  // flash_attn.pto:16:22
+                TLOAD(t48, t5_firstGm15);  // flash_attn.pto:16:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t49, 0);  // flash_attn.pto:16:22
@@ -388,9 +329,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t50, 0);  // flash_attn.pto:16:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-                GmView20 vj_firstGm20(vj_first + _k47 * 64 * D + _g41 * 64, GmView20::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:16:22
-                TLOAD(t50, vj_firstGm20);  // flash_attn.pto:16:22
+                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
+                GmView16 vj_firstGm16(vj_first + _k47 * 64 * D + _g41 * 64, GmView16::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:16:22
+                TLOAD(t50, vj_firstGm16);  // flash_attn.pto:16:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t51, 0);  // flash_attn.pto:16:22
@@ -404,9 +345,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView21 accGm21(acc + _qb0 * 64 * D + _g41 * 64, GmView21::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:16:22
-            TSTORE(accGm21, t42);  // flash_attn.pto:16:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
+            GmView17 accGm17(acc + _qb0 * 64 * D + _g41 * 64, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:16:22
+            TSTORE(accGm17, t42);  // flash_attn.pto:16:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -417,14 +358,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
@@ -442,30 +384,30 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
-            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t5, 0);  // flash_attn.pto:11:13
-            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t6, 0);  // flash_attn.pto:11:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t5, kj_firstGm0);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t2, 0);  // flash_attn.pto:11:13
             TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t3, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t3, qGm1);  // flash_attn.pto:11:13
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t3, qGm0);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t4, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TASSIGN(t5, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TASSIGN(t6, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -518,13 +460,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // flash_attn.pto:13:20
-        }
         for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
-        }
-        for (int64_t _g28 = 0; _g28 < (min_i64(L, 64) + 63) / 64; ++_g28) {  // flash_attn.pto:14:17
-        }
-        for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // flash_attn.pto:15:20
         }
         for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // flash_attn.pto:16:29
         }
@@ -541,9 +477,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
             TASSIGN(t46, 0);  // flash_attn.pto:16:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView17 vj_firstGm17(vj_first + _g41 * 64, GmView17::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:16:22
-            TLOAD(t45, vj_firstGm17);  // flash_attn.pto:16:22
+            using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
+            GmView13 vj_firstGm13(vj_first + _g41 * 64, GmView13::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:16:22
+            TLOAD(t45, vj_firstGm13);  // flash_attn.pto:16:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -554,9 +490,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t43, 0);  // flash_attn.pto:16:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-            GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64, GmView18::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
-            TLOAD(t43, t5_firstGm18);  // flash_attn.pto:16:22
+            using GmView14 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
+            GmView14 t5_firstGm14(t5_first + _qb0 * 64 * 64, GmView14::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
+            TLOAD(t43, t5_firstGm14);  // flash_attn.pto:16:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t44, 0);  // flash_attn.pto:16:22
@@ -573,9 +509,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // flash_attn.pto:16:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t48, 0);  // flash_attn.pto:16:22
-                using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-                GmView19 t5_firstGm19(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView19::Shape(t48.GetValidRow(), t48.GetValidCol()));  // flash_attn.pto:16:22
-                TLOAD(t48, t5_firstGm19);  // flash_attn.pto:16:22
+                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
+                GmView15 t5_firstGm15(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView15::Shape(t48.GetValidRow(), t48.GetValidCol()));  // flash_attn.pto:16:22
+                TLOAD(t48, t5_firstGm15);  // flash_attn.pto:16:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t49, 0);  // flash_attn.pto:16:22
@@ -585,9 +521,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t50, 0);  // flash_attn.pto:16:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-                GmView20 vj_firstGm20(vj_first + _k47 * 64 * D + _g41 * 64, GmView20::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:16:22
-                TLOAD(t50, vj_firstGm20);  // flash_attn.pto:16:22
+                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
+                GmView16 vj_firstGm16(vj_first + _k47 * 64 * D + _g41 * 64, GmView16::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:16:22
+                TLOAD(t50, vj_firstGm16);  // flash_attn.pto:16:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t51, 0);  // flash_attn.pto:16:22
@@ -601,9 +537,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView21 accGm21(acc + _qb0 * 64 * D + _g41 * 64, GmView21::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:16:22
-            TSTORE(accGm21, t42);  // flash_attn.pto:16:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
+            GmView17 accGm17(acc + _qb0 * 64 * D + _g41 * 64, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:16:22
+            TSTORE(accGm17, t42);  // flash_attn.pto:16:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -622,26 +558,34 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
         __gm__ half* kj_first = k;  // flash_attn.pto:9:14
         __gm__ half* vj_first = v;  // flash_attn.pto:10:14
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        TileT17 t17(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:13:20
+        TASSIGN(t17, 0);  // flash_attn.pto:13:20
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        if (ptodsl_aiv0) {
+            TEXPANDS(t17, -__builtin_inff());  // flash_attn.pto:13:20
+        }
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        pipe_barrier(PIPE_V);
         for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
             for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // flash_attn.pto:11:13
             }
             TileT14 t14(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t14, 0);  // flash_attn.pto:11:13
+            TASSIGN(t14, 2048);  // flash_attn.pto:11:13
             wait_flag_dev(2);
             if (ptodsl_aiv0) {
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
@@ -650,199 +594,123 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT15 t15(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t15, 16384);  // flash_attn.pto:11:13
+            TASSIGN(t15, 18432);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             if (ptodsl_aiv0) {
                 TMULS(t15, t14, scale);  // flash_attn.pto:11:13
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                 GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15.GetValidRow(), t15.GetValidCol()));  // flash_attn.pto:11:13
                 TSTORE(s_firstGm6, t15);  // flash_attn.pto:11:13
             }
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        TileT17 t17(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:13:20
-        TASSIGN(t17, 0);  // flash_attn.pto:13:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        if (ptodsl_aiv0) {
-            TEXPANDS(t17, -__builtin_inff());  // flash_attn.pto:13:20
-        }
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // flash_attn.pto:13:20
-            TileT19 t19(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k18 * 64, 64));  // flash_attn.pto:13:20
-            TASSIGN(t19, 2048);  // flash_attn.pto:13:20
-            if (ptodsl_aiv0) {
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:13:20
-                GmView7 s_firstGm7(s_first + _qb0 * 64 * 64 + _k18 * 64, GmView7::Shape(t19.GetValidRow(), t19.GetValidCol()));  // flash_attn.pto:13:20
-                TLOAD(t19, s_firstGm7);  // flash_attn.pto:13:20
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT20 t20(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:13:20
-            TASSIGN(t20, 18432);  // flash_attn.pto:13:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TASSIGN(t20, 2048);  // flash_attn.pto:13:20
+            pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp0;  // flash_attn.pto:13:20
-                TASSIGN(tmp0, 34816);  // flash_attn.pto:13:20
-                TROWMAX(t20, t19, tmp0);  // flash_attn.pto:13:20
+                TASSIGN(tmp0, 36864);  // flash_attn.pto:13:20
+                TROWMAX(t20, t15, tmp0);  // flash_attn.pto:13:20
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TMAX(t17, t17, t20);  // flash_attn.pto:13:20
             }
         }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        if (ptodsl_aiv0) {
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
-            GmView8 mGm8(m + _qb0 * 64, GmView8::Shape(t17.GetValidRow()));  // flash_attn.pto:13:20
-            TSTORE(mGm8, t17);  // flash_attn.pto:13:20
-        }
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
-            TileT23 t23(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t23, 2048);  // flash_attn.pto:14:21
-            if (ptodsl_aiv0) {
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-                GmView9 s_firstGm9(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView9::Shape(t23.GetValidRow(), t23.GetValidCol()));  // flash_attn.pto:14:21
-                TLOAD(t23, s_firstGm9);  // flash_attn.pto:14:21
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT26 t26(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t26, 18432);  // flash_attn.pto:14:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                TileTmp1 tmp1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:14:21
-                TASSIGN(tmp1, 34816);  // flash_attn.pto:14:21
-                TROWEXPAND(tmp1, t17);  // flash_attn.pto:14:21
-                pipe_barrier(PIPE_V);  // flash_attn.pto:14:21
-                TROWEXPANDSUB(t26, t23, tmp1);  // flash_attn.pto:14:21
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-                GmView10 t2_firstGm10(t2_first + _qb0 * 64 * 64 + _g22 * 64, GmView10::Shape(t26.GetValidRow(), t26.GetValidCol()));  // flash_attn.pto:14:21
-                TSTORE(t2_firstGm10, t26);  // flash_attn.pto:14:21
-            }
-        }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g28 = 0; _g28 < (min_i64(L, 64) + 63) / 64; ++_g28) {  // flash_attn.pto:14:17
-            TileT29 t29(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t29, 0);  // flash_attn.pto:14:17
-            if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-                GmView11 t2_firstGm11(t2_first + _qb0 * 64 * 64 + _g28 * 64, GmView11::Shape(t29.GetValidRow(), t29.GetValidCol()));  // flash_attn.pto:14:17
-                TLOAD(t29, t2_firstGm11);  // flash_attn.pto:14:17
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT30 t30(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t30, 16384);  // flash_attn.pto:14:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TEXP(t30, t29);  // flash_attn.pto:14:17
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-                GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g28 * 64, GmView12::Shape(t30.GetValidRow(), t30.GetValidCol()));  // flash_attn.pto:14:17
-                TSTORE(p_firstGm12, t30);  // flash_attn.pto:14:17
-            }
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        if (ptodsl_aiv0) {
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
+            GmView7 mGm7(m + _qb0 * 64, GmView7::Shape(t17.GetValidRow()));  // flash_attn.pto:13:20
+            TSTORE(mGm7, t17);  // flash_attn.pto:13:20
+        }
         TileT32 t32(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:15:20
-        TASSIGN(t32, 0);  // flash_attn.pto:15:20
+        TASSIGN(t32, 2048);  // flash_attn.pto:15:20
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         if (ptodsl_aiv0) {
             TEXPANDS(t32, 0.0f);  // flash_attn.pto:15:20
         }
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // flash_attn.pto:15:20
-            TileT34 t34(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k33 * 64, 64));  // flash_attn.pto:15:20
-            TASSIGN(t34, 2048);  // flash_attn.pto:15:20
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
+            TileT23 t23(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
+            TASSIGN(t23, 4096);  // flash_attn.pto:14:21
             if (ptodsl_aiv0) {
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:15:20
-                GmView13 p_firstGm13(p_first + _qb0 * 64 * 64 + _k33 * 64, GmView13::Shape(t34.GetValidRow(), t34.GetValidCol()));  // flash_attn.pto:15:20
-                TLOAD(t34, p_firstGm13);  // flash_attn.pto:15:20
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
+                GmView8 s_firstGm8(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView8::Shape(t23.GetValidRow(), t23.GetValidCol()));  // flash_attn.pto:14:21
+                TLOAD(t23, s_firstGm8);  // flash_attn.pto:14:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT35 t35(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:15:20
-            TASSIGN(t35, 18432);  // flash_attn.pto:15:20
+            TileT30 t30(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:17
+            TASSIGN(t30, 20480);  // flash_attn.pto:14:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             if (ptodsl_aiv0) {
+                TileTmp1 tmp1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:14:17
+                TASSIGN(tmp1, 36864);  // flash_attn.pto:14:17
+                TROWEXPAND(tmp1, t17);  // flash_attn.pto:14:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:14:17
+                TROWEXPANDEXPDIF(t30, t23, tmp1);  // flash_attn.pto:14:17
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
+                GmView9 p_firstGm9(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView9::Shape(t30.GetValidRow(), t30.GetValidCol()));  // flash_attn.pto:14:17
+                TSTORE(p_firstGm9, t30);  // flash_attn.pto:14:17
+            }
+            TileT35 t35(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:15:20
+            TASSIGN(t35, 4096);  // flash_attn.pto:15:20
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
                 TileTmp0 tmp2;  // flash_attn.pto:15:20
-                TASSIGN(tmp2, 34816);  // flash_attn.pto:15:20
-                TROWSUM(t35, t34, tmp2);  // flash_attn.pto:15:20
+                TASSIGN(tmp2, 36864);  // flash_attn.pto:15:20
+                TROWSUM(t35, t30, tmp2);  // flash_attn.pto:15:20
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TADD(t32, t32, t35);  // flash_attn.pto:15:20
             }
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         if (ptodsl_aiv0) {
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
-            GmView14 lGm14(l + _qb0 * 64, GmView14::Shape(t32.GetValidRow()));  // flash_attn.pto:15:20
-            TSTORE(lGm14, t32);  // flash_attn.pto:15:20
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
+            GmView10 lGm10(l + _qb0 * 64, GmView10::Shape(t32.GetValidRow()));  // flash_attn.pto:15:20
+            TSTORE(lGm10, t32);  // flash_attn.pto:15:20
         }
         wait_flag_dev(1);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // flash_attn.pto:16:29
             TileT38 t38(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
             TASSIGN(t38, 0);  // flash_attn.pto:16:29
             if (ptodsl_aiv0) {
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-                GmView15 p_firstGm15(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView15::Shape(t38.GetValidRow(), t38.GetValidCol()));  // flash_attn.pto:16:29
-                TLOAD(t38, p_firstGm15);  // flash_attn.pto:16:29
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
+                GmView11 p_firstGm11(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // flash_attn.pto:16:29
+                TLOAD(t38, p_firstGm11);  // flash_attn.pto:16:29
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT39 t39(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
@@ -854,15 +722,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-                GmView16 t5_firstGm16(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView16::Shape(t39.GetValidRow(), t39.GetValidCol()));  // flash_attn.pto:16:29
-                TSTORE(t5_firstGm16, t39);  // flash_attn.pto:16:29
+                using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
+                GmView12 t5_firstGm12(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView12::Shape(t39.GetValidRow(), t39.GetValidCol()));  // flash_attn.pto:16:29
+                TSTORE(t5_firstGm12, t39);  // flash_attn.pto:16:29
             }
         }
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // flash_attn.pto:16:22
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // flash_attn.pto:16:22
             }
@@ -870,11 +741,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     }
     wait_flag_dev(1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 #endif
 #endif
 }

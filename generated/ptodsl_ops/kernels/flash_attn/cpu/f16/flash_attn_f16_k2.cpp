@@ -21,43 +21,37 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* alpha, __gm__ float* t8, __gm__ float* p_1, __gm__ float* l, __gm__ float* t10, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* p_1, __gm__ float* l, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* alpha, __gm__ float* t8, __gm__ float* p_1, __gm__ float* l, __gm__ float* t10, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* p_1, __gm__ float* l, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileT67 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT68 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT79 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT64 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT66 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT67 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT68 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT70 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT71 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT72 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT73 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT76 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT77 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT79 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT81 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT82 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT84 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT86 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT90 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT93 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT96 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT99 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT102 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT103 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT105 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT106 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT111 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT112 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT114 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT119 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT120 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT122 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT125 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT126 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -78,56 +72,57 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            TileT79 t79(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t79, 0);  // flash_attn.pto:18:32
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            TEXPANDS(t79, -__builtin_inff());  // flash_attn.pto:18:32
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
             for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g63) {  // flash_attn.pto:11:13
-                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t67, 0);  // flash_attn.pto:11:13
-                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t68, 0);  // flash_attn.pto:11:13
-                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView0 kjGm0(kj + _g63 * 64 * D, GmView0::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t67, kjGm0);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t68, t67);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t64, 0);  // flash_attn.pto:11:13
                 TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
                 TASSIGN(t65, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView1 qGm1(q + _qb2 * 64 * D, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t65, qGm1);  // flash_attn.pto:11:13
+                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t65, qGm0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
                 TASSIGN(t66, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t66, t65);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t67, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView1 kjGm1(kj + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t67, kjGm1);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t68, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t68, t67);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -176,61 +171,43 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 GmView4 t0Gm4(t0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
                 TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
                 TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t76, 0);  // flash_attn.pto:11:13
+                TASSIGN(t76, 2048);  // flash_attn.pto:11:13
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                 GmView5 t0Gm5(t0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
                 TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t77, 16384);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TASSIGN(t77, 18432);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMULS(t77, t76, scale);  // flash_attn.pto:11:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                 GmView6 sGm6(s + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77.GetValidRow(), t77.GetValidCol()));  // flash_attn.pto:11:13
                 TSTORE(sGm6, t77);  // flash_attn.pto:11:13
+                TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
+                TASSIGN(t82, 2048);  // flash_attn.pto:18:32
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // flash_attn.pto:18:32
+                TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
+                TROWMAX(t82, t77, tmp0);  // flash_attn.pto:18:32
+                pipe_barrier(PIPE_V);
+                TMAX(t79, t79, t82);  // flash_attn.pto:18:32
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT79 t79(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t79, 0);  // flash_attn.pto:18:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXPANDS(t79, -__builtin_inff());  // flash_attn.pto:18:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k80 = 0; _k80 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k80) {  // flash_attn.pto:18:32
-                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k80 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t81, 2048);  // flash_attn.pto:18:32
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
-                GmView7 sGm7(s + _qb2 * 64 * 64 + _k80 * 64, GmView7::Shape(t81.GetValidRow(), t81.GetValidCol()));  // flash_attn.pto:18:32
-                TLOAD(t81, sGm7);  // flash_attn.pto:18:32
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t82, 18432);  // flash_attn.pto:18:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
-                TROWMAX(t82, t81, tmp0);  // flash_attn.pto:18:32
-                pipe_barrier(PIPE_V);
-                TMAX(t79, t79, t82);  // flash_attn.pto:18:32
-            }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t84, 2048);  // flash_attn.pto:18:21
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView8 mGm8(m + _qb2 * 64, GmView8::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(t84, mGm8);  // flash_attn.pto:18:21
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+            GmView7 mGm7(m + _qb2 * 64, GmView7::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
+            TLOAD(t84, mGm7);  // flash_attn.pto:18:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT86 t86(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t86, 4096);  // flash_attn.pto:18:21
@@ -238,12 +215,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMAX(t86, t84, t79);  // flash_attn.pto:18:21
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView9 m_newGm9(m_new + _qb2 * 64, GmView9::Shape(t86.GetValidRow()));  // flash_attn.pto:18:21
-            TSTORE(m_newGm9, t86);  // flash_attn.pto:18:21
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+            GmView8 m_newGm8(m_new + _qb2 * 64, GmView8::Shape(t86.GetValidRow()));  // flash_attn.pto:18:21
+            TSTORE(m_newGm8, t86);  // flash_attn.pto:18:21
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileT90 t90(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
             TASSIGN(t90, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
@@ -252,111 +230,65 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t93, 2048);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             TEXP(t93, t90);  // flash_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:19:21
-            GmView10 alphaGm10(alpha + _qb2 * 64, GmView10::Shape(t93.GetValidRow()));  // flash_attn.pto:19:21
-            TSTORE(alphaGm10, t93);  // flash_attn.pto:19:21
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
                 TileT96 t96(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
                 TASSIGN(t96, 6144);  // flash_attn.pto:20:21
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                GmView11 sGm11(s + _qb2 * 64 * 64 + _g95 * 64, GmView11::Shape(t96.GetValidRow(), t96.GetValidCol()));  // flash_attn.pto:20:21
-                TLOAD(t96, sGm11);  // flash_attn.pto:20:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT99 t99(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t99, 22528);  // flash_attn.pto:20:21
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(tmp1, 49152);  // flash_attn.pto:20:21
-                TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:21
-                pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
-                TROWEXPANDSUB(t99, t96, tmp1);  // flash_attn.pto:20:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                GmView12 t8Gm12(t8 + _qb2 * 64 * 64 + _g95 * 64, GmView12::Shape(t99.GetValidRow(), t99.GetValidCol()));  // flash_attn.pto:20:21
-                TSTORE(t8Gm12, t99);  // flash_attn.pto:20:21
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g101) {  // flash_attn.pto:20:17
-                TileT102 t102(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t102, 0);  // flash_attn.pto:20:17
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                GmView13 t8Gm13(t8 + _qb2 * 64 * 64 + _g101 * 64, GmView13::Shape(t102.GetValidRow(), t102.GetValidCol()));  // flash_attn.pto:20:17
-                TLOAD(t102, t8Gm13);  // flash_attn.pto:20:17
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                GmView9 sGm9(s + _qb2 * 64 * 64 + _g95 * 64, GmView9::Shape(t96.GetValidRow(), t96.GetValidCol()));  // flash_attn.pto:20:21
+                TLOAD(t96, sGm9);  // flash_attn.pto:20:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t103, 16384);  // flash_attn.pto:20:17
+                TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t103, 22528);  // flash_attn.pto:20:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXP(t103, t102);  // flash_attn.pto:20:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                GmView14 p_1Gm14(p_1 + _qb2 * 64 * 64 + _g101 * 64, GmView14::Shape(t103.GetValidRow(), t103.GetValidCol()));  // flash_attn.pto:20:17
-                TSTORE(p_1Gm14, t103);  // flash_attn.pto:20:17
+                TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(tmp1, 49152);  // flash_attn.pto:20:17
+                TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+                TROWEXPANDEXPDIF(t103, t96, tmp1);  // flash_attn.pto:20:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                GmView10 p_1Gm10(p_1 + _qb2 * 64 * 64 + _g95 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // flash_attn.pto:20:17
+                TSTORE(p_1Gm10, t103);  // flash_attn.pto:20:17
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t105, 0);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView15 lGm15(l + _qb2 * 64, GmView15::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t105, lGm15);  // flash_attn.pto:21:20
-            TileT106 t106(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t106, 2048);  // flash_attn.pto:21:20
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView16 alphaGm16(alpha + _qb2 * 64, GmView16::Shape(t106.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t106, alphaGm16);  // flash_attn.pto:21:20
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView11 lGm11(l + _qb2 * 64, GmView11::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(t105, lGm11);  // flash_attn.pto:21:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t107, 4096);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t107, t105, t106);  // flash_attn.pto:21:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView17 t10Gm17(t10 + _qb2 * 64, GmView17::Shape(t107.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(t10Gm17, t107);  // flash_attn.pto:21:20
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TMUL(t107, t105, t93);  // flash_attn.pto:21:20
             TileT109 t109(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t109, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TEXPANDS(t109, 0.0f);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k110) {  // flash_attn.pto:21:32
                 TileT111 t111(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k110 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t111, 2048);  // flash_attn.pto:21:32
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                GmView18 p_1Gm18(p_1 + _qb2 * 64 * 64 + _k110 * 64, GmView18::Shape(t111.GetValidRow(), t111.GetValidCol()));  // flash_attn.pto:21:32
-                TLOAD(t111, p_1Gm18);  // flash_attn.pto:21:32
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TASSIGN(t111, 6144);  // flash_attn.pto:21:32
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                GmView12 p_1Gm12(p_1 + _qb2 * 64 * 64 + _k110 * 64, GmView12::Shape(t111.GetValidRow(), t111.GetValidCol()));  // flash_attn.pto:21:32
+                TLOAD(t111, p_1Gm12);  // flash_attn.pto:21:32
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT112 t112(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t112, 18432);  // flash_attn.pto:21:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TASSIGN(t112, 22528);  // flash_attn.pto:21:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp0 tmp2;  // flash_attn.pto:21:32
                 TASSIGN(tmp2, 49152);  // flash_attn.pto:21:32
                 TROWSUM(t112, t111, tmp2);  // flash_attn.pto:21:32
@@ -364,105 +296,90 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TADD(t109, t109, t112);  // flash_attn.pto:21:32
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            TileT114 t114(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t114, 2048);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView19 t10Gm19(t10 + _qb2 * 64, GmView19::Shape(t114.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t114, t10Gm19);  // flash_attn.pto:21:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT116 t116(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t116, 4096);  // flash_attn.pto:21:20
+            TASSIGN(t116, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t116, t114, t109);  // flash_attn.pto:21:20
+            TADD(t116, t107, t109);  // flash_attn.pto:21:20
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView20 lGm20(l + _qb2 * 64, GmView20::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm20, t116);  // flash_attn.pto:21:20
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView13 lGm13(l + _qb2 * 64, GmView13::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(lGm13, t116);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT119 t119(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t119, 0);  // flash_attn.pto:22:22
+                TASSIGN(t119, 4096);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView21 accGm21(acc + _qb2 * 64 * D + _g118 * 64, GmView21::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t119, accGm21);  // flash_attn.pto:22:22
-                TileT120 t120(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t120, 16384);  // flash_attn.pto:22:22
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
-                GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(t120.GetValidRow()));  // flash_attn.pto:22:22
-                TLOAD(t120, alphaGm22);  // flash_attn.pto:22:22
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView14 accGm14(acc + _qb2 * 64 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t119, accGm14);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT122 t122(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t122, 18432);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                TASSIGN(t122, 20480);  // flash_attn.pto:22:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(tmp3, 49152);  // flash_attn.pto:22:22
-                TROWEXPAND(tmp3, t120);  // flash_attn.pto:22:22
+                TROWEXPAND(tmp3, t93);  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
                 TROWEXPANDMUL(t122, t119, tmp3);  // flash_attn.pto:22:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g118 * 64, GmView23::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(t13Gm23, t122);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView15 t13Gm15(t13 + _qb2 * 64 * D + _g118 * 64, GmView15::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(t13Gm15, t122);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
                 TileT125 t125(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
                 TASSIGN(t125, 0);  // flash_attn.pto:22:43
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView24 p_1Gm24(p_1 + _qb2 * 64 * 64 + _g124 * 64, GmView24::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
-                TLOAD(t125, p_1Gm24);  // flash_attn.pto:22:43
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView16 p_1Gm16(p_1 + _qb2 * 64 * 64 + _g124 * 64, GmView16::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
+                TLOAD(t125, p_1Gm16);  // flash_attn.pto:22:43
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
                 TASSIGN(t126, 16384);  // flash_attn.pto:22:43
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TCVT(t126, t125, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView25 t15Gm25(t15 + _qb2 * 64 * 64 + _g124 * 64, GmView25::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15Gm25, t126);  // flash_attn.pto:22:43
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _g124 * 64, GmView17::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15Gm17, t126);  // flash_attn.pto:22:43
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -474,9 +391,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView26 t15Gm26(t15 + _qb2 * 64 * 64, GmView26::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t130, t15Gm26);  // flash_attn.pto:22:36
+                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView18 t15Gm18(t15 + _qb2 * 64 * 64, GmView18::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t130, t15Gm18);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t131, 0);  // flash_attn.pto:22:36
@@ -487,9 +404,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT132 t132(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t132, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView27 vjGm27(vj + _g128 * 64, GmView27::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t132, vjGm27);  // flash_attn.pto:22:36
+                using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView19 vjGm19(vj + _g128 * 64, GmView19::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t132, vjGm19);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT133 t133(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t133, 0);  // flash_attn.pto:22:36
@@ -506,9 +423,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t135, 0);  // flash_attn.pto:22:36
-                    using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView28 t15Gm28(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView28::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t135, t15Gm28);  // flash_attn.pto:22:36
+                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView20 t15Gm20(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView20::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t135, t15Gm20);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t136, 0);  // flash_attn.pto:22:36
@@ -518,9 +435,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                     TileT137 t137(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t137, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView29 vjGm29(vj + _k134 * 64 * D + _g128 * 64, GmView29::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t137, vjGm29);  // flash_attn.pto:22:36
+                    using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView21 vjGm21(vj + _k134 * 64 * D + _g128 * 64, GmView21::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t137, vjGm21);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t138, 0);  // flash_attn.pto:22:36
@@ -534,44 +451,43 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView30 t14Gm30(t14 + _qb2 * 64 * D + _g128 * 64, GmView30::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm30, t129);  // flash_attn.pto:22:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView22 t14Gm22(t14 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm22, t129);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 TileT141 t141(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t141, 0);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView31 t13Gm31(t13 + _qb2 * 64 * D + _g128 * 64, GmView31::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t141, t13Gm31);  // flash_attn.pto:22:22
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g128 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t141, t13Gm23);  // flash_attn.pto:22:22
                 TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t142, 16384);  // flash_attn.pto:22:22
-                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView32 t14Gm32(t14 + _qb2 * 64 * D + _g128 * 64, GmView32::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t142, t14Gm32);  // flash_attn.pto:22:22
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView24 t14Gm24(t14 + _qb2 * 64 * D + _g128 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t142, t14Gm24);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t143, 32768);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TADD(t143, t141, t142);  // flash_attn.pto:22:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView33 accGm33(acc + _qb2 * 64 * D + _g128 * 64, GmView33::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm33, t143);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView25 accGm25(acc + _qb2 * 64 * D + _g128 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm25, t143);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -579,29 +495,29 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TileT145 t145(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:23:13
             TASSIGN(t145, 0);  // flash_attn.pto:23:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView34 m_newGm34(m_new + _qb2 * 64, GmView34::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
-            TLOAD(t145, m_newGm34);  // flash_attn.pto:23:13
+            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView26 m_newGm26(m_new + _qb2 * 64, GmView26::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
+            TLOAD(t145, m_newGm26);  // flash_attn.pto:23:13
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView35 mGm35(m + _qb2 * 64, GmView35::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm35, t145);  // flash_attn.pto:23:13
+            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView27 mGm27(m + _qb2 * 64, GmView27::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
+            TSTORE(mGm27, t145);  // flash_attn.pto:23:13
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
@@ -621,30 +537,30 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g63) {  // flash_attn.pto:11:13
-                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t67, 0);  // flash_attn.pto:11:13
-                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t68, 0);  // flash_attn.pto:11:13
-                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView0 kjGm0(kj + _g63 * 64 * D, GmView0::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t67, kjGm0);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t68, t67);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t64, 0);  // flash_attn.pto:11:13
                 TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
                 TASSIGN(t65, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView1 qGm1(q + _qb2 * 64 * D, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t65, qGm1);  // flash_attn.pto:11:13
+                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t65, qGm0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
                 TASSIGN(t66, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t66, t65);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t67, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView1 kjGm1(kj + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t67, kjGm1);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t68, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t68, t67);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -697,11 +613,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k80 = 0; _k80 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k80) {  // flash_attn.pto:18:32
-            }
             for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
-            }
-            for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g101) {  // flash_attn.pto:20:17
             }
             for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k110) {  // flash_attn.pto:21:32
             }
@@ -722,9 +634,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView26 t15Gm26(t15 + _qb2 * 64 * 64, GmView26::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t130, t15Gm26);  // flash_attn.pto:22:36
+                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView18 t15Gm18(t15 + _qb2 * 64 * 64, GmView18::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t130, t15Gm18);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t131, 0);  // flash_attn.pto:22:36
@@ -735,9 +647,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT132 t132(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t132, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView27 vjGm27(vj + _g128 * 64, GmView27::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t132, vjGm27);  // flash_attn.pto:22:36
+                using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView19 vjGm19(vj + _g128 * 64, GmView19::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t132, vjGm19);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT133 t133(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t133, 0);  // flash_attn.pto:22:36
@@ -754,9 +666,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t135, 0);  // flash_attn.pto:22:36
-                    using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView28 t15Gm28(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView28::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t135, t15Gm28);  // flash_attn.pto:22:36
+                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView20 t15Gm20(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView20::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t135, t15Gm20);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t136, 0);  // flash_attn.pto:22:36
@@ -766,9 +678,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                     TileT137 t137(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t137, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView29 vjGm29(vj + _k134 * 64 * D + _g128 * 64, GmView29::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t137, vjGm29);  // flash_attn.pto:22:36
+                    using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView21 vjGm21(vj + _k134 * 64 * D + _g128 * 64, GmView21::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t137, vjGm21);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t138, 0);  // flash_attn.pto:22:36
@@ -783,9 +695,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView30 t14Gm30(t14 + _qb2 * 64 * D + _g128 * 64, GmView30::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm30, t129);  // flash_attn.pto:22:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView22 t14Gm22(t14 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm22, t129);  // flash_attn.pto:22:36
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
@@ -807,99 +719,80 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            TileT79 t79(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t79, 0);  // flash_attn.pto:18:32
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t79, -__builtin_inff());  // flash_attn.pto:18:32
+            }
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
             for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g63) {  // flash_attn.pto:11:13
                 for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
                 }
                 TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t76, 0);  // flash_attn.pto:11:13
+                TASSIGN(t76, 2048);  // flash_attn.pto:11:13
                 wait_flag_dev(2);
                 if (ptodsl_aiv0) {
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                     GmView5 t0Gm5(t0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
                     TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t77, 16384);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TASSIGN(t77, 18432);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TMULS(t77, t76, scale);  // flash_attn.pto:11:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                     GmView6 sGm6(s + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77.GetValidRow(), t77.GetValidCol()));  // flash_attn.pto:11:13
                     TSTORE(sGm6, t77);  // flash_attn.pto:11:13
                 }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            TileT79 t79(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t79, 0);  // flash_attn.pto:18:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t79, -__builtin_inff());  // flash_attn.pto:18:32
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k80 = 0; _k80 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k80) {  // flash_attn.pto:18:32
-                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k80 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t81, 2048);  // flash_attn.pto:18:32
-                if (ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
-                    GmView7 sGm7(s + _qb2 * 64 * 64 + _k80 * 64, GmView7::Shape(t81.GetValidRow(), t81.GetValidCol()));  // flash_attn.pto:18:32
-                    TLOAD(t81, sGm7);  // flash_attn.pto:18:32
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t82, 18432);  // flash_attn.pto:18:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TASSIGN(t82, 2048);  // flash_attn.pto:18:32
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // flash_attn.pto:18:32
                     TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
-                    TROWMAX(t82, t81, tmp0);  // flash_attn.pto:18:32
+                    TROWMAX(t82, t77, tmp0);  // flash_attn.pto:18:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t79, t79, t82);  // flash_attn.pto:18:32
                 }
             }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
             TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t84, 2048);  // flash_attn.pto:18:21
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView8 mGm8(m + _qb2 * 64, GmView8::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(t84, mGm8);  // flash_attn.pto:18:21
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView7 mGm7(m + _qb2 * 64, GmView7::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(t84, mGm7);  // flash_attn.pto:18:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT86 t86(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
@@ -910,14 +803,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TMAX(t86, t84, t79);  // flash_attn.pto:18:21
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView9 m_newGm9(m_new + _qb2 * 64, GmView9::Shape(t86.GetValidRow()));  // flash_attn.pto:18:21
-                TSTORE(m_newGm9, t86);  // flash_attn.pto:18:21
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView8 m_newGm8(m_new + _qb2 * 64, GmView8::Shape(t86.GetValidRow()));  // flash_attn.pto:18:21
+                TSTORE(m_newGm8, t86);  // flash_attn.pto:18:21
             }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileT90 t90(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
             TASSIGN(t90, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
@@ -930,115 +824,57 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TEXP(t93, t90);  // flash_attn.pto:19:21
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:19:21
-                GmView10 alphaGm10(alpha + _qb2 * 64, GmView10::Shape(t93.GetValidRow()));  // flash_attn.pto:19:21
-                TSTORE(alphaGm10, t93);  // flash_attn.pto:19:21
-            }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
                 TileT96 t96(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
                 TASSIGN(t96, 6144);  // flash_attn.pto:20:21
                 if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                    GmView11 sGm11(s + _qb2 * 64 * 64 + _g95 * 64, GmView11::Shape(t96.GetValidRow(), t96.GetValidCol()));  // flash_attn.pto:20:21
-                    TLOAD(t96, sGm11);  // flash_attn.pto:20:21
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT99 t99(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t99, 22528);  // flash_attn.pto:20:21
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:21
-                    TASSIGN(tmp1, 49152);  // flash_attn.pto:20:21
-                    TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:21
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
-                    TROWEXPANDSUB(t99, t96, tmp1);  // flash_attn.pto:20:21
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                    GmView12 t8Gm12(t8 + _qb2 * 64 * 64 + _g95 * 64, GmView12::Shape(t99.GetValidRow(), t99.GetValidCol()));  // flash_attn.pto:20:21
-                    TSTORE(t8Gm12, t99);  // flash_attn.pto:20:21
-                }
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g101) {  // flash_attn.pto:20:17
-                TileT102 t102(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t102, 0);  // flash_attn.pto:20:17
-                if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                    GmView13 t8Gm13(t8 + _qb2 * 64 * 64 + _g101 * 64, GmView13::Shape(t102.GetValidRow(), t102.GetValidCol()));  // flash_attn.pto:20:17
-                    TLOAD(t102, t8Gm13);  // flash_attn.pto:20:17
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                    GmView9 sGm9(s + _qb2 * 64 * 64 + _g95 * 64, GmView9::Shape(t96.GetValidRow(), t96.GetValidCol()));  // flash_attn.pto:20:21
+                    TLOAD(t96, sGm9);  // flash_attn.pto:20:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t103, 16384);  // flash_attn.pto:20:17
+                TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t103, 22528);  // flash_attn.pto:20:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TEXP(t103, t102);  // flash_attn.pto:20:17
+                    TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
+                    TASSIGN(tmp1, 49152);  // flash_attn.pto:20:17
+                    TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+                    TROWEXPANDEXPDIF(t103, t96, tmp1);  // flash_attn.pto:20:17
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                    GmView14 p_1Gm14(p_1 + _qb2 * 64 * 64 + _g101 * 64, GmView14::Shape(t103.GetValidRow(), t103.GetValidCol()));  // flash_attn.pto:20:17
-                    TSTORE(p_1Gm14, t103);  // flash_attn.pto:20:17
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                    GmView10 p_1Gm10(p_1 + _qb2 * 64 * 64 + _g95 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // flash_attn.pto:20:17
+                    TSTORE(p_1Gm10, t103);  // flash_attn.pto:20:17
                 }
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t105, 0);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView15 lGm15(l + _qb2 * 64, GmView15::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t105, lGm15);  // flash_attn.pto:21:20
-            }
-            TileT106 t106(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t106, 2048);  // flash_attn.pto:21:20
-            if (ptodsl_aiv0) {
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView16 alphaGm16(alpha + _qb2 * 64, GmView16::Shape(t106.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t106, alphaGm16);  // flash_attn.pto:21:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView11 lGm11(l + _qb2 * 64, GmView11::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(t105, lGm11);  // flash_attn.pto:21:20
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t107, 4096);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMUL(t107, t105, t106);  // flash_attn.pto:21:20
+                TMUL(t107, t105, t93);  // flash_attn.pto:21:20
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            if (ptodsl_aiv0) {
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView17 t10Gm17(t10 + _qb2 * 64, GmView17::Shape(t107.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(t10Gm17, t107);  // flash_attn.pto:21:20
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT109 t109(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t109, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
@@ -1047,20 +883,20 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             }
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k110) {  // flash_attn.pto:21:32
                 TileT111 t111(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k110 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t111, 2048);  // flash_attn.pto:21:32
+                TASSIGN(t111, 6144);  // flash_attn.pto:21:32
                 if (ptodsl_aiv0) {
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                    GmView18 p_1Gm18(p_1 + _qb2 * 64 * 64 + _k110 * 64, GmView18::Shape(t111.GetValidRow(), t111.GetValidCol()));  // flash_attn.pto:21:32
-                    TLOAD(t111, p_1Gm18);  // flash_attn.pto:21:32
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                    GmView12 p_1Gm12(p_1 + _qb2 * 64 * 64 + _k110 * 64, GmView12::Shape(t111.GetValidRow(), t111.GetValidCol()));  // flash_attn.pto:21:32
+                    TLOAD(t111, p_1Gm12);  // flash_attn.pto:21:32
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT112 t112(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t112, 18432);  // flash_attn.pto:21:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TASSIGN(t112, 22528);  // flash_attn.pto:21:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp2;  // flash_attn.pto:21:32
                     TASSIGN(tmp2, 49152);  // flash_attn.pto:21:32
@@ -1072,100 +908,82 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 }
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            TileT114 t114(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t114, 2048);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView19 t10Gm19(t10 + _qb2 * 64, GmView19::Shape(t114.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t114, t10Gm19);  // flash_attn.pto:21:20
-            }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT116 t116(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t116, 4096);  // flash_attn.pto:21:20
+            TASSIGN(t116, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TADD(t116, t114, t109);  // flash_attn.pto:21:20
+                TADD(t116, t107, t109);  // flash_attn.pto:21:20
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView20 lGm20(l + _qb2 * 64, GmView20::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm20, t116);  // flash_attn.pto:21:20
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView13 lGm13(l + _qb2 * 64, GmView13::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm13, t116);  // flash_attn.pto:21:20
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT119 t119(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t119, 0);  // flash_attn.pto:22:22
+                TASSIGN(t119, 4096);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView21 accGm21(acc + _qb2 * 64 * D + _g118 * 64, GmView21::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t119, accGm21);  // flash_attn.pto:22:22
-                }
-                TileT120 t120(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t120, 16384);  // flash_attn.pto:22:22
-                if (ptodsl_aiv0) {
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
-                    GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(t120.GetValidRow()));  // flash_attn.pto:22:22
-                    TLOAD(t120, alphaGm22);  // flash_attn.pto:22:22
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView14 accGm14(acc + _qb2 * 64 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t119, accGm14);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT122 t122(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t122, 18432);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                TASSIGN(t122, 20480);  // flash_attn.pto:22:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
                     TASSIGN(tmp3, 49152);  // flash_attn.pto:22:22
-                    TROWEXPAND(tmp3, t120);  // flash_attn.pto:22:22
+                    TROWEXPAND(tmp3, t93);  // flash_attn.pto:22:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
                     TROWEXPANDMUL(t122, t119, tmp3);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g118 * 64, GmView23::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(t13Gm23, t122);  // flash_attn.pto:22:22
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView15 t13Gm15(t13 + _qb2 * 64 * D + _g118 * 64, GmView15::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(t13Gm15, t122);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             }
             wait_flag_dev(1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
                 TileT125 t125(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
                 TASSIGN(t125, 0);  // flash_attn.pto:22:43
                 if (ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView24 p_1Gm24(p_1 + _qb2 * 64 * 64 + _g124 * 64, GmView24::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
-                    TLOAD(t125, p_1Gm24);  // flash_attn.pto:22:43
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView16 p_1Gm16(p_1 + _qb2 * 64 * 64 + _g124 * 64, GmView16::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
+                    TLOAD(t125, p_1Gm16);  // flash_attn.pto:22:43
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
@@ -1174,22 +992,21 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 if (ptodsl_aiv0) {
                     TCVT(t126, t125, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView25 t15Gm25(t15 + _qb2 * 64 * 64 + _g124 * 64, GmView25::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
-                    TSTORE(t15Gm25, t126);  // flash_attn.pto:22:43
+                    using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _g124 * 64, GmView17::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
+                    TSTORE(t15Gm17, t126);  // flash_attn.pto:22:43
                 }
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
@@ -1200,72 +1017,71 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t141, 0);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView31 t13Gm31(t13 + _qb2 * 64 * D + _g128 * 64, GmView31::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t141, t13Gm31);  // flash_attn.pto:22:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g128 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t141, t13Gm23);  // flash_attn.pto:22:22
                 }
                 TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t142, 16384);  // flash_attn.pto:22:22
                 wait_flag_dev(2);
                 if (ptodsl_aiv0) {
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView32 t14Gm32(t14 + _qb2 * 64 * D + _g128 * 64, GmView32::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t142, t14Gm32);  // flash_attn.pto:22:22
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView24 t14Gm24(t14 + _qb2 * 64 * D + _g128 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t142, t14Gm24);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
                 TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t143, 32768);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TADD(t143, t141, t142);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView33 accGm33(acc + _qb2 * 64 * D + _g128 * 64, GmView33::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(accGm33, t143);  // flash_attn.pto:22:22
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView25 accGm25(acc + _qb2 * 64 * D + _g128 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(accGm25, t143);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT145 t145(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:23:13
             TASSIGN(t145, 0);  // flash_attn.pto:23:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             if (ptodsl_aiv0) {
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView34 m_newGm34(m_new + _qb2 * 64, GmView34::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
-                TLOAD(t145, m_newGm34);  // flash_attn.pto:23:13
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView26 m_newGm26(m_new + _qb2 * 64, GmView26::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
+                TLOAD(t145, m_newGm26);  // flash_attn.pto:23:13
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView35 mGm35(m + _qb2 * 64, GmView35::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm35, t145);  // flash_attn.pto:23:13
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView27 mGm27(m + _qb2 * 64, GmView27::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm27, t145);  // flash_attn.pto:23:13
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag_dev(1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 #endif
 #endif

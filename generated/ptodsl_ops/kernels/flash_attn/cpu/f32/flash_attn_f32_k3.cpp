@@ -21,43 +21,37 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileT151 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT152 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT163 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT150 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT151 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT152 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT154 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT155 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT156 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT157 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT160 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT161 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT163 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT165 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT166 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT168 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT170 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT174 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT177 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT180 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT183 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT186 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT187 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT189 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT190 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT191 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT195 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT196 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT198 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT203 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT204 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT206 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT209 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT213 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -80,53 +74,57 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
+            TileT163 t163(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t163, 0);  // flash_attn.pto:18:32
+            TEXPANDS(t163, -__builtin_inff());  // flash_attn.pto:18:32
+            pipe_barrier(PIPE_V);
             for (int64_t _g147 = 0; _g147 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g147) {  // flash_attn.pto:11:13
-                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t151, 0);  // flash_attn.pto:11:13
-                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t152, 0);  // flash_attn.pto:11:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView0 kj_lastGm0(kj_last + _g147 * 64 * D, GmView0::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t151, kj_lastGm0);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t152, t151);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT148 t148(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t148, 0);  // flash_attn.pto:11:13
                 TileT149 t149(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
                 TASSIGN(t149, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView1 qGm1(q + _qb3 * 64 * D, GmView1::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t149, qGm1);  // flash_attn.pto:11:13
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t149, qGm0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
                 TASSIGN(t150, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t150, t149);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t151, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView1 kj_lastGm1(kj_last + _g147 * 64 * D, GmView1::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t151, kj_lastGm1);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t152, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t152, t151);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -175,61 +173,42 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g147 * 64, GmView4::Shape(t148.GetValidRow(), t148.GetValidCol()));  // flash_attn.pto:11:13
                 TSTORE(t0_lastGm4, t148);  // flash_attn.pto:11:13
                 TileT160 t160(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t160, 0);  // flash_attn.pto:11:13
+                TASSIGN(t160, 2048);  // flash_attn.pto:11:13
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                 GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g147 * 64, GmView5::Shape(t160.GetValidRow(), t160.GetValidCol()));  // flash_attn.pto:11:13
                 TLOAD(t160, t0_lastGm5);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT161 t161(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t161, 16384);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TASSIGN(t161, 18432);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMULS(t161, t160, scale);  // flash_attn.pto:11:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                 GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g147 * 64, GmView6::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
                 TSTORE(s_lastGm6, t161);  // flash_attn.pto:11:13
+                TileT166 t166(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
+                TASSIGN(t166, 2048);  // flash_attn.pto:18:32
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // flash_attn.pto:18:32
+                TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
+                TROWMAX(t166, t161, tmp0);  // flash_attn.pto:18:32
+                pipe_barrier(PIPE_V);
+                TMAX(t163, t163, t166);  // flash_attn.pto:18:32
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT163 t163(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t163, 0);  // flash_attn.pto:18:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXPANDS(t163, -__builtin_inff());  // flash_attn.pto:18:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k164 = 0; _k164 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k164) {  // flash_attn.pto:18:32
-                TileT165 t165(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k164 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t165, 2048);  // flash_attn.pto:18:32
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
-                GmView7 s_lastGm7(s_last + _qb3 * 64 * 64 + _k164 * 64, GmView7::Shape(t165.GetValidRow(), t165.GetValidCol()));  // flash_attn.pto:18:32
-                TLOAD(t165, s_lastGm7);  // flash_attn.pto:18:32
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT166 t166(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t166, 18432);  // flash_attn.pto:18:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
-                TROWMAX(t166, t165, tmp0);  // flash_attn.pto:18:32
-                pipe_barrier(PIPE_V);
-                TMAX(t163, t163, t166);  // flash_attn.pto:18:32
-            }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT168 t168(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t168, 2048);  // flash_attn.pto:18:21
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView8 mGm8(m + _qb3 * 64, GmView8::Shape(t168.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(t168, mGm8);  // flash_attn.pto:18:21
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+            GmView7 mGm7(m + _qb3 * 64, GmView7::Shape(t168.GetValidRow()));  // flash_attn.pto:18:21
+            TLOAD(t168, mGm7);  // flash_attn.pto:18:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT170 t170(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t170, 4096);  // flash_attn.pto:18:21
@@ -239,9 +218,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView9 m_new_lastGm9(m_new_last + _qb3 * 64, GmView9::Shape(t170.GetValidRow()));  // flash_attn.pto:18:21
-            TSTORE(m_new_lastGm9, t170);  // flash_attn.pto:18:21
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+            GmView8 m_new_lastGm8(m_new_last + _qb3 * 64, GmView8::Shape(t170.GetValidRow()));  // flash_attn.pto:18:21
+            TSTORE(m_new_lastGm8, t170);  // flash_attn.pto:18:21
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileT174 t174(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
             TASSIGN(t174, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
@@ -250,109 +230,65 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t177, 2048);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             TEXP(t177, t174);  // flash_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:19:21
-            GmView10 alpha_lastGm10(alpha_last + _qb3 * 64, GmView10::Shape(t177.GetValidRow()));  // flash_attn.pto:19:21
-            TSTORE(alpha_lastGm10, t177);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g179 = 0; _g179 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
                 TileT180 t180(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
                 TASSIGN(t180, 6144);  // flash_attn.pto:20:21
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                GmView11 s_lastGm11(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView11::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
-                TLOAD(t180, s_lastGm11);  // flash_attn.pto:20:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT183 t183(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t183, 22528);  // flash_attn.pto:20:21
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(tmp1, 49152);  // flash_attn.pto:20:21
-                TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:21
-                pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
-                TROWEXPANDSUB(t183, t180, tmp1);  // flash_attn.pto:20:21
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                GmView12 t8_lastGm12(t8_last + _qb3 * 64 * 64 + _g179 * 64, GmView12::Shape(t183.GetValidRow(), t183.GetValidCol()));  // flash_attn.pto:20:21
-                TSTORE(t8_lastGm12, t183);  // flash_attn.pto:20:21
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g185 = 0; _g185 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g185) {  // flash_attn.pto:20:17
-                TileT186 t186(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t186, 0);  // flash_attn.pto:20:17
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                GmView13 t8_lastGm13(t8_last + _qb3 * 64 * 64 + _g185 * 64, GmView13::Shape(t186.GetValidRow(), t186.GetValidCol()));  // flash_attn.pto:20:17
-                TLOAD(t186, t8_lastGm13);  // flash_attn.pto:20:17
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                GmView9 s_lastGm9(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView9::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
+                TLOAD(t180, s_lastGm9);  // flash_attn.pto:20:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT187 t187(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t187, 16384);  // flash_attn.pto:20:17
+                TileT187 t187(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t187, 22528);  // flash_attn.pto:20:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXP(t187, t186);  // flash_attn.pto:20:17
+                TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(tmp1, 49152);  // flash_attn.pto:20:17
+                TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+                TROWEXPANDEXPDIF(t187, t180, tmp1);  // flash_attn.pto:20:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                GmView14 p_1_lastGm14(p_1_last + _qb3 * 64 * 64 + _g185 * 64, GmView14::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
-                TSTORE(p_1_lastGm14, t187);  // flash_attn.pto:20:17
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                GmView10 p_1_lastGm10(p_1_last + _qb3 * 64 * 64 + _g179 * 64, GmView10::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
+                TSTORE(p_1_lastGm10, t187);  // flash_attn.pto:20:17
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t189, 0);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t189, lGm15);  // flash_attn.pto:21:20
-            TileT190 t190(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t190, 2048);  // flash_attn.pto:21:20
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView16 alpha_lastGm16(alpha_last + _qb3 * 64, GmView16::Shape(t190.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t190, alpha_lastGm16);  // flash_attn.pto:21:20
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView11 lGm11(l + _qb3 * 64, GmView11::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(t189, lGm11);  // flash_attn.pto:21:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT191 t191(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t191, 4096);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t191, t189, t190);  // flash_attn.pto:21:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView17 t10_lastGm17(t10_last + _qb3 * 64, GmView17::Shape(t191.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(t10_lastGm17, t191);  // flash_attn.pto:21:20
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TMUL(t191, t189, t177);  // flash_attn.pto:21:20
             TileT193 t193(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t193, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TEXPANDS(t193, 0.0f);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k194 = 0; _k194 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
                 TileT195 t195(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t195, 2048);  // flash_attn.pto:21:32
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                GmView18 p_1_lastGm18(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView18::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
-                TLOAD(t195, p_1_lastGm18);  // flash_attn.pto:21:32
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TASSIGN(t195, 6144);  // flash_attn.pto:21:32
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                GmView12 p_1_lastGm12(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView12::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
+                TLOAD(t195, p_1_lastGm12);  // flash_attn.pto:21:32
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t196, 18432);  // flash_attn.pto:21:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TASSIGN(t196, 22528);  // flash_attn.pto:21:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp0 tmp2;  // flash_attn.pto:21:32
                 TASSIGN(tmp2, 49152);  // flash_attn.pto:21:32
                 TROWSUM(t196, t195, tmp2);  // flash_attn.pto:21:32
@@ -360,26 +296,19 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TADD(t193, t193, t196);  // flash_attn.pto:21:32
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT198 t198(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t198, 2048);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView19 t10_lastGm19(t10_last + _qb3 * 64, GmView19::Shape(t198.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t198, t10_lastGm19);  // flash_attn.pto:21:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT200 t200(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t200, 4096);  // flash_attn.pto:21:20
+            TASSIGN(t200, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t200, t198, t193);  // flash_attn.pto:21:20
+            TADD(t200, t191, t193);  // flash_attn.pto:21:20
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView20 lGm20(l + _qb3 * 64, GmView20::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm20, t200);  // flash_attn.pto:21:20
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView13 lGm13(l + _qb3 * 64, GmView13::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(lGm13, t200);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -389,58 +318,55 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT203 t203(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t203, 0);  // flash_attn.pto:22:22
+                TASSIGN(t203, 4096);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView21 accGm21(acc + _qb3 * 64 * D + _g202 * 64, GmView21::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t203, accGm21);  // flash_attn.pto:22:22
-                TileT204 t204(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t204, 16384);  // flash_attn.pto:22:22
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
-                GmView22 alpha_lastGm22(alpha_last + _qb3 * 64, GmView22::Shape(t204.GetValidRow()));  // flash_attn.pto:22:22
-                TLOAD(t204, alpha_lastGm22);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView14 accGm14(acc + _qb3 * 64 * D + _g202 * 64, GmView14::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t203, accGm14);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT206 t206(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t206, 18432);  // flash_attn.pto:22:22
+                TASSIGN(t206, 20480);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(tmp3, 49152);  // flash_attn.pto:22:22
-                TROWEXPAND(tmp3, t204);  // flash_attn.pto:22:22
+                TROWEXPAND(tmp3, t177);  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
                 TROWEXPANDMUL(t206, t203, tmp3);  // flash_attn.pto:22:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g202 * 64, GmView23::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(t13_lastGm23, t206);  // flash_attn.pto:22:22
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView15 t13_lastGm15(t13_last + _qb3 * 64 * D + _g202 * 64, GmView15::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(t13_lastGm15, t206);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g208 = 0; _g208 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g208) {  // flash_attn.pto:22:43
                 TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
                 TASSIGN(t209, 0);  // flash_attn.pto:22:43
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView24 p_1_lastGm24(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView24::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                TLOAD(t209, p_1_lastGm24);  // flash_attn.pto:22:43
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView25 t15_lastGm25(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView25::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15_lastGm25, t209);  // flash_attn.pto:22:43
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView16 p_1_lastGm16(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+                TLOAD(t209, p_1_lastGm16);  // flash_attn.pto:22:43
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView17 t15_lastGm17(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView17::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15_lastGm17, t209);  // flash_attn.pto:22:43
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -457,9 +383,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t214, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView26 t15_lastGm26(t15_last + _qb3 * 64 * 64, GmView26::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t214, t15_lastGm26);  // flash_attn.pto:22:36
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView18 t15_lastGm18(t15_last + _qb3 * 64 * 64, GmView18::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t214, t15_lastGm18);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t215, 0);  // flash_attn.pto:22:36
@@ -470,9 +396,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t216, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView27 vj_lastGm27(vj_last + _g212 * 64, GmView27::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t216, vj_lastGm27);  // flash_attn.pto:22:36
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView19 vj_lastGm19(vj_last + _g212 * 64, GmView19::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t216, vj_lastGm19);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t217, 0);  // flash_attn.pto:22:36
@@ -489,9 +415,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
                     TileT219 t219(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t219, 0);  // flash_attn.pto:22:36
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView28 t15_lastGm28(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView28::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t219, t15_lastGm28);  // flash_attn.pto:22:36
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView20 t15_lastGm20(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView20::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t219, t15_lastGm20);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t220, 0);  // flash_attn.pto:22:36
@@ -501,9 +427,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TileT221 t221(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t221, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView29 vj_lastGm29(vj_last + _k218 * 64 * D + _g212 * 64, GmView29::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t221, vj_lastGm29);  // flash_attn.pto:22:36
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView21 vj_lastGm21(vj_last + _k218 * 64 * D + _g212 * 64, GmView21::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t221, vj_lastGm21);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t222, 0);  // flash_attn.pto:22:36
@@ -517,33 +443,33 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView30 t14_lastGm30(t14_last + _qb3 * 64 * D + _g212 * 64, GmView30::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14_lastGm30, t213);  // flash_attn.pto:22:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView22 t14_lastGm22(t14_last + _qb3 * 64 * D + _g212 * 64, GmView22::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14_lastGm22, t213);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 TileT225 t225(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t225, 0);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView31 t13_lastGm31(t13_last + _qb3 * 64 * D + _g212 * 64, GmView31::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t225, t13_lastGm31);  // flash_attn.pto:22:22
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g212 * 64, GmView23::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t225, t13_lastGm23);  // flash_attn.pto:22:22
                 TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t226, 16384);  // flash_attn.pto:22:22
-                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView32 t14_lastGm32(t14_last + _qb3 * 64 * D + _g212 * 64, GmView32::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t226, t14_lastGm32);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView24 t14_lastGm24(t14_last + _qb3 * 64 * D + _g212 * 64, GmView24::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t226, t14_lastGm24);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t227, 32768);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TADD(t227, t225, t226);  // flash_attn.pto:22:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView33 accGm33(acc + _qb3 * 64 * D + _g212 * 64, GmView33::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm33, t227);  // flash_attn.pto:22:22
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView25 accGm25(acc + _qb3 * 64 * D + _g212 * 64, GmView25::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm25, t227);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -553,24 +479,24 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT229 t229(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:23:13
             TASSIGN(t229, 0);  // flash_attn.pto:23:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView34 m_new_lastGm34(m_new_last + _qb3 * 64, GmView34::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
-            TLOAD(t229, m_new_lastGm34);  // flash_attn.pto:23:13
+            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView26 m_new_lastGm26(m_new_last + _qb3 * 64, GmView26::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
+            TLOAD(t229, m_new_lastGm26);  // flash_attn.pto:23:13
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView35 mGm35(m + _qb3 * 64, GmView35::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm35, t229);  // flash_attn.pto:23:13
+            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView27 mGm27(m + _qb3 * 64, GmView27::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
+            TSTORE(mGm27, t229);  // flash_attn.pto:23:13
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -579,14 +505,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT232 t232(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
                 TASSIGN(t232, 0);  // flash_attn.pto:25:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-                GmView36 accGm36(acc + _qb3 * 64 * D + _g231 * 64, GmView36::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:25:25
-                TLOAD(t232, accGm36);  // flash_attn.pto:25:25
+                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
+                GmView28 accGm28(acc + _qb3 * 64 * D + _g231 * 64, GmView28::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:25:25
+                TLOAD(t232, accGm28);  // flash_attn.pto:25:25
                 TileT233 t233(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
                 TASSIGN(t233, 16384);  // flash_attn.pto:25:25
-                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
-                GmView37 lGm37(l + _qb3 * 64, GmView37::Shape(t233.GetValidRow()));  // flash_attn.pto:25:25
-                TLOAD(t233, lGm37);  // flash_attn.pto:25:25
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
+                GmView29 lGm29(l + _qb3 * 64, GmView29::Shape(t233.GetValidRow()));  // flash_attn.pto:25:25
+                TLOAD(t233, lGm29);  // flash_attn.pto:25:25
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
                 TASSIGN(t235, 18432);  // flash_attn.pto:25:25
@@ -600,33 +526,33 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-                GmView38 oGm38(o + _qb3 * 64 * D + _g231 * 64, GmView38::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:25:20
-                TSTORE(oGm38, t235);  // flash_attn.pto:25:20
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+                GmView30 oGm30(o + _qb3 * 64 * D + _g231 * 64, GmView30::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:25:20
+                TSTORE(oGm30, t235);  // flash_attn.pto:25:20
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
@@ -645,30 +571,30 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
             for (int64_t _g147 = 0; _g147 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g147) {  // flash_attn.pto:11:13
-                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t151, 0);  // flash_attn.pto:11:13
-                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t152, 0);  // flash_attn.pto:11:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView0 kj_lastGm0(kj_last + _g147 * 64 * D, GmView0::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t151, kj_lastGm0);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t152, t151);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT148 t148(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t148, 0);  // flash_attn.pto:11:13
                 TileT149 t149(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
                 TASSIGN(t149, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView1 qGm1(q + _qb3 * 64 * D, GmView1::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t149, qGm1);  // flash_attn.pto:11:13
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t149, qGm0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
                 TASSIGN(t150, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t150, t149);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t151, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView1 kj_lastGm1(kj_last + _g147 * 64 * D, GmView1::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t151, kj_lastGm1);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t152, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t152, t151);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -721,11 +647,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k164 = 0; _k164 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k164) {  // flash_attn.pto:18:32
-            }
             for (int64_t _g179 = 0; _g179 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
-            }
-            for (int64_t _g185 = 0; _g185 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g185) {  // flash_attn.pto:20:17
             }
             for (int64_t _k194 = 0; _k194 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
             }
@@ -746,9 +668,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t214, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView26 t15_lastGm26(t15_last + _qb3 * 64 * 64, GmView26::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t214, t15_lastGm26);  // flash_attn.pto:22:36
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView18 t15_lastGm18(t15_last + _qb3 * 64 * 64, GmView18::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t214, t15_lastGm18);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t215, 0);  // flash_attn.pto:22:36
@@ -759,9 +681,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t216, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView27 vj_lastGm27(vj_last + _g212 * 64, GmView27::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t216, vj_lastGm27);  // flash_attn.pto:22:36
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView19 vj_lastGm19(vj_last + _g212 * 64, GmView19::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t216, vj_lastGm19);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t217, 0);  // flash_attn.pto:22:36
@@ -778,9 +700,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
                     TileT219 t219(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t219, 0);  // flash_attn.pto:22:36
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView28 t15_lastGm28(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView28::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t219, t15_lastGm28);  // flash_attn.pto:22:36
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView20 t15_lastGm20(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView20::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t219, t15_lastGm20);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t220, 0);  // flash_attn.pto:22:36
@@ -790,9 +712,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TileT221 t221(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t221, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView29 vj_lastGm29(vj_last + _k218 * 64 * D + _g212 * 64, GmView29::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t221, vj_lastGm29);  // flash_attn.pto:22:36
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView21 vj_lastGm21(vj_last + _k218 * 64 * D + _g212 * 64, GmView21::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t221, vj_lastGm21);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t222, 0);  // flash_attn.pto:22:36
@@ -807,9 +729,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView30 t14_lastGm30(t14_last + _qb3 * 64 * D + _g212 * 64, GmView30::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14_lastGm30, t213);  // flash_attn.pto:22:36
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView22 t14_lastGm22(t14_last + _qb3 * 64 * D + _g212 * 64, GmView22::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14_lastGm22, t213);  // flash_attn.pto:22:36
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
@@ -833,39 +755,45 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
+            TileT163 t163(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t163, 0);  // flash_attn.pto:18:32
+            if (ptodsl_aiv0) {
+                TEXPANDS(t163, -__builtin_inff());  // flash_attn.pto:18:32
+            }
+            pipe_barrier(PIPE_V);
             for (int64_t _g147 = 0; _g147 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g147) {  // flash_attn.pto:11:13
                 for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // flash_attn.pto:11:13
                 }
                 TileT160 t160(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t160, 0);  // flash_attn.pto:11:13
+                TASSIGN(t160, 2048);  // flash_attn.pto:11:13
                 wait_flag_dev(2);
                 if (ptodsl_aiv0) {
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                     GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g147 * 64, GmView5::Shape(t160.GetValidRow(), t160.GetValidCol()));  // flash_attn.pto:11:13
                     TLOAD(t160, t0_lastGm5);  // flash_attn.pto:11:13
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT161 t161(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t161, 16384);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TASSIGN(t161, 18432);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TMULS(t161, t160, scale);  // flash_attn.pto:11:13
                 }
@@ -876,53 +804,30 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g147 * 64, GmView6::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
                     TSTORE(s_lastGm6, t161);  // flash_attn.pto:11:13
                 }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT163 t163(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t163, 0);  // flash_attn.pto:18:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t163, -__builtin_inff());  // flash_attn.pto:18:32
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k164 = 0; _k164 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k164) {  // flash_attn.pto:18:32
-                TileT165 t165(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k164 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t165, 2048);  // flash_attn.pto:18:32
-                if (ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
-                    GmView7 s_lastGm7(s_last + _qb3 * 64 * 64 + _k164 * 64, GmView7::Shape(t165.GetValidRow(), t165.GetValidCol()));  // flash_attn.pto:18:32
-                    TLOAD(t165, s_lastGm7);  // flash_attn.pto:18:32
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT166 t166(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t166, 18432);  // flash_attn.pto:18:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TASSIGN(t166, 2048);  // flash_attn.pto:18:32
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // flash_attn.pto:18:32
                     TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
-                    TROWMAX(t166, t165, tmp0);  // flash_attn.pto:18:32
+                    TROWMAX(t166, t161, tmp0);  // flash_attn.pto:18:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t163, t163, t166);  // flash_attn.pto:18:32
                 }
             }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT168 t168(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t168, 2048);  // flash_attn.pto:18:21
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView8 mGm8(m + _qb3 * 64, GmView8::Shape(t168.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(t168, mGm8);  // flash_attn.pto:18:21
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView7 mGm7(m + _qb3 * 64, GmView7::Shape(t168.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(t168, mGm7);  // flash_attn.pto:18:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT170 t170(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
@@ -936,10 +841,11 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView9 m_new_lastGm9(m_new_last + _qb3 * 64, GmView9::Shape(t170.GetValidRow()));  // flash_attn.pto:18:21
-                TSTORE(m_new_lastGm9, t170);  // flash_attn.pto:18:21
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView8 m_new_lastGm8(m_new_last + _qb3 * 64, GmView8::Shape(t170.GetValidRow()));  // flash_attn.pto:18:21
+                TSTORE(m_new_lastGm8, t170);  // flash_attn.pto:18:21
             }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileT174 t174(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
             TASSIGN(t174, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
@@ -952,113 +858,57 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TEXP(t177, t174);  // flash_attn.pto:19:21
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:19:21
-                GmView10 alpha_lastGm10(alpha_last + _qb3 * 64, GmView10::Shape(t177.GetValidRow()));  // flash_attn.pto:19:21
-                TSTORE(alpha_lastGm10, t177);  // flash_attn.pto:19:21
-            }
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g179 = 0; _g179 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
                 TileT180 t180(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
                 TASSIGN(t180, 6144);  // flash_attn.pto:20:21
                 if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                    GmView11 s_lastGm11(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView11::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
-                    TLOAD(t180, s_lastGm11);  // flash_attn.pto:20:21
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT183 t183(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t183, 22528);  // flash_attn.pto:20:21
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:21
-                    TASSIGN(tmp1, 49152);  // flash_attn.pto:20:21
-                    TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:21
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
-                    TROWEXPANDSUB(t183, t180, tmp1);  // flash_attn.pto:20:21
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                    GmView12 t8_lastGm12(t8_last + _qb3 * 64 * 64 + _g179 * 64, GmView12::Shape(t183.GetValidRow(), t183.GetValidCol()));  // flash_attn.pto:20:21
-                    TSTORE(t8_lastGm12, t183);  // flash_attn.pto:20:21
-                }
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g185 = 0; _g185 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g185) {  // flash_attn.pto:20:17
-                TileT186 t186(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t186, 0);  // flash_attn.pto:20:17
-                if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                    GmView13 t8_lastGm13(t8_last + _qb3 * 64 * 64 + _g185 * 64, GmView13::Shape(t186.GetValidRow(), t186.GetValidCol()));  // flash_attn.pto:20:17
-                    TLOAD(t186, t8_lastGm13);  // flash_attn.pto:20:17
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                    GmView9 s_lastGm9(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView9::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
+                    TLOAD(t180, s_lastGm9);  // flash_attn.pto:20:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT187 t187(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t187, 16384);  // flash_attn.pto:20:17
+                TileT187 t187(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t187, 22528);  // flash_attn.pto:20:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TEXP(t187, t186);  // flash_attn.pto:20:17
+                    TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:17
+                    TASSIGN(tmp1, 49152);  // flash_attn.pto:20:17
+                    TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+                    TROWEXPANDEXPDIF(t187, t180, tmp1);  // flash_attn.pto:20:17
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                    GmView14 p_1_lastGm14(p_1_last + _qb3 * 64 * 64 + _g185 * 64, GmView14::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
-                    TSTORE(p_1_lastGm14, t187);  // flash_attn.pto:20:17
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                    GmView10 p_1_lastGm10(p_1_last + _qb3 * 64 * 64 + _g179 * 64, GmView10::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
+                    TSTORE(p_1_lastGm10, t187);  // flash_attn.pto:20:17
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t189, 0);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t189, lGm15);  // flash_attn.pto:21:20
-            }
-            TileT190 t190(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t190, 2048);  // flash_attn.pto:21:20
-            if (ptodsl_aiv0) {
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView16 alpha_lastGm16(alpha_last + _qb3 * 64, GmView16::Shape(t190.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t190, alpha_lastGm16);  // flash_attn.pto:21:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView11 lGm11(l + _qb3 * 64, GmView11::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(t189, lGm11);  // flash_attn.pto:21:20
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT191 t191(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t191, 4096);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMUL(t191, t189, t190);  // flash_attn.pto:21:20
+                TMUL(t191, t189, t177);  // flash_attn.pto:21:20
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView17 t10_lastGm17(t10_last + _qb3 * 64, GmView17::Shape(t191.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(t10_lastGm17, t191);  // flash_attn.pto:21:20
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT193 t193(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t193, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
@@ -1066,21 +916,21 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TEXPANDS(t193, 0.0f);  // flash_attn.pto:21:32
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k194 = 0; _k194 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
                 TileT195 t195(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t195, 2048);  // flash_attn.pto:21:32
+                TASSIGN(t195, 6144);  // flash_attn.pto:21:32
                 if (ptodsl_aiv0) {
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                    GmView18 p_1_lastGm18(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView18::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
-                    TLOAD(t195, p_1_lastGm18);  // flash_attn.pto:21:32
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                    GmView12 p_1_lastGm12(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView12::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
+                    TLOAD(t195, p_1_lastGm12);  // flash_attn.pto:21:32
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t196, 18432);  // flash_attn.pto:21:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TASSIGN(t196, 22528);  // flash_attn.pto:21:32
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp2;  // flash_attn.pto:21:32
                     TASSIGN(tmp2, 49152);  // flash_attn.pto:21:32
@@ -1092,31 +942,22 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT198 t198(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t198, 2048);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView19 t10_lastGm19(t10_last + _qb3 * 64, GmView19::Shape(t198.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t198, t10_lastGm19);  // flash_attn.pto:21:20
-            }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT200 t200(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t200, 4096);  // flash_attn.pto:21:20
+            TASSIGN(t200, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TADD(t200, t198, t193);  // flash_attn.pto:21:20
+                TADD(t200, t191, t193);  // flash_attn.pto:21:20
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView20 lGm20(l + _qb3 * 64, GmView20::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm20, t200);  // flash_attn.pto:21:20
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView13 lGm13(l + _qb3 * 64, GmView13::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm13, t200);  // flash_attn.pto:21:20
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1127,29 +968,22 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT203 t203(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t203, 0);  // flash_attn.pto:22:22
+                TASSIGN(t203, 4096);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView21 accGm21(acc + _qb3 * 64 * D + _g202 * 64, GmView21::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t203, accGm21);  // flash_attn.pto:22:22
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView14 accGm14(acc + _qb3 * 64 * D + _g202 * 64, GmView14::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t203, accGm14);  // flash_attn.pto:22:22
                 }
-                TileT204 t204(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t204, 16384);  // flash_attn.pto:22:22
-                if (ptodsl_aiv0) {
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
-                    GmView22 alpha_lastGm22(alpha_last + _qb3 * 64, GmView22::Shape(t204.GetValidRow()));  // flash_attn.pto:22:22
-                    TLOAD(t204, alpha_lastGm22);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT206 t206(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t206, 18432);  // flash_attn.pto:22:22
+                TASSIGN(t206, 20480);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
                     TASSIGN(tmp3, 49152);  // flash_attn.pto:22:22
-                    TROWEXPAND(tmp3, t204);  // flash_attn.pto:22:22
+                    TROWEXPAND(tmp3, t177);  // flash_attn.pto:22:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
                     TROWEXPANDMUL(t206, t203, tmp3);  // flash_attn.pto:22:22
                 }
@@ -1157,41 +991,43 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g202 * 64, GmView23::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(t13_lastGm23, t206);  // flash_attn.pto:22:22
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView15 t13_lastGm15(t13_last + _qb3 * 64 * D + _g202 * 64, GmView15::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(t13_lastGm15, t206);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g208 = 0; _g208 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g208) {  // flash_attn.pto:22:43
                 TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
                 TASSIGN(t209, 0);  // flash_attn.pto:22:43
                 if (ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView24 p_1_lastGm24(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView24::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                    TLOAD(t209, p_1_lastGm24);  // flash_attn.pto:22:43
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView16 p_1_lastGm16(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+                    TLOAD(t209, p_1_lastGm16);  // flash_attn.pto:22:43
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView25 t15_lastGm25(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView25::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                    TSTORE(t15_lastGm25, t209);  // flash_attn.pto:22:43
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView17 t15_lastGm17(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView17::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+                    TSTORE(t15_lastGm17, t209);  // flash_attn.pto:22:43
                 }
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1204,24 +1040,24 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t225, 0);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView31 t13_lastGm31(t13_last + _qb3 * 64 * D + _g212 * 64, GmView31::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t225, t13_lastGm31);  // flash_attn.pto:22:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g212 * 64, GmView23::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t225, t13_lastGm23);  // flash_attn.pto:22:22
                 }
                 TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t226, 16384);  // flash_attn.pto:22:22
                 wait_flag_dev(2);
                 if (ptodsl_aiv0) {
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView32 t14_lastGm32(t14_last + _qb3 * 64 * D + _g212 * 64, GmView32::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t226, t14_lastGm32);  // flash_attn.pto:22:22
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView24 t14_lastGm24(t14_last + _qb3 * 64 * D + _g212 * 64, GmView24::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t226, t14_lastGm24);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
                 TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t227, 32768);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TADD(t227, t225, t226);  // flash_attn.pto:22:22
                 }
@@ -1229,9 +1065,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView33 accGm33(acc + _qb3 * 64 * D + _g212 * 64, GmView33::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(accGm33, t227);  // flash_attn.pto:22:22
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView25 accGm25(acc + _qb3 * 64 * D + _g212 * 64, GmView25::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(accGm25, t227);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
@@ -1239,28 +1075,28 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT229 t229(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:23:13
             TASSIGN(t229, 0);  // flash_attn.pto:23:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView34 m_new_lastGm34(m_new_last + _qb3 * 64, GmView34::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
-                TLOAD(t229, m_new_lastGm34);  // flash_attn.pto:23:13
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView26 m_new_lastGm26(m_new_last + _qb3 * 64, GmView26::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
+                TLOAD(t229, m_new_lastGm26);  // flash_attn.pto:23:13
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView35 mGm35(m + _qb3 * 64, GmView35::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm35, t229);  // flash_attn.pto:23:13
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView27 mGm27(m + _qb3 * 64, GmView27::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm27, t229);  // flash_attn.pto:23:13
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1270,16 +1106,16 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t232, 0);  // flash_attn.pto:25:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-                    GmView36 accGm36(acc + _qb3 * 64 * D + _g231 * 64, GmView36::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:25:25
-                    TLOAD(t232, accGm36);  // flash_attn.pto:25:25
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
+                    GmView28 accGm28(acc + _qb3 * 64 * D + _g231 * 64, GmView28::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:25:25
+                    TLOAD(t232, accGm28);  // flash_attn.pto:25:25
                 }
                 TileT233 t233(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
                 TASSIGN(t233, 16384);  // flash_attn.pto:25:25
                 if (ptodsl_aiv0) {
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
-                    GmView37 lGm37(l + _qb3 * 64, GmView37::Shape(t233.GetValidRow()));  // flash_attn.pto:25:25
-                    TLOAD(t233, lGm37);  // flash_attn.pto:25:25
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
+                    GmView29 lGm29(l + _qb3 * 64, GmView29::Shape(t233.GetValidRow()));  // flash_attn.pto:25:25
+                    TLOAD(t233, lGm29);  // flash_attn.pto:25:25
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
@@ -1297,9 +1133,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-                    GmView38 oGm38(o + _qb3 * 64 * D + _g231 * 64, GmView38::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:25:20
-                    TSTORE(oGm38, t235);  // flash_attn.pto:25:20
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+                    GmView30 oGm30(o + _qb3 * 64 * D + _g231 * 64, GmView30::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:25:20
+                    TSTORE(oGm30, t235);  // flash_attn.pto:25:20
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
@@ -1307,20 +1143,20 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
     wait_flag_dev(1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 #endif
 #endif
 }

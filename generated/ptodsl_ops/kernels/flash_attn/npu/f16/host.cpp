@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
+extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void flash_attn_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
-extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0, float* s, float* m, float* m_new, float* alpha, float* t8, float* p_1, float* l, float* t10, float* acc, float* t13, half* t15, float* t14, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0, float* s, float* m, float* m_new, float* p_1, float* l, float* acc, float* t13, half* t15, float* t14, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* m_new_last, float* p_1_last, float* l, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -254,11 +254,6 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:11:13
     }
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:21
-    if (ptodsl_failed) {  // flash_attn.pto:14:21
-        return -1;  // flash_attn.pto:14:21
-    }
-    float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // flash_attn.pto:14:21
     DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
     if (ptodsl_failed) {  // flash_attn.pto:14:17
         return -1;  // flash_attn.pto:14:17
@@ -277,7 +272,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
                 if (ptodsl_failed) {  // flash_attn.pto:8:5
                     return -1;  // flash_attn.pto:8:5
                 }
-                flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, t2_first, p_first, l, t5_first, acc, S, D, L, scale);  // flash_attn.pto:8:5
+                flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, p_first, l, t5_first, acc, S, D, L, scale);  // flash_attn.pto:8:5
                 if (!launched("the launch of flash_attn_f16_k0")) {  // flash_attn.pto:8:5
                     return -1;  // flash_attn.pto:8:5
                 }
@@ -308,26 +303,11 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:18:21
     }
     float* m_new = reinterpret_cast<float*>(m_new_bytes.data());  // flash_attn.pto:18:21
-    DeviceWorkspace alpha_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
-    if (ptodsl_failed) {  // flash_attn.pto:19:21
-        return -1;  // flash_attn.pto:19:21
-    }
-    float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:19:21
-    DeviceWorkspace t8_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
-    if (ptodsl_failed) {  // flash_attn.pto:20:21
-        return -1;  // flash_attn.pto:20:21
-    }
-    float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // flash_attn.pto:20:21
     DeviceWorkspace p_1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
     if (ptodsl_failed) {  // flash_attn.pto:20:17
         return -1;  // flash_attn.pto:20:17
     }
     float* p_1 = reinterpret_cast<float*>(p_1_bytes.data());  // flash_attn.pto:20:17
-    DeviceWorkspace t10_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
-    if (ptodsl_failed) {  // flash_attn.pto:21:20
-        return -1;  // flash_attn.pto:21:20
-    }
-    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // flash_attn.pto:21:20
     DeviceWorkspace t13_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
     if (ptodsl_failed) {  // flash_attn.pto:22:22
         return -1;  // flash_attn.pto:22:22
@@ -349,7 +329,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         if (ptodsl_failed) {  // flash_attn.pto:8:5
             return -1;  // flash_attn.pto:8:5
         }
-        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, s, m, m_new, alpha, t8, p_1, l, t10, acc, t13, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
+        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, s, m, m_new, p_1, l, acc, t13, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
         if (!launched("the launch of flash_attn_f16_k2")) {  // flash_attn.pto:8:5
             return -1;  // flash_attn.pto:8:5
         }
@@ -369,26 +349,11 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:18:21
     }
     float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // flash_attn.pto:18:21
-    DeviceWorkspace alpha_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
-    if (ptodsl_failed) {  // flash_attn.pto:19:21
-        return -1;  // flash_attn.pto:19:21
-    }
-    float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // flash_attn.pto:19:21
-    DeviceWorkspace t8_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
-    if (ptodsl_failed) {  // flash_attn.pto:20:21
-        return -1;  // flash_attn.pto:20:21
-    }
-    float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // flash_attn.pto:20:21
     DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
     if (ptodsl_failed) {  // flash_attn.pto:20:17
         return -1;  // flash_attn.pto:20:17
     }
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
-    DeviceWorkspace t10_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
-    if (ptodsl_failed) {  // flash_attn.pto:21:20
-        return -1;  // flash_attn.pto:21:20
-    }
-    float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // flash_attn.pto:21:20
     DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
     if (ptodsl_failed) {  // flash_attn.pto:22:22
         return -1;  // flash_attn.pto:22:22
@@ -411,7 +376,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
             if (ptodsl_failed) {  // flash_attn.pto:8:5
                 return -1;  // flash_attn.pto:8:5
             }
-            flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // flash_attn.pto:8:5
+            flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_last, s_last, m, m_new_last, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // flash_attn.pto:8:5
             if (!launched("the launch of flash_attn_f16_k3")) {  // flash_attn.pto:8:5
                 return -1;  // flash_attn.pto:8:5
             }

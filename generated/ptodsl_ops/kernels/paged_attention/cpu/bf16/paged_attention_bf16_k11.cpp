@@ -14,26 +14,20 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, __gm__ float* sij_valid_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* max_update, __gm__ float* max_new_u2c1, __gm__ float* t8_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u2c1, __gm__ bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
+extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, __gm__ float* sij_valid_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c1, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u2c1, __gm__ bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
 {
     using TileT155 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT157 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT163 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT160 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT161 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT163 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT165 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT166 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT168 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT170 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT173 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT176 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT179 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT180 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT182 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT184 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT173 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT185 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT187 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT188 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT189 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT192 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT196 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -74,213 +68,129 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         TSTORE(vj_assemble_u2c1Gm3, t157);  // paged_attention.pto:42:25
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _g158 = 0; _g158 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g158) {  // paged_attention.pto:44:37
+        TileT163 t163(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:45:37
+        TASSIGN(t163, 0);  // paged_attention.pto:45:37
+        TEXPANDS(t163, -__builtin_inff());  // paged_attention.pto:45:37
+        pipe_barrier(PIPE_V);
         for (int64_t _g159 = 0; _g159 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g159) {  // paged_attention.pto:44:37
             TileT160 t160(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
-            TASSIGN(t160, 0);  // paged_attention.pto:44:37
+            TASSIGN(t160, 512);  // paged_attention.pto:44:37
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView4 sij_valid_u2c1Gm4(sij_valid_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView4::Shape(t160.GetValidRow(), t160.GetValidCol()));  // paged_attention.pto:44:37
             TLOAD(t160, sij_valid_u2c1Gm4);  // paged_attention.pto:44:37
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT161 t161(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
-            TASSIGN(t161, 2048);  // paged_attention.pto:44:37
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TASSIGN(t161, 2560);  // paged_attention.pto:44:37
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t161, t160, softmax_scale);  // paged_attention.pto:44:37
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView5 sij_scale_u2c1Gm5(sij_scale_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView5::Shape(t161.GetValidRow(), t161.GetValidCol()));  // paged_attention.pto:44:37
             TSTORE(sij_scale_u2c1Gm5, t161);  // paged_attention.pto:44:37
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g162 = 0; _g162 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g162) {  // paged_attention.pto:45:37
-        TileT163 t163(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:45:37
-        TASSIGN(t163, 0);  // paged_attention.pto:45:37
-        TEXPANDS(t163, -__builtin_inff());  // paged_attention.pto:45:37
-        pipe_barrier(PIPE_V);
-        for (int64_t _k164 = 0; _k164 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k164) {  // paged_attention.pto:45:37
-            TileT165 t165(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k164 * 32, 32));  // paged_attention.pto:45:37
-            TASSIGN(t165, 512);  // paged_attention.pto:45:37
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:45:37
-            GmView6 sij_scale_u2c1Gm6(sij_scale_u2c1 + _g162 * 16 * 32 + _k164 * 32, GmView6::Shape(t165.GetValidRow(), t165.GetValidCol()));  // paged_attention.pto:45:37
-            TLOAD(t165, sij_scale_u2c1Gm6);  // paged_attention.pto:45:37
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT166 t166(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:45:37
-            TASSIGN(t166, 2560);  // paged_attention.pto:45:37
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT166 t166(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:45:37
+            TASSIGN(t166, 512);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
             TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
-            TROWMAX(t166, t165, tmp0);  // paged_attention.pto:45:37
+            TROWMAX(t166, t161, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t163, t163, t166);  // paged_attention.pto:45:37
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT168 t168(min_i64(max_i64(16 - _g162 * 16, 0), 16));  // paged_attention.pto:52:39
+        TileT168 t168(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:52:39
         TASSIGN(t168, 512);  // paged_attention.pto:52:39
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-        GmView7 max_updateGm7(max_update + _g162 * 16, GmView7::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
-        TLOAD(t168, max_updateGm7);  // paged_attention.pto:52:39
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
+        GmView6 max_updateGm6(max_update + _g158 * 16, GmView6::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
+        TLOAD(t168, max_updateGm6);  // paged_attention.pto:52:39
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT170 t170(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:52:39
+        TileT170 t170(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:52:39
         TASSIGN(t170, 1024);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t170, t168, t163);  // paged_attention.pto:52:39
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-        GmView8 max_new_u2c1Gm8(max_new_u2c1 + _g162 * 16, GmView8::Shape(t170.GetValidRow()));  // paged_attention.pto:52:39
-        TSTORE(max_new_u2c1Gm8, t170);  // paged_attention.pto:52:39
-        pipe_barrier(PIPE_V);
-        for (int64_t _g172 = 0; _g172 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g172) {  // paged_attention.pto:53:45
-            TileT173 t173(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t173, 1536);  // paged_attention.pto:53:45
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-            GmView9 sij_scale_u2c1Gm9(sij_scale_u2c1 + _g162 * 16 * 32 + _g172 * 32, GmView9::Shape(t173.GetValidRow(), t173.GetValidCol()));  // paged_attention.pto:53:45
-            TLOAD(t173, sij_scale_u2c1Gm9);  // paged_attention.pto:53:45
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT176 t176(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t176, 3584);  // paged_attention.pto:53:45
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:53:45
-            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:45
-            TROWEXPAND(tmp1, t170);  // paged_attention.pto:53:45
-            pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
-            TROWEXPANDSUB(t176, t173, tmp1);  // paged_attention.pto:53:45
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-            GmView10 t8_u2c1Gm10(t8_u2c1 + _g162 * 16 * 32 + _g172 * 32, GmView10::Shape(t176.GetValidRow(), t176.GetValidCol()));  // paged_attention.pto:53:45
-            TSTORE(t8_u2c1Gm10, t176);  // paged_attention.pto:53:45
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g177 = 0; _g177 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g177) {  // paged_attention.pto:53:41
-        for (int64_t _g178 = 0; _g178 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g178) {  // paged_attention.pto:53:41
-            TileT179 t179(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g177 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g178 * 32, 32));  // paged_attention.pto:53:41
-            TASSIGN(t179, 0);  // paged_attention.pto:53:41
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-            GmView11 t8_u2c1Gm11(t8_u2c1 + _g177 * 16 * 32 + _g178 * 32, GmView11::Shape(t179.GetValidRow(), t179.GetValidCol()));  // paged_attention.pto:53:41
-            TLOAD(t179, t8_u2c1Gm11);  // paged_attention.pto:53:41
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT180 t180(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g177 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g178 * 32, 32));  // paged_attention.pto:53:41
-            TASSIGN(t180, 2048);  // paged_attention.pto:53:41
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t180, t179);  // paged_attention.pto:53:41
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-            GmView12 tilda_pij_1_u2c1Gm12(tilda_pij_1_u2c1 + _g177 * 16 * 32 + _g178 * 32, GmView12::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
-            TSTORE(tilda_pij_1_u2c1Gm12, t180);  // paged_attention.pto:53:41
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g181 = 0; _g181 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g181) {  // paged_attention.pto:54:41
-        TileT182 t182(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:54:41
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        TileT182 t182(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:54:41
         TASSIGN(t182, 0);  // paged_attention.pto:54:41
+        pipe_barrier(PIPE_V);
         TEXPANDS(t182, 0.0f);  // paged_attention.pto:54:41
         pipe_barrier(PIPE_V);
-        for (int64_t _k183 = 0; _k183 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k183) {  // paged_attention.pto:54:41
-            TileT184 t184(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k183 * 32, 32));  // paged_attention.pto:54:41
-            TASSIGN(t184, 512);  // paged_attention.pto:54:41
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:54:41
-            GmView13 tilda_pij_1_u2c1Gm13(tilda_pij_1_u2c1 + _g181 * 16 * 32 + _k183 * 32, GmView13::Shape(t184.GetValidRow(), t184.GetValidCol()));  // paged_attention.pto:54:41
-            TLOAD(t184, tilda_pij_1_u2c1Gm13);  // paged_attention.pto:54:41
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT185 t185(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:54:41
-            TASSIGN(t185, 2560);  // paged_attention.pto:54:41
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g172 = 0; _g172 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g172) {  // paged_attention.pto:53:45
+            TileT173 t173(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
+            TASSIGN(t173, 1536);  // paged_attention.pto:53:45
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
+            GmView7 sij_scale_u2c1Gm7(sij_scale_u2c1 + _g158 * 16 * 32 + _g172 * 32, GmView7::Shape(t173.GetValidRow(), t173.GetValidCol()));  // paged_attention.pto:53:45
+            TLOAD(t173, sij_scale_u2c1Gm7);  // paged_attention.pto:53:45
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT180 t180(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:41
+            TASSIGN(t180, 3584);  // paged_attention.pto:53:41
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:53:41
+            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:41
+            TROWEXPAND(tmp1, t170);  // paged_attention.pto:53:41
+            pipe_barrier(PIPE_V);  // paged_attention.pto:53:41
+            TROWEXPANDEXPDIF(t180, t173, tmp1);  // paged_attention.pto:53:41
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
+            GmView8 tilda_pij_1_u2c1Gm8(tilda_pij_1_u2c1 + _g158 * 16 * 32 + _g172 * 32, GmView8::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
+            TSTORE(tilda_pij_1_u2c1Gm8, t180);  // paged_attention.pto:53:41
+            TileT185 t185(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:54:41
+            TASSIGN(t185, 1536);  // paged_attention.pto:54:41
+            pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
             TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
-            TROWSUM(t185, t184, tmp2);  // paged_attention.pto:54:41
+            TROWSUM(t185, t180, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t182, t182, t185);  // paged_attention.pto:54:41
         }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT187 t187(min_i64(max_i64(16 - _g181 * 16, 0), 16));  // paged_attention.pto:55:46
-        TASSIGN(t187, 512);  // paged_attention.pto:55:46
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView14 max_updateGm14(max_update + _g181 * 16, GmView14::Shape(t187.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t187, max_updateGm14);  // paged_attention.pto:55:46
-        TileT188 t188(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t188, 1024);  // paged_attention.pto:55:46
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView15 max_new_u2c1Gm15(max_new_u2c1 + _g181 * 16, GmView15::Shape(t188.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t188, max_new_u2c1Gm15);  // paged_attention.pto:55:46
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT189 t189(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:46
+        TileT189 t189(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t189, 1536);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t189, t187, t188);  // paged_attention.pto:55:46
+        TSUB(t189, t168, t170);  // paged_attention.pto:55:46
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT192 t192(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:42
+        TileT192 t192(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:55:42
         TASSIGN(t192, 512);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t192, t189);  // paged_attention.pto:55:42
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView16 max_updateGm16(max_update + _g181 * 16, GmView16::Shape(t188.GetValidRow()));  // paged_attention.pto:56:29
-        TSTORE(max_updateGm16, t188);  // paged_attention.pto:56:29
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
+        GmView9 max_updateGm9(max_update + _g158 * 16, GmView9::Shape(t170.GetValidRow()));  // paged_attention.pto:56:29
+        TSTORE(max_updateGm9, t170);  // paged_attention.pto:56:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT196 t196(min_i64(max_i64(16 - _g181 * 16, 0), 16));  // paged_attention.pto:57:45
+        TileT196 t196(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:57:45
         TASSIGN(t196, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView17 sum_updateGm17(sum_update + _g181 * 16, GmView17::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t196, sum_updateGm17);  // paged_attention.pto:57:45
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView10 sum_updateGm10(sum_update + _g158 * 16, GmView10::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
+        TLOAD(t196, sum_updateGm10);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT198 t198(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:57:45
+        TileT198 t198(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t198, 1536);  // paged_attention.pto:57:45
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t198, t196, t192);  // paged_attention.pto:57:45
-        TileT202 t202(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:57:45
+        TileT202 t202(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t202, 1024);  // paged_attention.pto:57:45
         pipe_barrier(PIPE_V);
         TADD(t202, t198, t182);  // paged_attention.pto:57:45
@@ -288,24 +198,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView18 sum_updateGm18(sum_update + _g181 * 16, GmView18::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(sum_updateGm18, t202);  // paged_attention.pto:57:45
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView11 sum_updateGm11(sum_update + _g158 * 16, GmView11::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
+        TSTORE(sum_updateGm11, t202);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT204 t204(min_i64(max_i64(16 - _g181 * 16, 0), 16));  // paged_attention.pto:58:44
+        TileT204 t204(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
         TASSIGN(t204, 1024);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView19 oi_updateGm19(oi_update + _g181 * 16 * 32, GmView19::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t204, oi_updateGm19);  // paged_attention.pto:58:44
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView12 oi_updateGm12(oi_update + _g158 * 16 * 32, GmView12::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t204, oi_updateGm12);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:58:44
+        TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t206, 3072);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         TROWEXPAND(t206, t192);  // paged_attention.pto:58:44
-        TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:58:44
+        TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t207, 5120);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -313,28 +224,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView20 t13_u2c1Gm20(t13_u2c1 + _g181 * 16 * 32, GmView20::Shape(t207.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(t13_u2c1Gm20, t207);  // paged_attention.pto:58:44
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView13 t13_u2c1Gm13(t13_u2c1 + _g158 * 16 * 32, GmView13::Shape(t207.GetValidRow()));  // paged_attention.pto:58:44
+        TSTORE(t13_u2c1Gm13, t207);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g209 = 0; _g209 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
-            TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
+            TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t210, 0);  // paged_attention.pto:58:76
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView21 tilda_pij_1_u2c1Gm21(tilda_pij_1_u2c1 + _g181 * 16 * 32 + _g209 * 32, GmView21::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
-            TLOAD(t210, tilda_pij_1_u2c1Gm21);  // paged_attention.pto:58:76
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView14 tilda_pij_1_u2c1Gm14(tilda_pij_1_u2c1 + _g158 * 16 * 32 + _g209 * 32, GmView14::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
+            TLOAD(t210, tilda_pij_1_u2c1Gm14);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
+            TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t211, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t211, t210, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView22 t15_u2c1Gm22(t15_u2c1 + _g181 * 16 * 32 + _g209 * 32, GmView22::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
-            TSTORE(t15_u2c1Gm22, t211);  // paged_attention.pto:58:76
+            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView15 t15_u2c1Gm15(t15_u2c1 + _g158 * 16 * 32 + _g209 * 32, GmView15::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
+            TSTORE(t15_u2c1Gm15, t211);  // paged_attention.pto:58:76
         }
     }
 }

@@ -14,26 +14,20 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, __gm__ float* sij_valid_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* max_update, __gm__ float* max_new_u2c0, __gm__ float* t8_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u2c0, __gm__ bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
+extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, __gm__ float* sij_valid_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u2c0, __gm__ bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
 {
     using TileT72 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT74 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT80 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT77 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT78 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT80 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT82 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT83 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT85 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT87 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT93 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT97 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT99 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT101 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT90 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT97 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT102 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT104 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT106 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT113 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -74,213 +68,129 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         TSTORE(vj_assemble_u2c0Gm3, t74);  // paged_attention.pto:42:25
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _g75 = 0; _g75 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g75) {  // paged_attention.pto:44:37
+        TileT80 t80(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:45:37
+        TASSIGN(t80, 0);  // paged_attention.pto:45:37
+        TEXPANDS(t80, -__builtin_inff());  // paged_attention.pto:45:37
+        pipe_barrier(PIPE_V);
         for (int64_t _g76 = 0; _g76 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g76) {  // paged_attention.pto:44:37
             TileT77 t77(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
-            TASSIGN(t77, 0);  // paged_attention.pto:44:37
+            TASSIGN(t77, 512);  // paged_attention.pto:44:37
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView4 sij_valid_u2c0Gm4(sij_valid_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView4::Shape(t77.GetValidRow(), t77.GetValidCol()));  // paged_attention.pto:44:37
             TLOAD(t77, sij_valid_u2c0Gm4);  // paged_attention.pto:44:37
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT78 t78(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
-            TASSIGN(t78, 2048);  // paged_attention.pto:44:37
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TASSIGN(t78, 2560);  // paged_attention.pto:44:37
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t78, t77, softmax_scale);  // paged_attention.pto:44:37
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView5 sij_scale_u2c0Gm5(sij_scale_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView5::Shape(t78.GetValidRow(), t78.GetValidCol()));  // paged_attention.pto:44:37
             TSTORE(sij_scale_u2c0Gm5, t78);  // paged_attention.pto:44:37
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g79 = 0; _g79 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g79) {  // paged_attention.pto:45:37
-        TileT80 t80(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:45:37
-        TASSIGN(t80, 0);  // paged_attention.pto:45:37
-        TEXPANDS(t80, -__builtin_inff());  // paged_attention.pto:45:37
-        pipe_barrier(PIPE_V);
-        for (int64_t _k81 = 0; _k81 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k81) {  // paged_attention.pto:45:37
-            TileT82 t82(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k81 * 32, 32));  // paged_attention.pto:45:37
-            TASSIGN(t82, 512);  // paged_attention.pto:45:37
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:45:37
-            GmView6 sij_scale_u2c0Gm6(sij_scale_u2c0 + _g79 * 16 * 32 + _k81 * 32, GmView6::Shape(t82.GetValidRow(), t82.GetValidCol()));  // paged_attention.pto:45:37
-            TLOAD(t82, sij_scale_u2c0Gm6);  // paged_attention.pto:45:37
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT83 t83(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:45:37
-            TASSIGN(t83, 2560);  // paged_attention.pto:45:37
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT83 t83(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:45:37
+            TASSIGN(t83, 512);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
             TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
-            TROWMAX(t83, t82, tmp0);  // paged_attention.pto:45:37
+            TROWMAX(t83, t78, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t80, t80, t83);  // paged_attention.pto:45:37
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT85 t85(min_i64(max_i64(16 - _g79 * 16, 0), 16));  // paged_attention.pto:52:39
+        TileT85 t85(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:52:39
         TASSIGN(t85, 512);  // paged_attention.pto:52:39
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-        GmView7 max_updateGm7(max_update + _g79 * 16, GmView7::Shape(t85.GetValidRow()));  // paged_attention.pto:52:39
-        TLOAD(t85, max_updateGm7);  // paged_attention.pto:52:39
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
+        GmView6 max_updateGm6(max_update + _g75 * 16, GmView6::Shape(t85.GetValidRow()));  // paged_attention.pto:52:39
+        TLOAD(t85, max_updateGm6);  // paged_attention.pto:52:39
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT87 t87(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:52:39
+        TileT87 t87(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:52:39
         TASSIGN(t87, 1024);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t87, t85, t80);  // paged_attention.pto:52:39
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-        GmView8 max_new_u2c0Gm8(max_new_u2c0 + _g79 * 16, GmView8::Shape(t87.GetValidRow()));  // paged_attention.pto:52:39
-        TSTORE(max_new_u2c0Gm8, t87);  // paged_attention.pto:52:39
-        pipe_barrier(PIPE_V);
-        for (int64_t _g89 = 0; _g89 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g89) {  // paged_attention.pto:53:45
-            TileT90 t90(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t90, 1536);  // paged_attention.pto:53:45
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-            GmView9 sij_scale_u2c0Gm9(sij_scale_u2c0 + _g79 * 16 * 32 + _g89 * 32, GmView9::Shape(t90.GetValidRow(), t90.GetValidCol()));  // paged_attention.pto:53:45
-            TLOAD(t90, sij_scale_u2c0Gm9);  // paged_attention.pto:53:45
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT93 t93(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t93, 3584);  // paged_attention.pto:53:45
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:53:45
-            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:45
-            TROWEXPAND(tmp1, t87);  // paged_attention.pto:53:45
-            pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
-            TROWEXPANDSUB(t93, t90, tmp1);  // paged_attention.pto:53:45
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-            GmView10 t8_u2c0Gm10(t8_u2c0 + _g79 * 16 * 32 + _g89 * 32, GmView10::Shape(t93.GetValidRow(), t93.GetValidCol()));  // paged_attention.pto:53:45
-            TSTORE(t8_u2c0Gm10, t93);  // paged_attention.pto:53:45
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g94 = 0; _g94 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g94) {  // paged_attention.pto:53:41
-        for (int64_t _g95 = 0; _g95 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g95) {  // paged_attention.pto:53:41
-            TileT96 t96(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g94 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g95 * 32, 32));  // paged_attention.pto:53:41
-            TASSIGN(t96, 0);  // paged_attention.pto:53:41
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-            GmView11 t8_u2c0Gm11(t8_u2c0 + _g94 * 16 * 32 + _g95 * 32, GmView11::Shape(t96.GetValidRow(), t96.GetValidCol()));  // paged_attention.pto:53:41
-            TLOAD(t96, t8_u2c0Gm11);  // paged_attention.pto:53:41
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT97 t97(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g94 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g95 * 32, 32));  // paged_attention.pto:53:41
-            TASSIGN(t97, 2048);  // paged_attention.pto:53:41
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t97, t96);  // paged_attention.pto:53:41
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-            GmView12 tilda_pij_1_u2c0Gm12(tilda_pij_1_u2c0 + _g94 * 16 * 32 + _g95 * 32, GmView12::Shape(t97.GetValidRow(), t97.GetValidCol()));  // paged_attention.pto:53:41
-            TSTORE(tilda_pij_1_u2c0Gm12, t97);  // paged_attention.pto:53:41
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g98 = 0; _g98 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g98) {  // paged_attention.pto:54:41
-        TileT99 t99(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:54:41
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        TileT99 t99(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:54:41
         TASSIGN(t99, 0);  // paged_attention.pto:54:41
+        pipe_barrier(PIPE_V);
         TEXPANDS(t99, 0.0f);  // paged_attention.pto:54:41
         pipe_barrier(PIPE_V);
-        for (int64_t _k100 = 0; _k100 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k100) {  // paged_attention.pto:54:41
-            TileT101 t101(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k100 * 32, 32));  // paged_attention.pto:54:41
-            TASSIGN(t101, 512);  // paged_attention.pto:54:41
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:54:41
-            GmView13 tilda_pij_1_u2c0Gm13(tilda_pij_1_u2c0 + _g98 * 16 * 32 + _k100 * 32, GmView13::Shape(t101.GetValidRow(), t101.GetValidCol()));  // paged_attention.pto:54:41
-            TLOAD(t101, tilda_pij_1_u2c0Gm13);  // paged_attention.pto:54:41
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT102 t102(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:54:41
-            TASSIGN(t102, 2560);  // paged_attention.pto:54:41
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g89 = 0; _g89 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g89) {  // paged_attention.pto:53:45
+            TileT90 t90(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
+            TASSIGN(t90, 1536);  // paged_attention.pto:53:45
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
+            GmView7 sij_scale_u2c0Gm7(sij_scale_u2c0 + _g75 * 16 * 32 + _g89 * 32, GmView7::Shape(t90.GetValidRow(), t90.GetValidCol()));  // paged_attention.pto:53:45
+            TLOAD(t90, sij_scale_u2c0Gm7);  // paged_attention.pto:53:45
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT97 t97(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:41
+            TASSIGN(t97, 3584);  // paged_attention.pto:53:41
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:53:41
+            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:41
+            TROWEXPAND(tmp1, t87);  // paged_attention.pto:53:41
+            pipe_barrier(PIPE_V);  // paged_attention.pto:53:41
+            TROWEXPANDEXPDIF(t97, t90, tmp1);  // paged_attention.pto:53:41
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
+            GmView8 tilda_pij_1_u2c0Gm8(tilda_pij_1_u2c0 + _g75 * 16 * 32 + _g89 * 32, GmView8::Shape(t97.GetValidRow(), t97.GetValidCol()));  // paged_attention.pto:53:41
+            TSTORE(tilda_pij_1_u2c0Gm8, t97);  // paged_attention.pto:53:41
+            TileT102 t102(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:54:41
+            TASSIGN(t102, 1536);  // paged_attention.pto:54:41
+            pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
             TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
-            TROWSUM(t102, t101, tmp2);  // paged_attention.pto:54:41
+            TROWSUM(t102, t97, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t99, t99, t102);  // paged_attention.pto:54:41
         }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT104 t104(min_i64(max_i64(16 - _g98 * 16, 0), 16));  // paged_attention.pto:55:46
-        TASSIGN(t104, 512);  // paged_attention.pto:55:46
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView14 max_updateGm14(max_update + _g98 * 16, GmView14::Shape(t104.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t104, max_updateGm14);  // paged_attention.pto:55:46
-        TileT105 t105(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t105, 1024);  // paged_attention.pto:55:46
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
-        GmView15 max_new_u2c0Gm15(max_new_u2c0 + _g98 * 16, GmView15::Shape(t105.GetValidRow()));  // paged_attention.pto:55:46
-        TLOAD(t105, max_new_u2c0Gm15);  // paged_attention.pto:55:46
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT106 t106(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:46
+        TileT106 t106(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t106, 1536);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t106, t104, t105);  // paged_attention.pto:55:46
+        TSUB(t106, t85, t87);  // paged_attention.pto:55:46
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT109 t109(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:42
+        TileT109 t109(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:55:42
         TASSIGN(t109, 512);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t109, t106);  // paged_attention.pto:55:42
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView16 max_updateGm16(max_update + _g98 * 16, GmView16::Shape(t105.GetValidRow()));  // paged_attention.pto:56:29
-        TSTORE(max_updateGm16, t105);  // paged_attention.pto:56:29
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
+        GmView9 max_updateGm9(max_update + _g75 * 16, GmView9::Shape(t87.GetValidRow()));  // paged_attention.pto:56:29
+        TSTORE(max_updateGm9, t87);  // paged_attention.pto:56:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT113 t113(min_i64(max_i64(16 - _g98 * 16, 0), 16));  // paged_attention.pto:57:45
+        TileT113 t113(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:57:45
         TASSIGN(t113, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView17 sum_updateGm17(sum_update + _g98 * 16, GmView17::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t113, sum_updateGm17);  // paged_attention.pto:57:45
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView10 sum_updateGm10(sum_update + _g75 * 16, GmView10::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
+        TLOAD(t113, sum_updateGm10);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT115 t115(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:57:45
+        TileT115 t115(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t115, 1536);  // paged_attention.pto:57:45
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t115, t113, t109);  // paged_attention.pto:57:45
-        TileT119 t119(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:57:45
+        TileT119 t119(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t119, 1024);  // paged_attention.pto:57:45
         pipe_barrier(PIPE_V);
         TADD(t119, t115, t99);  // paged_attention.pto:57:45
@@ -288,24 +198,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView18 sum_updateGm18(sum_update + _g98 * 16, GmView18::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(sum_updateGm18, t119);  // paged_attention.pto:57:45
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView11 sum_updateGm11(sum_update + _g75 * 16, GmView11::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
+        TSTORE(sum_updateGm11, t119);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT121 t121(min_i64(max_i64(16 - _g98 * 16, 0), 16));  // paged_attention.pto:58:44
+        TileT121 t121(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
         TASSIGN(t121, 1024);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView19 oi_updateGm19(oi_update + _g98 * 16 * 32, GmView19::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t121, oi_updateGm19);  // paged_attention.pto:58:44
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView12 oi_updateGm12(oi_update + _g75 * 16 * 32, GmView12::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t121, oi_updateGm12);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:58:44
+        TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t123, 3072);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         TROWEXPAND(t123, t109);  // paged_attention.pto:58:44
-        TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:58:44
+        TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t124, 5120);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -313,28 +224,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView20 t13_u2c0Gm20(t13_u2c0 + _g98 * 16 * 32, GmView20::Shape(t124.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(t13_u2c0Gm20, t124);  // paged_attention.pto:58:44
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView13 t13_u2c0Gm13(t13_u2c0 + _g75 * 16 * 32, GmView13::Shape(t124.GetValidRow()));  // paged_attention.pto:58:44
+        TSTORE(t13_u2c0Gm13, t124);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g126 = 0; _g126 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g126) {  // paged_attention.pto:58:76
-            TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
+            TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t127, 0);  // paged_attention.pto:58:76
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView21 tilda_pij_1_u2c0Gm21(tilda_pij_1_u2c0 + _g98 * 16 * 32 + _g126 * 32, GmView21::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
-            TLOAD(t127, tilda_pij_1_u2c0Gm21);  // paged_attention.pto:58:76
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView14 tilda_pij_1_u2c0Gm14(tilda_pij_1_u2c0 + _g75 * 16 * 32 + _g126 * 32, GmView14::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
+            TLOAD(t127, tilda_pij_1_u2c0Gm14);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
+            TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t128, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t128, t127, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView22 t15_u2c0Gm22(t15_u2c0 + _g98 * 16 * 32 + _g126 * 32, GmView22::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
-            TSTORE(t15_u2c0Gm22, t128);  // paged_attention.pto:58:76
+            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView15 t15_u2c0Gm15(t15_u2c0 + _g75 * 16 * 32 + _g126 * 32, GmView15::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
+            TSTORE(t15_u2c0Gm15, t128);  // paged_attention.pto:58:76
         }
     }
 }

@@ -16,24 +16,24 @@
 
 extern "C" void paged_attention_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_first, int64_t v0_first_stride0, bfloat16_t* kj_assemble_first, bfloat16_t* v1_first, int64_t v1_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first);
 extern "C" void paged_attention_bf16_k1_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_first, bfloat16_t* kj_assemble_first, float* sij_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_first, int64_t v2_first_stride0, bfloat16_t* vj_assemble_first, bfloat16_t* v3_first, int64_t v3_first_stride0, float* sij_valid_first, float* sij_scale_first, float* tilda_mij_first, float* t4_first, float* tilda_pij_first, float* sum_update, float* max_update, bfloat16_t* t7_first, int64_t KR, int32_t s3_first, int32_t s4_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
+extern "C" void paged_attention_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_first, int64_t v2_first_stride0, bfloat16_t* vj_assemble_first, bfloat16_t* v3_first, int64_t v3_first_stride0, float* sij_valid_first, float* sij_scale_first, float* tilda_pij_first, float* sum_update, float* max_update, bfloat16_t* t7_first, int64_t KR, int32_t s3_first, int32_t s4_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
 extern "C" void paged_attention_bf16_k3_launch(uint32_t block_dim, void* stream, bfloat16_t* t7_first, bfloat16_t* vj_first, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0);
 extern "C" void paged_attention_bf16_k4_launch(uint32_t block_dim, void* stream, float* oi_update, float* sum_update, bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
 extern "C" void paged_attention_bf16_k5_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_u2c0, int64_t v0_u2c0_stride0, bfloat16_t* kj_assemble_u2c0, bfloat16_t* v1_u2c0, int64_t v1_u2c0_stride0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0);
 extern "C" void paged_attention_bf16_k6_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_u2c0, bfloat16_t* kj_assemble_u2c0, float* sij_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k7_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, bfloat16_t* vj_assemble_u2c0, bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, float* sij_valid_u2c0, float* sij_scale_u2c0, float* max_update, float* max_new_u2c0, float* t8_u2c0, float* tilda_pij_1_u2c0, float* sum_update, float* oi_update, float* t13_u2c0, bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
+extern "C" void paged_attention_bf16_k7_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, bfloat16_t* vj_assemble_u2c0, bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, float* sij_valid_u2c0, float* sij_scale_u2c0, float* max_update, float* tilda_pij_1_u2c0, float* sum_update, float* oi_update, float* t13_u2c0, bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
 extern "C" void paged_attention_bf16_k8_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u2c0, bfloat16_t* vj_u2c0, float* t14_u2c0, float* t13_u2c0, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2);
 extern "C" void paged_attention_bf16_k9_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_u2c1, int64_t v0_u2c1_stride0, bfloat16_t* kj_assemble_u2c1, bfloat16_t* v1_u2c1, int64_t v1_u2c1_stride0, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1);
 extern "C" void paged_attention_bf16_k10_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_u2c1, bfloat16_t* kj_assemble_u2c1, float* sij_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k11_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, bfloat16_t* vj_assemble_u2c1, bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, float* sij_valid_u2c1, float* sij_scale_u2c1, float* max_update, float* max_new_u2c1, float* t8_u2c1, float* tilda_pij_1_u2c1, float* sum_update, float* oi_update, float* t13_u2c1, bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
+extern "C" void paged_attention_bf16_k11_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, bfloat16_t* vj_assemble_u2c1, bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, float* sij_valid_u2c1, float* sij_scale_u2c1, float* max_update, float* tilda_pij_1_u2c1, float* sum_update, float* oi_update, float* t13_u2c1, bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
 extern "C" void paged_attention_bf16_k12_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u2c1, bfloat16_t* vj_u2c1, float* t14_u2c1, float* t13_u2c1, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2);
 extern "C" void paged_attention_bf16_k13_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_u1c0, int64_t v0_u1c0_stride0, bfloat16_t* kj_assemble_u1c0, bfloat16_t* v1_u1c0, int64_t v1_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0);
 extern "C" void paged_attention_bf16_k14_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_u1c0, bfloat16_t* kj_assemble_u1c0, float* sij_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k15_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, bfloat16_t* vj_assemble_u1c0, bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, float* sij_valid_u1c0, float* sij_scale_u1c0, float* max_update, float* max_new_u1c0, float* t8_u1c0, float* tilda_pij_1_u1c0, float* sum_update, float* oi_update, float* t13_u1c0, bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale);
+extern "C" void paged_attention_bf16_k15_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, bfloat16_t* vj_assemble_u1c0, bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, float* sij_valid_u1c0, float* sij_scale_u1c0, float* max_update, float* tilda_pij_1_u1c0, float* sum_update, float* oi_update, float* t13_u1c0, bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale);
 extern "C" void paged_attention_bf16_k16_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u1c0, bfloat16_t* vj_u1c0, float* t14_u1c0, float* t13_u1c0, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1);
 extern "C" void paged_attention_bf16_k17_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_last, int64_t v0_last_stride0, bfloat16_t* kj_assemble_last, bfloat16_t* v1_last, int64_t v1_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last);
 extern "C" void paged_attention_bf16_k18_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_last, bfloat16_t* kj_assemble_last, float* sij_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k19_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_last, int64_t v2_last_stride0, bfloat16_t* vj_assemble_last, bfloat16_t* v3_last, int64_t v3_last_stride0, float* sij_valid_last, float* sij_scale_last, float* max_update, float* max_new_last, float* t8_last, float* tilda_pij_1_last, float* sum_update, float* oi_update, float* t13_last, bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
+extern "C" void paged_attention_bf16_k19_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_last, int64_t v2_last_stride0, bfloat16_t* vj_assemble_last, bfloat16_t* v3_last, int64_t v3_last_stride0, float* sij_valid_last, float* sij_scale_last, float* max_update, float* tilda_pij_1_last, float* sum_update, float* oi_update, float* t13_last, bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
 extern "C" void paged_attention_bf16_k20_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_last, bfloat16_t* vj_last, float* t14_last, float* t13_last, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0);
 extern "C" void paged_attention_bf16_k21_launch(uint32_t block_dim, void* stream, float* oi_update, float* sum_update, bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
 
@@ -372,16 +372,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 return -1;  // paged_attention.pto:44:37
                             }
                             float* sij_scale_first = reinterpret_cast<float*>(sij_scale_first_bytes.data());  // paged_attention.pto:44:37
-                            DeviceWorkspace tilda_mij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:45:37
-                            if (ptodsl_failed) {  // paged_attention.pto:45:37
-                                return -1;  // paged_attention.pto:45:37
-                            }
-                            float* tilda_mij_first = reinterpret_cast<float*>(tilda_mij_first_bytes.data());  // paged_attention.pto:45:37
-                            DeviceWorkspace t4_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:47:45
-                            if (ptodsl_failed) {  // paged_attention.pto:47:45
-                                return -1;  // paged_attention.pto:47:45
-                            }
-                            float* t4_first = reinterpret_cast<float*>(t4_first_bytes.data());  // paged_attention.pto:47:45
                             DeviceWorkspace tilda_pij_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:47:41
                             if (ptodsl_failed) {  // paged_attention.pto:47:41
                                 return -1;  // paged_attention.pto:47:41
@@ -392,7 +382,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 return -1;  // paged_attention.pto:50:51
                             }
                             bfloat16_t* t7_first = reinterpret_cast<bfloat16_t*>(t7_first_bytes.data());  // paged_attention.pto:50:51
-                            paged_attention_bf16_k2_launch(1, ptodsl_stream, v2_first, KD, vj_assemble_first, v3_first, KD, sij_valid_first, sij_scale_first, tilda_mij_first, t4_first, tilda_pij_first, sum_update, max_update, t7_first, KR, s3_first, s4_first, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
+                            paged_attention_bf16_k2_launch(1, ptodsl_stream, v2_first, KD, vj_assemble_first, v3_first, KD, sij_valid_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, KR, s3_first, s4_first, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
                             if (!launched("the launch of paged_attention_bf16_k2")) {  // paged_attention.pto:41:25
                                 return -1;  // paged_attention.pto:41:25
                             }
@@ -500,16 +490,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:44:37
                         }
                         float* sij_scale_u2c0 = reinterpret_cast<float*>(sij_scale_u2c0_bytes.data());  // paged_attention.pto:44:37
-                        DeviceWorkspace max_new_u2c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:52:39
-                        if (ptodsl_failed) {  // paged_attention.pto:52:39
-                            return -1;  // paged_attention.pto:52:39
-                        }
-                        float* max_new_u2c0 = reinterpret_cast<float*>(max_new_u2c0_bytes.data());  // paged_attention.pto:52:39
-                        DeviceWorkspace t8_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:45
-                        if (ptodsl_failed) {  // paged_attention.pto:53:45
-                            return -1;  // paged_attention.pto:53:45
-                        }
-                        float* t8_u2c0 = reinterpret_cast<float*>(t8_u2c0_bytes.data());  // paged_attention.pto:53:45
                         DeviceWorkspace tilda_pij_1_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
                         if (ptodsl_failed) {  // paged_attention.pto:53:41
                             return -1;  // paged_attention.pto:53:41
@@ -530,7 +510,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:58:69
                         }
                         float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:69
-                        paged_attention_bf16_k7_launch(1, ptodsl_stream, v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, sij_valid_u2c0, sij_scale_u2c0, max_update, max_new_u2c0, t8_u2c0, tilda_pij_1_u2c0, sum_update, oi_update, t13_u2c0, t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k7_launch(1, ptodsl_stream, v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, sij_valid_u2c0, sij_scale_u2c0, max_update, tilda_pij_1_u2c0, sum_update, oi_update, t13_u2c0, t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
                         if (!launched("the launch of paged_attention_bf16_k7")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
@@ -623,16 +603,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:44:37
                         }
                         float* sij_scale_u2c1 = reinterpret_cast<float*>(sij_scale_u2c1_bytes.data());  // paged_attention.pto:44:37
-                        DeviceWorkspace max_new_u2c1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:52:39
-                        if (ptodsl_failed) {  // paged_attention.pto:52:39
-                            return -1;  // paged_attention.pto:52:39
-                        }
-                        float* max_new_u2c1 = reinterpret_cast<float*>(max_new_u2c1_bytes.data());  // paged_attention.pto:52:39
-                        DeviceWorkspace t8_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:45
-                        if (ptodsl_failed) {  // paged_attention.pto:53:45
-                            return -1;  // paged_attention.pto:53:45
-                        }
-                        float* t8_u2c1 = reinterpret_cast<float*>(t8_u2c1_bytes.data());  // paged_attention.pto:53:45
                         DeviceWorkspace tilda_pij_1_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
                         if (ptodsl_failed) {  // paged_attention.pto:53:41
                             return -1;  // paged_attention.pto:53:41
@@ -653,7 +623,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:58:69
                         }
                         float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:69
-                        paged_attention_bf16_k11_launch(1, ptodsl_stream, v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, sij_valid_u2c1, sij_scale_u2c1, max_update, max_new_u2c1, t8_u2c1, tilda_pij_1_u2c1, sum_update, oi_update, t13_u2c1, t15_u2c1, KR, s3_u2c1, s4_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k11_launch(1, ptodsl_stream, v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, sij_valid_u2c1, sij_scale_u2c1, max_update, tilda_pij_1_u2c1, sum_update, oi_update, t13_u2c1, t15_u2c1, KR, s3_u2c1, s4_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
                         if (!launched("the launch of paged_attention_bf16_k11")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
@@ -748,16 +718,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:44:37
                         }
                         float* sij_scale_u1c0 = reinterpret_cast<float*>(sij_scale_u1c0_bytes.data());  // paged_attention.pto:44:37
-                        DeviceWorkspace max_new_u1c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:52:39
-                        if (ptodsl_failed) {  // paged_attention.pto:52:39
-                            return -1;  // paged_attention.pto:52:39
-                        }
-                        float* max_new_u1c0 = reinterpret_cast<float*>(max_new_u1c0_bytes.data());  // paged_attention.pto:52:39
-                        DeviceWorkspace t8_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:45
-                        if (ptodsl_failed) {  // paged_attention.pto:53:45
-                            return -1;  // paged_attention.pto:53:45
-                        }
-                        float* t8_u1c0 = reinterpret_cast<float*>(t8_u1c0_bytes.data());  // paged_attention.pto:53:45
                         DeviceWorkspace tilda_pij_1_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
                         if (ptodsl_failed) {  // paged_attention.pto:53:41
                             return -1;  // paged_attention.pto:53:41
@@ -778,7 +738,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:58:69
                         }
                         float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:69
-                        paged_attention_bf16_k15_launch(1, ptodsl_stream, v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, sij_valid_u1c0, sij_scale_u1c0, max_update, max_new_u1c0, t8_u1c0, tilda_pij_1_u1c0, sum_update, oi_update, t13_u1c0, t15_u1c0, KR, s3_u1c0, s4_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k15_launch(1, ptodsl_stream, v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, sij_valid_u1c0, sij_scale_u1c0, max_update, tilda_pij_1_u1c0, sum_update, oi_update, t13_u1c0, t15_u1c0, KR, s3_u1c0, s4_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:41:25
                         if (!launched("the launch of paged_attention_bf16_k15")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
@@ -874,16 +834,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 return -1;  // paged_attention.pto:44:37
                             }
                             float* sij_scale_last = reinterpret_cast<float*>(sij_scale_last_bytes.data());  // paged_attention.pto:44:37
-                            DeviceWorkspace max_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:52:39
-                            if (ptodsl_failed) {  // paged_attention.pto:52:39
-                                return -1;  // paged_attention.pto:52:39
-                            }
-                            float* max_new_last = reinterpret_cast<float*>(max_new_last_bytes.data());  // paged_attention.pto:52:39
-                            DeviceWorkspace t8_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:45
-                            if (ptodsl_failed) {  // paged_attention.pto:53:45
-                                return -1;  // paged_attention.pto:53:45
-                            }
-                            float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // paged_attention.pto:53:45
                             DeviceWorkspace tilda_pij_1_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
                             if (ptodsl_failed) {  // paged_attention.pto:53:41
                                 return -1;  // paged_attention.pto:53:41
@@ -904,7 +854,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 return -1;  // paged_attention.pto:58:69
                             }
                             float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // paged_attention.pto:58:69
-                            paged_attention_bf16_k19_launch(1, ptodsl_stream, v2_last, KD, vj_assemble_last, v3_last, KD, sij_valid_last, sij_scale_last, max_update, max_new_last, t8_last, tilda_pij_1_last, sum_update, oi_update, t13_last, t15_last, KR, s3_last, s4_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
+                            paged_attention_bf16_k19_launch(1, ptodsl_stream, v2_last, KD, vj_assemble_last, v3_last, KD, sij_valid_last, sij_scale_last, max_update, tilda_pij_1_last, sum_update, oi_update, t13_last, t15_last, KR, s3_last, s4_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
                             if (!launched("the launch of paged_attention_bf16_k19")) {  // paged_attention.pto:41:25
                                 return -1;  // paged_attention.pto:41:25
                             }

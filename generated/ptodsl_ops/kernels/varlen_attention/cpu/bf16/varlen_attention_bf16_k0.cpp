@@ -25,44 +25,54 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, __gm__ bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, __gm__ float* scores_first, __gm__ float* scores_scaled_first, int64_t v_TK, int32_t k_start, int32_t s1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, float softmax_scale)
+extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, __gm__ bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale)
 {
-    using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 16, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT6 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT2 = TileAcc<float, 16, 16, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<bfloat16_t, 16, 64, DYNAMIC, 64>;
+    using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 16, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT6 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
     using TileT9 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT27 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT18 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g1 = 0; _g1 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g1) {  // varlen_attention.pto:35:30
-        TileT5 t5(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
-        TASSIGN(t5, 0);  // varlen_attention.pto:35:30
-        TileT6 t6(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
-        TASSIGN(t6, 0);  // varlen_attention.pto:35:30
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-        GmView0 k_tile_view_firstGm0(k_tile_view_first + _g1 * 16 * k_tile_view_first_stride0, GmView0::Shape(t5.GetValidCol()), GmView0::Stride(k_tile_view_first_stride0));  // varlen_attention.pto:35:30
-        TLOAD(t5, k_tile_view_firstGm0);  // varlen_attention.pto:35:30
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TMOV(t6, t5);  // varlen_attention.pto:35:30
-        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g0 = 0; _g0 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g0) {  // varlen_attention.pto:35:30
+    for (int64_t _g0 = 0; _g0 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g0) {  // varlen_attention.pto:35:30
+        TileT12 t12(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:37:27
+        TASSIGN(t12, 0);  // varlen_attention.pto:37:27
+        TEXPANDS(t12, -__builtin_inff());  // varlen_attention.pto:37:27
+        pipe_barrier(PIPE_V);
+        for (int64_t _g1 = 0; _g1 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g1) {  // varlen_attention.pto:35:30
             TileT2 t2(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
             TASSIGN(t2, 0);  // varlen_attention.pto:35:30
             TileT3 t3(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:35:30
             TASSIGN(t3, 0);  // varlen_attention.pto:35:30
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-            GmView1 q_tile_view_firstGm1(q_tile_view_first + _g0 * 16 * q_tile_view_first_stride0, GmView1::Shape(t3.GetValidRow()), GmView1::Stride(q_tile_view_first_stride0));  // varlen_attention.pto:35:30
-            TLOAD(t3, q_tile_view_firstGm1);  // varlen_attention.pto:35:30
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
+            GmView0 q_tile_view_firstGm0(q_tile_view_first + _g0 * 16 * q_tile_view_first_stride0, GmView0::Shape(t3.GetValidRow()), GmView0::Stride(q_tile_view_first_stride0));  // varlen_attention.pto:35:30
+            TLOAD(t3, q_tile_view_firstGm0);  // varlen_attention.pto:35:30
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4 t4(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:35:30
             TASSIGN(t4, 0);  // varlen_attention.pto:35:30
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // varlen_attention.pto:35:30
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            TileT5 t5(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t5, 0);  // varlen_attention.pto:35:30
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
+            GmView1 k_tile_view_firstGm1(k_tile_view_first + _g1 * 16 * k_tile_view_first_stride0, GmView1::Shape(t5.GetValidCol()), GmView1::Stride(k_tile_view_first_stride0));  // varlen_attention.pto:35:30
+            TLOAD(t5, k_tile_view_firstGm1);  // varlen_attention.pto:35:30
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT6 t6(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t6, 0);  // varlen_attention.pto:35:30
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // varlen_attention.pto:35:30
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2, t4, t6);  // varlen_attention.pto:35:30
@@ -73,21 +83,83 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ bfloat16_t* k_
             TSTORE(scores_firstGm2, t2);  // varlen_attention.pto:35:30
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             TileT9 t9(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:36:37
-            TASSIGN(t9, 0);  // varlen_attention.pto:36:37
+            TASSIGN(t9, 512);  // varlen_attention.pto:36:37
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
             GmView3 scores_firstGm3(scores_first + _g0 * 16 * 16 + _g1 * 16, GmView3::Shape(t9.GetValidRow(), t9.GetValidCol()));  // varlen_attention.pto:36:37
             TLOAD(t9, scores_firstGm3);  // varlen_attention.pto:36:37
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT10 t10(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:36:37
-            TASSIGN(t10, 1024);  // varlen_attention.pto:36:37
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TASSIGN(t10, 1536);  // varlen_attention.pto:36:37
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t10, t9, softmax_scale);  // varlen_attention.pto:36:37
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
             GmView4 scores_scaled_firstGm4(scores_scaled_first + _g0 * 16 * 16 + _g1 * 16, GmView4::Shape(t10.GetValidRow(), t10.GetValidCol()));  // varlen_attention.pto:36:37
             TSTORE(scores_scaled_firstGm4, t10);  // varlen_attention.pto:36:37
+            TileT15 t15(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:37:27
+            TASSIGN(t15, 512);  // varlen_attention.pto:37:27
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // varlen_attention.pto:37:27
+            TASSIGN(tmp0, 3072);  // varlen_attention.pto:37:27
+            TROWMAX(t15, t10, tmp0);  // varlen_attention.pto:37:27
+            pipe_barrier(PIPE_V);
+            TMAX(t12, t12, t15);  // varlen_attention.pto:37:27
         }
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+        GmView5 mij_firstGm5(mij_first + _g0 * 16, GmView5::Shape(t12.GetValidRow()));  // varlen_attention.pto:37:27
+        TSTORE(mij_firstGm5, t12);  // varlen_attention.pto:37:27
+        TileT27 t27(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:39:27
+        TASSIGN(t27, 512);  // varlen_attention.pto:39:27
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TEXPANDS(t27, 0.0f);  // varlen_attention.pto:39:27
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g17 = 0; _g17 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g17) {  // varlen_attention.pto:38:31
+            TileT18 t18(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
+            TASSIGN(t18, 1024);  // varlen_attention.pto:38:31
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
+            GmView6 scores_scaled_firstGm6(scores_scaled_first + _g0 * 16 * 16 + _g17 * 16, GmView6::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
+            TLOAD(t18, scores_scaled_firstGm6);  // varlen_attention.pto:38:31
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT25 t25(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:27
+            TASSIGN(t25, 2048);  // varlen_attention.pto:38:27
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp1 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:38:27
+            TASSIGN(tmp1, 3072);  // varlen_attention.pto:38:27
+            TROWEXPAND(tmp1, t12);  // varlen_attention.pto:38:27
+            pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+            TROWEXPANDEXPDIF(t25, t18, tmp1);  // varlen_attention.pto:38:27
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
+            GmView7 pij_firstGm7(pij_first + _g0 * 16 * 16 + _g17 * 16, GmView7::Shape(t25.GetValidRow(), t25.GetValidCol()));  // varlen_attention.pto:38:27
+            TSTORE(pij_firstGm7, t25);  // varlen_attention.pto:38:27
+            TileT30 t30(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:39:27
+            TASSIGN(t30, 1024);  // varlen_attention.pto:39:27
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp2;  // varlen_attention.pto:39:27
+            TASSIGN(tmp2, 3072);  // varlen_attention.pto:39:27
+            TROWSUM(t30, t25, tmp2);  // varlen_attention.pto:39:27
+            pipe_barrier(PIPE_V);
+            TADD(t27, t27, t30);  // varlen_attention.pto:39:27
+        }
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+        GmView8 lij_firstGm8(lij_first + _g0 * 16, GmView8::Shape(t27.GetValidRow()));  // varlen_attention.pto:39:27
+        TSTORE(lij_firstGm8, t27);  // varlen_attention.pto:39:27
     }
 }

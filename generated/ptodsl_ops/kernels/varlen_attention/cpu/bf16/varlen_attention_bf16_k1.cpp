@@ -25,140 +25,46 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* t0_first, __gm__ float* pij_first, __gm__ float* lij_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1)
+extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1)
 {
-    using TileT12 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT18 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT21 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT24 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT29 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT33 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT34 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT36 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT40 = Tile<TileType::Vec, bfloat16_t, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g11 = 0; _g11 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g11) {  // varlen_attention.pto:37:27
-        TileT12 t12(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:37:27
-        TASSIGN(t12, 0);  // varlen_attention.pto:37:27
-        TEXPANDS(t12, -__builtin_inff());  // varlen_attention.pto:37:27
-        pipe_barrier(PIPE_V);
-        for (int64_t _k13 = 0; _k13 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k13) {  // varlen_attention.pto:37:27
-            TileT14 t14(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k13 * 16, 16));  // varlen_attention.pto:37:27
-            TASSIGN(t14, 512);  // varlen_attention.pto:37:27
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:37:27
-            GmView0 scores_scaled_firstGm0(scores_scaled_first + _g11 * 16 * 16 + _k13 * 16, GmView0::Shape(t14.GetValidRow(), t14.GetValidCol()));  // varlen_attention.pto:37:27
-            TLOAD(t14, scores_scaled_firstGm0);  // varlen_attention.pto:37:27
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT15 t15(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:37:27
-            TASSIGN(t15, 1536);  // varlen_attention.pto:37:27
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp0;  // varlen_attention.pto:37:27
-            TASSIGN(tmp0, 2560);  // varlen_attention.pto:37:27
-            TROWMAX(t15, t14, tmp0);  // varlen_attention.pto:37:27
-            pipe_barrier(PIPE_V);
-            TMAX(t12, t12, t15);  // varlen_attention.pto:37:27
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-        GmView1 mij_firstGm1(mij_first + _g11 * 16, GmView1::Shape(t12.GetValidRow()));  // varlen_attention.pto:37:27
-        TSTORE(mij_firstGm1, t12);  // varlen_attention.pto:37:27
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g17 = 0; _g17 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g17) {  // varlen_attention.pto:38:31
-            TileT18 t18(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(t18, 512);  // varlen_attention.pto:38:31
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
-            GmView2 scores_scaled_firstGm2(scores_scaled_first + _g11 * 16 * 16 + _g17 * 16, GmView2::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
-            TLOAD(t18, scores_scaled_firstGm2);  // varlen_attention.pto:38:31
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT21 t21(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(t21, 1536);  // varlen_attention.pto:38:31
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(tmp1, 2560);  // varlen_attention.pto:38:31
-            TROWEXPAND(tmp1, t12);  // varlen_attention.pto:38:31
-            pipe_barrier(PIPE_V);  // varlen_attention.pto:38:31
-            TROWEXPANDSUB(t21, t18, tmp1);  // varlen_attention.pto:38:31
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
-            GmView3 t0_firstGm3(t0_first + _g11 * 16 * 16 + _g17 * 16, GmView3::Shape(t21.GetValidRow(), t21.GetValidCol()));  // varlen_attention.pto:38:31
-            TSTORE(t0_firstGm3, t21);  // varlen_attention.pto:38:31
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g22 = 0; _g22 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g22) {  // varlen_attention.pto:38:27
-        for (int64_t _g23 = 0; _g23 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g23) {  // varlen_attention.pto:38:27
-            TileT24 t24(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g22 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g23 * 16, 16));  // varlen_attention.pto:38:27
-            TASSIGN(t24, 0);  // varlen_attention.pto:38:27
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-            GmView4 t0_firstGm4(t0_first + _g22 * 16 * 16 + _g23 * 16, GmView4::Shape(t24.GetValidRow(), t24.GetValidCol()));  // varlen_attention.pto:38:27
-            TLOAD(t24, t0_firstGm4);  // varlen_attention.pto:38:27
+    for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g31) {  // varlen_attention.pto:42:47
+        for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g32) {  // varlen_attention.pto:42:47
+            TileT33 t33(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
+            TASSIGN(t33, 0);  // varlen_attention.pto:42:47
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:47
+            GmView0 pij_firstGm0(pij_first + _g31 * 16 * 16 + _g32 * 16, GmView0::Shape(t33.GetValidRow(), t33.GetValidCol()));  // varlen_attention.pto:42:47
+            TLOAD(t33, pij_firstGm0);  // varlen_attention.pto:42:47
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            TileT34 t34(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
+            TASSIGN(t34, 1024);  // varlen_attention.pto:42:47
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
+            GmView1 lij_firstGm1(lij_first + _g31 * 16, GmView1::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
+            TLOAD(t34, lij_firstGm1);  // varlen_attention.pto:42:47
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT25 t25(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g22 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g23 * 16, 16));  // varlen_attention.pto:38:27
-            TASSIGN(t25, 1024);  // varlen_attention.pto:38:27
+            TileT36 t36(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
+            TASSIGN(t36, 1536);  // varlen_attention.pto:42:47
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TEXP(t25, t24);  // varlen_attention.pto:38:27
+            TileTmp0 tmp0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
+            TASSIGN(tmp0, 2560);  // varlen_attention.pto:42:47
+            TROWEXPAND(tmp0, t34);  // varlen_attention.pto:42:47
+            pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
+            TROWEXPANDDIV(t36, t33, tmp0);  // varlen_attention.pto:42:47
+            TileT40 t40(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:42
+            TASSIGN(t40, 0);  // varlen_attention.pto:42:42
+            pipe_barrier(PIPE_V);
+            TCVT(t40, t36, RoundMode::CAST_RINT);  // varlen_attention.pto:42:42
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-            GmView5 pij_firstGm5(pij_first + _g22 * 16 * 16 + _g23 * 16, GmView5::Shape(t25.GetValidRow(), t25.GetValidCol()));  // varlen_attention.pto:38:27
-            TSTORE(pij_firstGm5, t25);  // varlen_attention.pto:38:27
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:42
+            GmView2 t1_firstGm2(t1_first + _g31 * 16 * 16 + _g32 * 16, GmView2::Shape(t40.GetValidRow(), t40.GetValidCol()));  // varlen_attention.pto:42:42
+            TSTORE(t1_firstGm2, t40);  // varlen_attention.pto:42:42
         }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g26 = 0; _g26 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g26) {  // varlen_attention.pto:39:27
-        TileT27 t27(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16));  // varlen_attention.pto:39:27
-        TASSIGN(t27, 0);  // varlen_attention.pto:39:27
-        TEXPANDS(t27, 0.0f);  // varlen_attention.pto:39:27
-        pipe_barrier(PIPE_V);
-        for (int64_t _k28 = 0; _k28 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k28) {  // varlen_attention.pto:39:27
-            TileT29 t29(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k28 * 16, 16));  // varlen_attention.pto:39:27
-            TASSIGN(t29, 512);  // varlen_attention.pto:39:27
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:39:27
-            GmView6 pij_firstGm6(pij_first + _g26 * 16 * 16 + _k28 * 16, GmView6::Shape(t29.GetValidRow(), t29.GetValidCol()));  // varlen_attention.pto:39:27
-            TLOAD(t29, pij_firstGm6);  // varlen_attention.pto:39:27
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT30 t30(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16));  // varlen_attention.pto:39:27
-            TASSIGN(t30, 1536);  // varlen_attention.pto:39:27
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp2;  // varlen_attention.pto:39:27
-            TASSIGN(tmp2, 2560);  // varlen_attention.pto:39:27
-            TROWSUM(t30, t29, tmp2);  // varlen_attention.pto:39:27
-            pipe_barrier(PIPE_V);
-            TADD(t27, t27, t30);  // varlen_attention.pto:39:27
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-        GmView7 lij_firstGm7(lij_first + _g26 * 16, GmView7::Shape(t27.GetValidRow()));  // varlen_attention.pto:39:27
-        TSTORE(lij_firstGm7, t27);  // varlen_attention.pto:39:27
     }
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/varlen_attention_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches varlen_attention_bf16_k0 on an NPU stream (cube core).
-extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, float* scores_first, float* scores_scaled_first, int64_t v_TK, int32_t k_start, int32_t s1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, float softmax_scale)
+extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, float* scores_first, float* scores_scaled_first, float* mij_first, float* pij_first, float* lij_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale)
 {
-    varlen_attention_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)k_tile_view_first, k_tile_view_first_stride0, (__gm__ bfloat16_t*)q_tile_view_first, q_tile_view_first_stride0, (__gm__ float*)scores_first, (__gm__ float*)scores_scaled_first, v_TK, k_start, s1, v_TQ, q_start, q_tile_idx, s0, softmax_scale);
+    varlen_attention_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)q_tile_view_first, q_tile_view_first_stride0, (__gm__ bfloat16_t*)k_tile_view_first, k_tile_view_first_stride0, (__gm__ float*)scores_first, (__gm__ float*)scores_scaled_first, (__gm__ float*)mij_first, (__gm__ float*)pij_first, (__gm__ float*)lij_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, softmax_scale);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/varlen_attention_bf16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches varlen_attention_bf16_k1 on an NPU stream (vector core).
-extern "C" void varlen_attention_bf16_k1_launch(uint32_t block_dim, void* stream, float* scores_scaled_first, float* mij_first, float* t0_first, float* pij_first, float* lij_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1)
+extern "C" void varlen_attention_bf16_k1_launch(uint32_t block_dim, void* stream, float* pij_first, float* lij_first, bfloat16_t* t1_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1)
 {
-    varlen_attention_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)scores_scaled_first, (__gm__ float*)mij_first, (__gm__ float*)t0_first, (__gm__ float*)pij_first, (__gm__ float*)lij_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);
+    varlen_attention_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)pij_first, (__gm__ float*)lij_first, (__gm__ bfloat16_t*)t1_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/varlen_attention_bf16_k5.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches varlen_attention_bf16_k5 on an NPU stream (cube core).
-extern "C" void varlen_attention_bf16_k5_launch(uint32_t block_dim, void* stream, bfloat16_t* t5_first, bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, float* oi_update, float* lij_first, float* li_update, float* mij_first, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1)
+extern "C" void varlen_attention_bf16_k5_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, float* scores, float* scores_scaled, float* mij, float* pij, float* lij, bfloat16_t* t6, bfloat16_t* v_tile_view, int64_t v_tile_view_stride0, float* oij_1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, float softmax_scale)
 {
-    varlen_attention_bf16_k5<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)t5_first, (__gm__ bfloat16_t*)v_tile_view_first, v_tile_view_first_stride0, (__gm__ float*)oi_update, (__gm__ float*)lij_first, (__gm__ float*)li_update, (__gm__ float*)mij_first, (__gm__ float*)mi_update, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);
+    varlen_attention_bf16_k5<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)q_tile_view, q_tile_view_stride0, (__gm__ bfloat16_t*)k_tile_view, k_tile_view_stride0, (__gm__ float*)scores, (__gm__ float*)scores_scaled, (__gm__ float*)mij, (__gm__ float*)pij, (__gm__ float*)lij, (__gm__ bfloat16_t*)t6, (__gm__ bfloat16_t*)v_tile_view, v_tile_view_stride0, (__gm__ float*)oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1, softmax_scale);
 }
