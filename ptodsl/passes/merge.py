@@ -151,9 +151,12 @@ def can_merge(a: Op, b: Op, acc_a: Access, acc_b: Access, carried_ok: frozenset[
     scalar = {base.get(t, t) for t in acc_a.scalar_reads}
     env = nest_env(a, b)
     inner = _sibling_envs(a, b, env)
+    stores = acc_a.stores | _first_trip_stores(a)
+    never = {o.attrs["index"] for o in b.walk() if o.name == "loop" and _no_trip(o)}
     for t, o in acc_b.loads:
-        if base.get(t, t) in written and not any((t, tuple(sym.substitute(x, e) for x in o)) in acc_a.stores
-                                                 for e in (env, *inner)):
+        if base.get(t, t) not in written or any(sym.free_symbols(x) & never for x in o):
+            continue  # (a load in a loop that never runs reads nothing)
+        if not any((t, tuple(sym.substitute(x, e) for x in o)) in stores for e in (env, *inner)):
             return False
     if any(base.get(t, t) in written for t in acc_b.scalar_reads):
         return False
@@ -164,6 +167,25 @@ def can_merge(a: Op, b: Op, acc_a: Access, acc_b: Access, carried_ok: frozenset[
     if any(t in acc_a.carried and t not in carried_ok for t in (*acc_b.read, *acc_b.written)):
         return False
     return not any(t in acc_a.free for t in acc_b.written)
+
+
+def _first_trip_stores(a: Op) -> set[tuple[str, Any]]:
+    """The stores of ``a`` inside inner loops of at most one trip, at that trip's offsets: a matmul
+    reading the first column tile of a row (offset 0) reads what such a column loop stored."""
+    out: set[tuple[str, Any]] = set()
+    for loop in a.walk():
+        if loop is a or loop.name != "loop" or not at_most_once(loop):
+            continue
+        first = {loop.attrs["index"]: loop.attrs["lo"]}
+        for o in loop.walk():
+            if o.name == "tile.store":
+                out.add((o.operands[0].name, tuple(sym.substitute(x, first) for x in o.attrs["offsets"])))
+    return out
+
+
+def _no_trip(loop: Op) -> bool:
+    a = loop.attrs
+    return a["step"] == 1 and sym.prove_le(sym.sub(a["hi"], a["lo"]), 0, {})
 
 
 def _sibling_envs(a: Op, b: Op, env: dict[str, sym.Expr]) -> list[dict[str, sym.Expr]]:

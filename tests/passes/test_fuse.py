@@ -277,3 +277,27 @@ def test_a_row_grid_reads_what_a_sibling_column_loop_of_the_grid_before_stored(t
     assert "tile.amax" in names and names & {"tile.exp", "tile.rowexpand_expdif"}
     results = [run_case(op, case) for case in op.spec.tests]
     assert all(r.ok for r in results), [r.report for r in results]
+
+
+def test_a_matmul_reads_the_first_column_tile_a_one_trip_column_loop_stored(tmp_path):
+    """p = exp(scores) of a block one tile wide is stored by a column loop of at most one trip;
+    the next matmul reads p's first K tile at offset 0 and loops over the rest (none): its row
+    grid runs inside p's, so the probabilities of a row block feed the matmul of the same block."""
+    from ptodsl.golden import run_case
+
+    (tmp_path / "sib2.pto").write_text(
+        "kernel sib2(x: f32[S, K], w: f32[K, L], u: f32[L, N], y: out f32[S, N]):\n"
+        "    wj = view(w, [K, 64], [0, 0])\n    uj = view(u, [64, N], [0, 0])\n"
+        "    p = exp(matmul(x, wj) * 0.5)\n    y[:] = matmul(p, uj)\n")
+    (tmp_path / "sib2.yaml").write_text(
+        "op: sib2\nschedule: {vec_tile: [16, 64], cube_tile: {m: [16, 16], k: [64, 64], n: [16, 64]}}\n"
+        "reference: refs.py:sib2\ntests:\n  - {shapes: {S: 40, K: 32, L: 64, N: 48}, rtol: 1e-4, atol: 1e-4}\n"
+        "  - {shapes: {S: 17, K: 20, L: 90, N: 70}, rtol: 1e-4, atol: 1e-4, name: partial}\n")
+    (tmp_path / "refs.py").write_text("import numpy as np\ndef sib2(x, w, u):\n"
+                                      "    return np.exp((x @ w[:, :64]) * 0.5) @ u[:64]\n")
+    op = ptodsl.load(str(tmp_path / "sib2.yaml"))
+    rows = [o for o in op.compiled.stages["tile"].funcs[0].walk() if o.name == "loop"
+            and o.attrs.get("kind") == "grid" and sym.to_text(o.attrs["hi"]) == "cdiv(S, 16)"]
+    assert any({"tile.exp", "tile.matmul"} <= {x.name for x in r.walk()} for r in rows)
+    results = [run_case(op, case) for case in op.spec.tests]
+    assert all(r.ok for r in results), [r.report for r in results]

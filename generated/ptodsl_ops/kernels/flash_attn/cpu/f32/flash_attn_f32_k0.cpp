@@ -44,11 +44,11 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     using TileT30 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT38 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT45 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT46 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT42 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT43 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT44 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT45 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT46 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT48 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT49 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT50 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -269,32 +269,32 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // flash_attn.pto:16:22
-            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t45, 0);  // flash_attn.pto:16:22
-            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t46, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView13 vj_firstGm13(vj_first + _g41 * 64, GmView13::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:16:22
-            TLOAD(t45, vj_firstGm13);  // flash_attn.pto:16:22
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t46, t45);  // flash_attn.pto:16:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
             TASSIGN(t42, 0);  // flash_attn.pto:16:22
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t43, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-            GmView14 t5_firstGm14(t5_first + _qb0 * 64 * 64, GmView14::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
-            TLOAD(t43, t5_firstGm14);  // flash_attn.pto:16:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
+            GmView13 t5_firstGm13(t5_first + _qb0 * 64 * 64, GmView13::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
+            TLOAD(t43, t5_firstGm13);  // flash_attn.pto:16:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t44, 0);  // flash_attn.pto:16:22
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // flash_attn.pto:16:22
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
+            TASSIGN(t45, 0);  // flash_attn.pto:16:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
+            GmView14 vj_firstGm14(vj_first + _g41 * 64, GmView14::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:16:22
+            TLOAD(t45, vj_firstGm14);  // flash_attn.pto:16:22
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
+            TASSIGN(t46, 0);  // flash_attn.pto:16:22
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t46, t45);  // flash_attn.pto:16:22
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -454,39 +454,39 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // flash_attn.pto:16:29
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag_dev(2);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag_dev(2);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // flash_attn.pto:16:22
-            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t45, 0);  // flash_attn.pto:16:22
-            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t46, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView13 vj_firstGm13(vj_first + _g41 * 64, GmView13::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:16:22
-            TLOAD(t45, vj_firstGm13);  // flash_attn.pto:16:22
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t46, t45);  // flash_attn.pto:16:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
             TASSIGN(t42, 0);  // flash_attn.pto:16:22
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t43, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-            GmView14 t5_firstGm14(t5_first + _qb0 * 64 * 64, GmView14::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
-            TLOAD(t43, t5_firstGm14);  // flash_attn.pto:16:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
+            GmView13 t5_firstGm13(t5_first + _qb0 * 64 * 64, GmView13::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
+            TLOAD(t43, t5_firstGm13);  // flash_attn.pto:16:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t44, 0);  // flash_attn.pto:16:22
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // flash_attn.pto:16:22
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
+            TASSIGN(t45, 0);  // flash_attn.pto:16:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
+            GmView14 vj_firstGm14(vj_first + _g41 * 64, GmView14::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:16:22
+            TLOAD(t45, vj_firstGm14);  // flash_attn.pto:16:22
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
+            TASSIGN(t46, 0);  // flash_attn.pto:16:22
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t46, t45);  // flash_attn.pto:16:22
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);

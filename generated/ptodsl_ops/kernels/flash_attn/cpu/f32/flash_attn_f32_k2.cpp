@@ -361,22 +361,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _g124 * 64, GmView17::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
                 TSTORE(t15Gm17, t125);  // flash_attn.pto:22:43
             }
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
-                pipe_barrier(PIPE_V);
                 TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t129, 0);  // flash_attn.pto:22:36
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
@@ -446,19 +438,35 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 GmView22 t14Gm22(t14 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
                 TSTORE(t14Gm22, t129);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                TileT141 t141(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // flash_attn.pto:22:22
+                pipe_barrier(PIPE_V);
+                TileT141 t141(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t141, 0);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g128 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g140 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
                 TLOAD(t141, t13Gm23);  // flash_attn.pto:22:22
-                TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
+                TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t142, 16384);  // flash_attn.pto:22:22
                 using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView24 t14Gm24(t14 + _qb2 * 64 * D + _g128 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                GmView24 t14Gm24(t14 + _qb2 * 64 * D + _g140 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
                 TLOAD(t142, t14Gm24);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
+                TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t143, 32768);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -467,22 +475,16 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView25 accGm25(acc + _qb2 * 64 * D + _g128 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
+                GmView25 accGm25(acc + _qb2 * 64 * D + _g140 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
                 TSTORE(accGm25, t143);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             TileT145 t145(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:23:13
             TASSIGN(t145, 0);  // flash_attn.pto:23:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -599,7 +601,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                 GmView4 t0Gm4(t0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
                 TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
-                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -612,9 +614,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             }
             for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
             }
+            wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag_dev(2);
+            wait_flag_dev(3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -681,7 +684,6 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t129, t129, t136, t138);  // flash_attn.pto:22:36
                 }
-                wait_flag_dev(3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -689,18 +691,20 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView22 t14Gm22(t14 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
                 TSTORE(t14Gm22, t129);  // flash_attn.pto:22:36
-                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
-            wait_flag_dev(3);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // flash_attn.pto:22:22
+            }
         }
+        wait_flag_dev(2);
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -710,6 +714,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -738,7 +743,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 }
                 TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t76, 2048);  // flash_attn.pto:11:13
-                wait_flag_dev(2);
+                wait_flag_dev(3);
                 if (ptodsl_aiv0) {
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                     GmView5 t0Gm5(t0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
@@ -980,39 +985,39 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                     TSTORE(t15Gm17, t125);  // flash_attn.pto:22:43
                 }
             }
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
+                for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
+                }
+            }
+            pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag_dev(4);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
+            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
-                for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
-                }
-                TileT141 t141(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
+                TileT141 t141(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t141, 0);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g128 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                    GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g140 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
                     TLOAD(t141, t13Gm23);  // flash_attn.pto:22:22
                 }
-                TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
+                TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t142, 16384);  // flash_attn.pto:22:22
-                wait_flag_dev(2);
                 if (ptodsl_aiv0) {
                     using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView24 t14Gm24(t14 + _qb2 * 64 * D + _g128 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                    GmView24 t14Gm24(t14 + _qb2 * 64 * D + _g140 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
                     TLOAD(t142, t14Gm24);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-                TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
+                TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t143, 32768);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1024,7 +1029,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView25 accGm25(acc + _qb2 * 64 * D + _g128 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
+                    GmView25 accGm25(acc + _qb2 * 64 * D + _g140 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
                     TSTORE(accGm25, t143);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1032,6 +1037,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -362,22 +362,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 GmView17 t15_lastGm17(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView17::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
                 TSTORE(t15_lastGm17, t209);  // flash_attn.pto:22:43
             }
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // flash_attn.pto:22:36
-                pipe_barrier(PIPE_V);
                 TileT213 t213(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t213, 0);  // flash_attn.pto:22:36
                 TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
@@ -447,19 +439,32 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 GmView22 t14_lastGm22(t14_last + _qb3 * 64 * D + _g212 * 64, GmView22::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
                 TSTORE(t14_lastGm22, t213);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                TileT225 t225(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // flash_attn.pto:22:22
+                pipe_barrier(PIPE_V);
+                TileT225 t225(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t225, 0);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g212 * 64, GmView23::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g224 * 64, GmView23::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
                 TLOAD(t225, t13_lastGm23);  // flash_attn.pto:22:22
-                TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
+                TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t226, 16384);  // flash_attn.pto:22:22
                 using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView24 t14_lastGm24(t14_last + _qb3 * 64 * D + _g212 * 64, GmView24::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                GmView24 t14_lastGm24(t14_last + _qb3 * 64 * D + _g224 * 64, GmView24::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
                 TLOAD(t226, t14_lastGm24);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
+                TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t227, 32768);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -468,15 +473,12 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView25 accGm25(acc + _qb3 * 64 * D + _g212 * 64, GmView25::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
+                GmView25 accGm25(acc + _qb3 * 64 * D + _g224 * 64, GmView25::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
                 TSTORE(accGm25, t227);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -724,7 +726,6 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t213, t213, t220, t222);  // flash_attn.pto:22:36
                 }
-                wait_flag_dev(3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -732,13 +733,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView22 t14_lastGm22(t14_last + _qb3 * 64 * D + _g212 * 64, GmView22::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
                 TSTORE(t14_lastGm22, t213);  // flash_attn.pto:22:36
-                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
-            wait_flag_dev(3);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // flash_attn.pto:22:22
+            }
             for (int64_t _g231 = 0; _g231 < (D + 63) / 64; ++_g231) {  // flash_attn.pto:25:25
             }
         }
@@ -1022,39 +1024,39 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TSTORE(t15_lastGm17, t209);  // flash_attn.pto:22:43
                 }
             }
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // flash_attn.pto:22:36
+                for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
+                }
+            }
+            pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag_dev(3);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // flash_attn.pto:22:36
+            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
-                for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
-                }
-                TileT225 t225(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
+                TileT225 t225(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t225, 0);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g212 * 64, GmView23::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                    GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g224 * 64, GmView23::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
                     TLOAD(t225, t13_lastGm23);  // flash_attn.pto:22:22
                 }
-                TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
+                TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t226, 16384);  // flash_attn.pto:22:22
-                wait_flag_dev(2);
                 if (ptodsl_aiv0) {
                     using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView24 t14_lastGm24(t14_last + _qb3 * 64 * D + _g212 * 64, GmView24::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                    GmView24 t14_lastGm24(t14_last + _qb3 * 64 * D + _g224 * 64, GmView24::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
                     TLOAD(t226, t14_lastGm24);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-                TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
+                TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
                 TASSIGN(t227, 32768);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1066,7 +1068,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView25 accGm25(acc + _qb3 * 64 * D + _g212 * 64, GmView25::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
+                    GmView25 accGm25(acc + _qb3 * 64 * D + _g224 * 64, GmView25::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
                     TSTORE(accGm25, t227);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);

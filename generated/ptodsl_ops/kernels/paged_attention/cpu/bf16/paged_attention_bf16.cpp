@@ -14,25 +14,25 @@
 
 extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ bfloat16_t* v0_first, int64_t v0_first_stride0, __gm__ bfloat16_t* kj_assemble_first, __gm__ bfloat16_t* v1_first, int64_t v1_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first);
 extern "C" __global__ AICORE void paged_attention_bf16_k1(__gm__ bfloat16_t* qi_first, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_first, int64_t v2_first_stride0, __gm__ bfloat16_t* vj_assemble_first, __gm__ bfloat16_t* v3_first, int64_t v3_first_stride0, __gm__ float* sij_valid_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, int64_t KR, int32_t s3_first, int32_t s4_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_first, __gm__ bfloat16_t* vj_first, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0);
+extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_first, int64_t v2_first_stride0, __gm__ bfloat16_t* vj_assemble_first, __gm__ bfloat16_t* v3_first, int64_t v3_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first);
+extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ float* sij_valid_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ bfloat16_t* vj_first, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
 extern "C" __global__ AICORE void paged_attention_bf16_k4(__gm__ float* oi_update, __gm__ float* sum_update, __gm__ bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
 extern "C" __global__ AICORE void paged_attention_bf16_k5(__gm__ bfloat16_t* v0_u2c0, int64_t v0_u2c0_stride0, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ bfloat16_t* v1_u2c0, int64_t v1_u2c0_stride0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0);
 extern "C" __global__ AICORE void paged_attention_bf16_k6(__gm__ bfloat16_t* qi_u2c0, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, __gm__ float* sij_valid_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u2c0, __gm__ bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15_u2c0, __gm__ bfloat16_t* vj_u2c0, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2);
+extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0);
+extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ float* sij_valid_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_u2c0, __gm__ bfloat16_t* vj_u2c0, __gm__ float* t14_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
 extern "C" __global__ AICORE void paged_attention_bf16_k9(__gm__ bfloat16_t* v0_u2c1, int64_t v0_u2c1_stride0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ bfloat16_t* v1_u2c1, int64_t v1_u2c1_stride0, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1);
 extern "C" __global__ AICORE void paged_attention_bf16_k10(__gm__ bfloat16_t* qi_u2c1, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, __gm__ float* sij_valid_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c1, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u2c1, __gm__ bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t15_u2c1, __gm__ bfloat16_t* vj_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2);
+extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1);
+extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ float* sij_valid_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c1, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_u2c1, __gm__ bfloat16_t* vj_u2c1, __gm__ float* t14_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
 extern "C" __global__ AICORE void paged_attention_bf16_k13(__gm__ bfloat16_t* v0_u1c0, int64_t v0_u1c0_stride0, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ bfloat16_t* v1_u1c0, int64_t v1_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0);
 extern "C" __global__ AICORE void paged_attention_bf16_k14(__gm__ bfloat16_t* qi_u1c0, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, __gm__ float* sij_valid_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* max_update, __gm__ float* tilda_pij_1_u1c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k16(__gm__ bfloat16_t* t15_u1c0, __gm__ bfloat16_t* vj_u1c0, __gm__ float* t14_u1c0, __gm__ float* t13_u1c0, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1);
+extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0);
+extern "C" __global__ AICORE void paged_attention_bf16_k16(__gm__ float* sij_valid_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* max_update, __gm__ float* tilda_pij_1_u1c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_u1c0, __gm__ bfloat16_t* vj_u1c0, __gm__ float* t14_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale);
 extern "C" __global__ AICORE void paged_attention_bf16_k17(__gm__ bfloat16_t* v0_last, int64_t v0_last_stride0, __gm__ bfloat16_t* kj_assemble_last, __gm__ bfloat16_t* v1_last, int64_t v1_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last);
 extern "C" __global__ AICORE void paged_attention_bf16_k18(__gm__ bfloat16_t* qi_last, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2_last, int64_t v2_last_stride0, __gm__ bfloat16_t* vj_assemble_last, __gm__ bfloat16_t* v3_last, int64_t v3_last_stride0, __gm__ float* sij_valid_last, __gm__ float* sij_scale_last, __gm__ float* max_update, __gm__ float* tilda_pij_1_last, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_last, __gm__ bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t15_last, __gm__ bfloat16_t* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0);
+extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2_last, int64_t v2_last_stride0, __gm__ bfloat16_t* vj_assemble_last, __gm__ bfloat16_t* v3_last, int64_t v3_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last);
+extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ float* sij_valid_last, __gm__ float* sij_scale_last, __gm__ float* max_update, __gm__ float* tilda_pij_1_last, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_last, __gm__ bfloat16_t* vj_last, __gm__ float* t14_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
 extern "C" __global__ AICORE void paged_attention_bf16_k21(__gm__ float* oi_update, __gm__ float* sum_update, __gm__ bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
@@ -179,9 +179,9 @@ extern "C" int paged_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v,
                             std::vector<unsigned char> t7_first_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:50:51
                             bfloat16_t* t7_first = reinterpret_cast<bfloat16_t*>(t7_first_bytes.data());  // paged_attention.pto:50:51
                             start_launch(poison);  // paged_attention.pto:41:25
-                            paged_attention_bf16_k2(v2_first, KD, vj_assemble_first, v3_first, KD, sij_valid_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, KR, s3_first, s4_first, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
-                            start_launch(poison);  // paged_attention.pto:50:44
-                            paged_attention_bf16_k3(t7_first, vj_first, oi_update, B, KD, QR, b, g, n2, s1, s0);  // paged_attention.pto:50:44
+                            paged_attention_bf16_k2(v2_first, KD, vj_assemble_first, v3_first, KD, KR, s3_first, s4_first);  // paged_attention.pto:41:25
+                            start_launch(poison);  // paged_attention.pto:44:37
+                            paged_attention_bf16_k3(sij_valid_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, vj_first, oi_update, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:44:37
                             if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) == 1) {  // paged_attention.pto:59:25
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
                                     paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
@@ -260,14 +260,12 @@ extern "C" int paged_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v,
                         float* sij_scale_u2c0 = reinterpret_cast<float*>(sij_scale_u2c0_bytes.data());  // paged_attention.pto:44:37
                         std::vector<unsigned char> tilda_pij_1_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
                         float* tilda_pij_1_u2c0 = reinterpret_cast<float*>(tilda_pij_1_u2c0_bytes.data());  // paged_attention.pto:53:41
-                        std::vector<unsigned char> t13_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
-                        float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // paged_attention.pto:58:44
                         std::vector<unsigned char> t15_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
                         bfloat16_t* t15_u2c0 = reinterpret_cast<bfloat16_t*>(t15_u2c0_bytes.data());  // paged_attention.pto:58:76
                         std::vector<unsigned char> t14_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
                         float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:69
                         start_launch(poison);  // paged_attention.pto:41:25
-                        paged_attention_bf16_k7(v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, sij_valid_u2c0, sij_scale_u2c0, max_update, tilda_pij_1_u2c0, sum_update, oi_update, t13_u2c0, t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k7(v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, KR, s3_u2c0, s4_u2c0);  // paged_attention.pto:41:25
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
@@ -281,8 +279,8 @@ extern "C" int paged_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v,
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
                             return 18;  // paged_attention.pto:33:38
                         }
-                        start_launch(poison);  // paged_attention.pto:58:69
-                        paged_attention_bf16_k8(t15_u2c0, vj_u2c0, t14_u2c0, t13_u2c0, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u2);  // paged_attention.pto:58:69
+                        start_launch(poison);  // paged_attention.pto:44:37
+                        paged_attention_bf16_k8(sij_valid_u2c0, sij_scale_u2c0, max_update, tilda_pij_1_u2c0, sum_update, oi_update, t15_u2c0, vj_u2c0, t14_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:44:37
                         const int64_t s3_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= s2_u2 * 4 + 5 && s2_u2 * 4 + 5 <= MB - 1)) {  // paged_attention.pto:34:38
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(s2_u2 * 4 + 5);  // paged_attention.pto:34:38
@@ -335,16 +333,14 @@ extern "C" int paged_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v,
                         float* sij_scale_u2c1 = reinterpret_cast<float*>(sij_scale_u2c1_bytes.data());  // paged_attention.pto:44:37
                         std::vector<unsigned char> tilda_pij_1_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
                         float* tilda_pij_1_u2c1 = reinterpret_cast<float*>(tilda_pij_1_u2c1_bytes.data());  // paged_attention.pto:53:41
-                        std::vector<unsigned char> t13_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
-                        float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // paged_attention.pto:58:44
                         std::vector<unsigned char> t15_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
                         bfloat16_t* t15_u2c1 = reinterpret_cast<bfloat16_t*>(t15_u2c1_bytes.data());  // paged_attention.pto:58:76
                         std::vector<unsigned char> t14_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
                         float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:69
                         start_launch(poison);  // paged_attention.pto:41:25
-                        paged_attention_bf16_k11(v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, sij_valid_u2c1, sij_scale_u2c1, max_update, tilda_pij_1_u2c1, sum_update, oi_update, t13_u2c1, t15_u2c1, KR, s3_u2c1, s4_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
-                        start_launch(poison);  // paged_attention.pto:58:69
-                        paged_attention_bf16_k12(t15_u2c1, vj_u2c1, t14_u2c1, t13_u2c1, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u2);  // paged_attention.pto:58:69
+                        paged_attention_bf16_k11(v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, KR, s3_u2c1, s4_u2c1);  // paged_attention.pto:41:25
+                        start_launch(poison);  // paged_attention.pto:44:37
+                        paged_attention_bf16_k12(sij_valid_u2c1, sij_scale_u2c1, max_update, tilda_pij_1_u2c1, sum_update, oi_update, t15_u2c1, vj_u2c1, t14_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:44:37
                     }
                     for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
@@ -412,16 +408,14 @@ extern "C" int paged_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v,
                         float* sij_scale_u1c0 = reinterpret_cast<float*>(sij_scale_u1c0_bytes.data());  // paged_attention.pto:44:37
                         std::vector<unsigned char> tilda_pij_1_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
                         float* tilda_pij_1_u1c0 = reinterpret_cast<float*>(tilda_pij_1_u1c0_bytes.data());  // paged_attention.pto:53:41
-                        std::vector<unsigned char> t13_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
-                        float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // paged_attention.pto:58:44
                         std::vector<unsigned char> t15_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
                         bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // paged_attention.pto:58:76
                         std::vector<unsigned char> t14_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
                         float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:69
                         start_launch(poison);  // paged_attention.pto:41:25
-                        paged_attention_bf16_k15(v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, sij_valid_u1c0, sij_scale_u1c0, max_update, tilda_pij_1_u1c0, sum_update, oi_update, t13_u1c0, t15_u1c0, KR, s3_u1c0, s4_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:41:25
-                        start_launch(poison);  // paged_attention.pto:58:69
-                        paged_attention_bf16_k16(t15_u1c0, vj_u1c0, t14_u1c0, t13_u1c0, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u1);  // paged_attention.pto:58:69
+                        paged_attention_bf16_k15(v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, KR, s3_u1c0, s4_u1c0);  // paged_attention.pto:41:25
+                        start_launch(poison);  // paged_attention.pto:44:37
+                        paged_attention_bf16_k16(sij_valid_u1c0, sij_scale_u1c0, max_update, tilda_pij_1_u1c0, sum_update, oi_update, t15_u1c0, vj_u1c0, t14_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:44:37
                     }
                     if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) >= 2) {  // paged_attention.pto:28:21
                         for (int64_t _s2_last = 0; _s2_last < 1; ++_s2_last) {  // paged_attention.pto:28:21
@@ -490,22 +484,20 @@ extern "C" int paged_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v,
                             float* sij_scale_last = reinterpret_cast<float*>(sij_scale_last_bytes.data());  // paged_attention.pto:44:37
                             std::vector<unsigned char> tilda_pij_1_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
                             float* tilda_pij_1_last = reinterpret_cast<float*>(tilda_pij_1_last_bytes.data());  // paged_attention.pto:53:41
-                            std::vector<unsigned char> t13_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
-                            float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // paged_attention.pto:58:44
                             std::vector<unsigned char> t15_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
                             bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // paged_attention.pto:58:76
                             std::vector<unsigned char> t14_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
                             float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // paged_attention.pto:58:69
                             start_launch(poison);  // paged_attention.pto:41:25
-                            paged_attention_bf16_k19(v2_last, KD, vj_assemble_last, v3_last, KD, sij_valid_last, sij_scale_last, max_update, tilda_pij_1_last, sum_update, oi_update, t13_last, t15_last, KR, s3_last, s4_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
+                            paged_attention_bf16_k19(v2_last, KD, vj_assemble_last, v3_last, KD, KR, s3_last, s4_last);  // paged_attention.pto:41:25
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
                                 paged_attention_bf16_guard[1] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
                                 return 38;  // paged_attention.pto:61:29
                             }
-                            start_launch(poison);  // paged_attention.pto:58:69
-                            paged_attention_bf16_k20(t15_last, vj_last, t14_last, t13_last, oi_update, B, KD, QR, b, g, n2, s1, s0);  // paged_attention.pto:58:69
+                            start_launch(poison);  // paged_attention.pto:44:37
+                            paged_attention_bf16_k20(sij_valid_last, sij_scale_last, max_update, tilda_pij_1_last, sum_update, oi_update, t15_last, vj_last, t14_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:44:37
                             start_launch(poison);  // paged_attention.pto:61:64
                             paged_attention_bf16_k21(oi_update, sum_update, atten_out, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:61:64
                         }

@@ -14,8 +14,28 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t15_u2c1, __gm__ bfloat16_t* vj_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2)
+extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ float* sij_valid_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c1, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_u2c1, __gm__ bfloat16_t* vj_u2c1, __gm__ float* t14_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
 {
+    using TileT163 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT160 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT168 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT182 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT173 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT185 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT189 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT192 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT196 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT198 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT202 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT204 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT206 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT207 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT210 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT211 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT213 = TileAcc<float, 16, 32, DYNAMIC, 32>;
     using TileT214 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT215 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
@@ -25,20 +45,193 @@ extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t1
     using TileT220 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT221 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT222 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
-    using TileT224 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT225 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT226 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g212 = 0; _g212 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g212) {  // paged_attention.pto:58:69
-        TileT213 t213(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:69
+    for (int64_t _g158 = 0; _g158 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g158) {  // paged_attention.pto:44:37
+        TileT163 t163(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:45:37
+        TASSIGN(t163, 0);  // paged_attention.pto:45:37
+        TEXPANDS(t163, -__builtin_inff());  // paged_attention.pto:45:37
+        pipe_barrier(PIPE_V);
+        for (int64_t _g159 = 0; _g159 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g159) {  // paged_attention.pto:44:37
+            TileT160 t160(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
+            TASSIGN(t160, 512);  // paged_attention.pto:44:37
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
+            GmView0 sij_valid_u2c1Gm0(sij_valid_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView0::Shape(t160.GetValidRow(), t160.GetValidCol()));  // paged_attention.pto:44:37
+            TLOAD(t160, sij_valid_u2c1Gm0);  // paged_attention.pto:44:37
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT161 t161(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
+            TASSIGN(t161, 2560);  // paged_attention.pto:44:37
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TMULS(t161, t160, softmax_scale);  // paged_attention.pto:44:37
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
+            GmView1 sij_scale_u2c1Gm1(sij_scale_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView1::Shape(t161.GetValidRow(), t161.GetValidCol()));  // paged_attention.pto:44:37
+            TSTORE(sij_scale_u2c1Gm1, t161);  // paged_attention.pto:44:37
+            TileT166 t166(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:45:37
+            TASSIGN(t166, 512);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
+            TROWMAX(t166, t161, tmp0);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
+            TMAX(t163, t163, t166);  // paged_attention.pto:45:37
+        }
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT168 t168(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:52:39
+        TASSIGN(t168, 512);  // paged_attention.pto:52:39
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
+        GmView2 max_updateGm2(max_update + _g158 * 16, GmView2::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
+        TLOAD(t168, max_updateGm2);  // paged_attention.pto:52:39
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT170 t170(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:52:39
+        TASSIGN(t170, 1024);  // paged_attention.pto:52:39
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMAX(t170, t168, t163);  // paged_attention.pto:52:39
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        TileT182 t182(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:54:41
+        TASSIGN(t182, 0);  // paged_attention.pto:54:41
+        pipe_barrier(PIPE_V);
+        TEXPANDS(t182, 0.0f);  // paged_attention.pto:54:41
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g172 = 0; _g172 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g172) {  // paged_attention.pto:53:45
+            TileT173 t173(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
+            TASSIGN(t173, 1536);  // paged_attention.pto:53:45
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
+            GmView3 sij_scale_u2c1Gm3(sij_scale_u2c1 + _g158 * 16 * 32 + _g172 * 32, GmView3::Shape(t173.GetValidRow(), t173.GetValidCol()));  // paged_attention.pto:53:45
+            TLOAD(t173, sij_scale_u2c1Gm3);  // paged_attention.pto:53:45
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT180 t180(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:41
+            TASSIGN(t180, 3584);  // paged_attention.pto:53:41
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:53:41
+            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:41
+            TROWEXPAND(tmp1, t170);  // paged_attention.pto:53:41
+            pipe_barrier(PIPE_V);  // paged_attention.pto:53:41
+            TROWEXPANDEXPDIF(t180, t173, tmp1);  // paged_attention.pto:53:41
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
+            GmView4 tilda_pij_1_u2c1Gm4(tilda_pij_1_u2c1 + _g158 * 16 * 32 + _g172 * 32, GmView4::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
+            TSTORE(tilda_pij_1_u2c1Gm4, t180);  // paged_attention.pto:53:41
+            TileT185 t185(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:54:41
+            TASSIGN(t185, 1536);  // paged_attention.pto:54:41
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp2;  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
+            TROWSUM(t185, t180, tmp2);  // paged_attention.pto:54:41
+            pipe_barrier(PIPE_V);
+            TADD(t182, t182, t185);  // paged_attention.pto:54:41
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT189 t189(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:55:46
+        TASSIGN(t189, 1536);  // paged_attention.pto:55:46
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TSUB(t189, t168, t170);  // paged_attention.pto:55:46
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT192 t192(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:55:42
+        TASSIGN(t192, 512);  // paged_attention.pto:55:42
+        pipe_barrier(PIPE_V);
+        TEXP(t192, t189);  // paged_attention.pto:55:42
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
+        GmView5 max_updateGm5(max_update + _g158 * 16, GmView5::Shape(t170.GetValidRow()));  // paged_attention.pto:56:29
+        TSTORE(max_updateGm5, t170);  // paged_attention.pto:56:29
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT196 t196(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:57:45
+        TASSIGN(t196, 1024);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView6 sum_updateGm6(sum_update + _g158 * 16, GmView6::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
+        TLOAD(t196, sum_updateGm6);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT198 t198(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t198, 1536);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t198, t196, t192);  // paged_attention.pto:57:45
+        TileT202 t202(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t202, 1024);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        TADD(t202, t198, t182);  // paged_attention.pto:57:45
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView7 sum_updateGm7(sum_update + _g158 * 16, GmView7::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
+        TSTORE(sum_updateGm7, t202);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT204 t204(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
+        TASSIGN(t204, 1024);  // paged_attention.pto:58:44
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView8 oi_updateGm8(oi_update + _g158 * 16 * 32, GmView8::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t204, oi_updateGm8);  // paged_attention.pto:58:44
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t206, 3072);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TROWEXPAND(t206, t192);  // paged_attention.pto:58:44
+        TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t207, 5120);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t207, t204, t206);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g209 = 0; _g209 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
+            TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
+            TASSIGN(t210, 0);  // paged_attention.pto:58:76
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView9 tilda_pij_1_u2c1Gm9(tilda_pij_1_u2c1 + _g158 * 16 * 32 + _g209 * 32, GmView9::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
+            TLOAD(t210, tilda_pij_1_u2c1Gm9);  // paged_attention.pto:58:76
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
+            TASSIGN(t211, 2048);  // paged_attention.pto:58:76
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t211, t210, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView10 t15_u2c1Gm10(t15_u2c1 + _g158 * 16 * 32 + _g209 * 32, GmView10::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
+            TSTORE(t15_u2c1Gm10, t211);  // paged_attention.pto:58:76
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT213 t213(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:69
         TASSIGN(t213, 0);  // paged_attention.pto:58:69
-        TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t214, 0);  // paged_attention.pto:58:69
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-        GmView0 t15_u2c1Gm0(t15_u2c1 + _g212 * 16 * 32, GmView0::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
-        TLOAD(t214, t15_u2c1Gm0);  // paged_attention.pto:58:69
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+        GmView11 t15_u2c1Gm11(t15_u2c1 + _g158 * 16 * 32, GmView11::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
+        TLOAD(t214, t15_u2c1Gm11);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t215, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t215, t214);  // paged_attention.pto:58:69
@@ -46,9 +239,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t1
         TileT216 t216(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t216, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-        GmView1 vj_u2c1Gm1(vj_u2c1, GmView1::Shape(t216.GetValidRow()));  // paged_attention.pto:58:69
-        TLOAD(t216, vj_u2c1Gm1);  // paged_attention.pto:58:69
+        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+        GmView12 vj_u2c1Gm12(vj_u2c1, GmView12::Shape(t216.GetValidRow()));  // paged_attention.pto:58:69
+        TLOAD(t216, vj_u2c1Gm12);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TileT217 t217(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t217, 0);  // paged_attention.pto:58:69
@@ -62,13 +255,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t1
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k218 = 1; _k218 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
-            TileT219 t219(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
+            TileT219 t219(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t219, 0);  // paged_attention.pto:58:69
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-            GmView2 t15_u2c1Gm2(t15_u2c1 + _g212 * 16 * 32 + _k218 * 32, GmView2::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
-            TLOAD(t219, t15_u2c1Gm2);  // paged_attention.pto:58:69
+            using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+            GmView13 t15_u2c1Gm13(t15_u2c1 + _g158 * 16 * 32 + _k218 * 32, GmView13::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
+            TLOAD(t219, t15_u2c1Gm13);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT220 t220(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
+            TileT220 t220(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t220, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t220, t219);  // paged_attention.pto:58:69
@@ -76,9 +269,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t1
             TileT221 t221(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t221, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-            GmView3 vj_u2c1Gm3(vj_u2c1 + _k218 * 32 * 32, GmView3::Shape(t221.GetValidRow()));  // paged_attention.pto:58:69
-            TLOAD(t221, vj_u2c1Gm3);  // paged_attention.pto:58:69
+            using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+            GmView14 vj_u2c1Gm14(vj_u2c1 + _k218 * 32 * 32, GmView14::Shape(t221.GetValidRow()));  // paged_attention.pto:58:69
+            TLOAD(t221, vj_u2c1Gm14);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT222 t222(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t222, 0);  // paged_attention.pto:58:69
@@ -90,30 +283,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t1
         }
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-        GmView4 t14_u2c1Gm4(t14_u2c1 + _g212 * 16 * 32, GmView4::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
-        TSTORE(t14_u2c1Gm4, t213);  // paged_attention.pto:58:69
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+        GmView15 t14_u2c1Gm15(t14_u2c1 + _g158 * 16 * 32, GmView15::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
+        TSTORE(t14_u2c1Gm15, t213);  // paged_attention.pto:58:69
         set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        TileT224 t224(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t224, 0);  // paged_attention.pto:58:44
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView5 t13_u2c1Gm5(t13_u2c1 + _g212 * 16 * 32, GmView5::Shape(t224.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t224, t13_u2c1Gm5);  // paged_attention.pto:58:44
-        TileT225 t225(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t225, 2048);  // paged_attention.pto:58:44
+        TileT225 t225(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t225, 0);  // paged_attention.pto:58:44
         wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView6 t14_u2c1Gm6(t14_u2c1 + _g212 * 16 * 32, GmView6::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t225, t14_u2c1Gm6);  // paged_attention.pto:58:44
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView16 t14_u2c1Gm16(t14_u2c1 + _g158 * 16 * 32, GmView16::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t225, t14_u2c1Gm16);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT226 t226(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t226, 4096);  // paged_attention.pto:58:44
+        TileT226 t226(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t226, 2048);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t226, t224, t225);  // paged_attention.pto:58:44
+        TADD(t226, t207, t225);  // paged_attention.pto:58:44
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView7 oi_updateGm7(oi_update + _g212 * 16 * 32, GmView7::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(oi_updateGm7, t226);  // paged_attention.pto:58:44
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView17 oi_updateGm17(oi_update + _g158 * 16 * 32, GmView17::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
+        TSTORE(oi_updateGm17, t226);  // paged_attention.pto:58:44
     }
 }

@@ -4,17 +4,6 @@
 
 using namespace pto;
 
-AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
-{
-    const int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
-{
-    return -floor_div(-a, b);
-}
-
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -25,32 +14,10 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, __gm__ float* sij_valid_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* max_update, __gm__ float* tilda_pij_1_u1c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale)
+extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0)
 {
     using TileT238 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT240 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT246 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT243 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT244 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT249 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT251 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT253 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT265 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT256 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT263 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT268 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT272 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT275 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT279 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT281 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT285 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT287 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT289 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT290 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT293 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT294 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g237 = 0; _g237 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g237) {  // paged_attention.pto:41:25
         TileT238 t238(min_i64(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) - _g237 * 16, 16));  // paged_attention.pto:41:25
@@ -77,186 +44,5 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
         GmView3 vj_assemble_u1c0Gm3(vj_assemble_u1c0 + (16 + _g239 * 16) * 32, GmView3::Shape(t240.GetValidRow()));  // paged_attention.pto:42:25
         TSTORE(vj_assemble_u1c0Gm3, t240);  // paged_attention.pto:42:25
-    }
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g241 = 0; _g241 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g241) {  // paged_attention.pto:44:37
-        TileT246 t246(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:45:37
-        TASSIGN(t246, 0);  // paged_attention.pto:45:37
-        TEXPANDS(t246, -__builtin_inff());  // paged_attention.pto:45:37
-        pipe_barrier(PIPE_V);
-        for (int64_t _g242 = 0; _g242 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g242) {  // paged_attention.pto:44:37
-            TileT243 t243(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g242 * 32, 32));  // paged_attention.pto:44:37
-            TASSIGN(t243, 512);  // paged_attention.pto:44:37
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-            GmView4 sij_valid_u1c0Gm4(sij_valid_u1c0 + _g241 * 16 * 32 + _g242 * 32, GmView4::Shape(t243.GetValidRow(), t243.GetValidCol()));  // paged_attention.pto:44:37
-            TLOAD(t243, sij_valid_u1c0Gm4);  // paged_attention.pto:44:37
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT244 t244(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g242 * 32, 32));  // paged_attention.pto:44:37
-            TASSIGN(t244, 2560);  // paged_attention.pto:44:37
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMULS(t244, t243, softmax_scale);  // paged_attention.pto:44:37
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-            GmView5 sij_scale_u1c0Gm5(sij_scale_u1c0 + _g241 * 16 * 32 + _g242 * 32, GmView5::Shape(t244.GetValidRow(), t244.GetValidCol()));  // paged_attention.pto:44:37
-            TSTORE(sij_scale_u1c0Gm5, t244);  // paged_attention.pto:44:37
-            TileT249 t249(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:45:37
-            TASSIGN(t249, 512);  // paged_attention.pto:45:37
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
-            TROWMAX(t249, t244, tmp0);  // paged_attention.pto:45:37
-            pipe_barrier(PIPE_V);
-            TMAX(t246, t246, t249);  // paged_attention.pto:45:37
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT251 t251(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:52:39
-        TASSIGN(t251, 512);  // paged_attention.pto:52:39
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-        GmView6 max_updateGm6(max_update + _g241 * 16, GmView6::Shape(t251.GetValidRow()));  // paged_attention.pto:52:39
-        TLOAD(t251, max_updateGm6);  // paged_attention.pto:52:39
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT253 t253(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:52:39
-        TASSIGN(t253, 1024);  // paged_attention.pto:52:39
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t253, t251, t246);  // paged_attention.pto:52:39
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        TileT265 t265(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:54:41
-        TASSIGN(t265, 0);  // paged_attention.pto:54:41
-        pipe_barrier(PIPE_V);
-        TEXPANDS(t265, 0.0f);  // paged_attention.pto:54:41
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g255 = 0; _g255 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g255) {  // paged_attention.pto:53:45
-            TileT256 t256(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t256, 1536);  // paged_attention.pto:53:45
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-            GmView7 sij_scale_u1c0Gm7(sij_scale_u1c0 + _g241 * 16 * 32 + _g255 * 32, GmView7::Shape(t256.GetValidRow(), t256.GetValidCol()));  // paged_attention.pto:53:45
-            TLOAD(t256, sij_scale_u1c0Gm7);  // paged_attention.pto:53:45
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT263 t263(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:41
-            TASSIGN(t263, 3584);  // paged_attention.pto:53:41
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:53:41
-            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:41
-            TROWEXPAND(tmp1, t253);  // paged_attention.pto:53:41
-            pipe_barrier(PIPE_V);  // paged_attention.pto:53:41
-            TROWEXPANDEXPDIF(t263, t256, tmp1);  // paged_attention.pto:53:41
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-            GmView8 tilda_pij_1_u1c0Gm8(tilda_pij_1_u1c0 + _g241 * 16 * 32 + _g255 * 32, GmView8::Shape(t263.GetValidRow(), t263.GetValidCol()));  // paged_attention.pto:53:41
-            TSTORE(tilda_pij_1_u1c0Gm8, t263);  // paged_attention.pto:53:41
-            TileT268 t268(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:54:41
-            TASSIGN(t268, 1536);  // paged_attention.pto:54:41
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // paged_attention.pto:54:41
-            TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
-            TROWSUM(t268, t263, tmp2);  // paged_attention.pto:54:41
-            pipe_barrier(PIPE_V);
-            TADD(t265, t265, t268);  // paged_attention.pto:54:41
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT272 t272(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t272, 1536);  // paged_attention.pto:55:46
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t272, t251, t253);  // paged_attention.pto:55:46
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT275 t275(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:55:42
-        TASSIGN(t275, 512);  // paged_attention.pto:55:42
-        pipe_barrier(PIPE_V);
-        TEXP(t275, t272);  // paged_attention.pto:55:42
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView9 max_updateGm9(max_update + _g241 * 16, GmView9::Shape(t253.GetValidRow()));  // paged_attention.pto:56:29
-        TSTORE(max_updateGm9, t253);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT279 t279(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:57:45
-        TASSIGN(t279, 1024);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView10 sum_updateGm10(sum_update + _g241 * 16, GmView10::Shape(t279.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t279, sum_updateGm10);  // paged_attention.pto:57:45
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT281 t281(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t281, 1536);  // paged_attention.pto:57:45
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t281, t279, t275);  // paged_attention.pto:57:45
-        TileT285 t285(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t285, 1024);  // paged_attention.pto:57:45
-        pipe_barrier(PIPE_V);
-        TADD(t285, t281, t265);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView11 sum_updateGm11(sum_update + _g241 * 16, GmView11::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(sum_updateGm11, t285);  // paged_attention.pto:57:45
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT287 t287(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:58:44
-        TASSIGN(t287, 1024);  // paged_attention.pto:58:44
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView12 oi_updateGm12(oi_update + _g241 * 16 * 32, GmView12::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t287, oi_updateGm12);  // paged_attention.pto:58:44
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t289, 3072);  // paged_attention.pto:58:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TROWEXPAND(t289, t275);  // paged_attention.pto:58:44
-        TileT290 t290(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t290, 5120);  // paged_attention.pto:58:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t290, t287, t289);  // paged_attention.pto:58:44
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView13 t13_u1c0Gm13(t13_u1c0 + _g241 * 16 * 32, GmView13::Shape(t290.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(t13_u1c0Gm13, t290);  // paged_attention.pto:58:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g292 = 0; _g292 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g292) {  // paged_attention.pto:58:76
-            TileT293 t293(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
-            TASSIGN(t293, 0);  // paged_attention.pto:58:76
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView14 tilda_pij_1_u1c0Gm14(tilda_pij_1_u1c0 + _g241 * 16 * 32 + _g292 * 32, GmView14::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
-            TLOAD(t293, tilda_pij_1_u1c0Gm14);  // paged_attention.pto:58:76
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT294 t294(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
-            TASSIGN(t294, 2048);  // paged_attention.pto:58:76
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t294, t293, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView15 t15_u1c0Gm15(t15_u1c0 + _g241 * 16 * 32 + _g292 * 32, GmView15::Shape(t294.GetValidRow(), t294.GetValidCol()));  // paged_attention.pto:58:76
-            TSTORE(t15_u1c0Gm15, t294);  // paged_attention.pto:58:76
-        }
     }
 }

@@ -4,17 +4,6 @@
 
 using namespace pto;
 
-AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
-{
-    const int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
-{
-    return -floor_div(-a, b);
-}
-
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -25,32 +14,10 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2_last, int64_t v2_last_stride0, __gm__ bfloat16_t* vj_assemble_last, __gm__ bfloat16_t* v3_last, int64_t v3_last_stride0, __gm__ float* sij_valid_last, __gm__ float* sij_scale_last, __gm__ float* max_update, __gm__ float* tilda_pij_1_last, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ float* t13_last, __gm__ bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
+extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2_last, int64_t v2_last_stride0, __gm__ bfloat16_t* vj_assemble_last, __gm__ bfloat16_t* v3_last, int64_t v3_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last)
 {
     using TileT321 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT323 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT329 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT326 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT327 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT332 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT334 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT336 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT348 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT339 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT346 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT351 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT355 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT358 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT362 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT370 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT372 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT373 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT376 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT377 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g320 = 0; _g320 < (min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g320) {  // paged_attention.pto:41:25
         TileT321 t321(min_i64(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) - _g320 * 16, 16));  // paged_attention.pto:41:25
@@ -77,186 +44,5 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
         GmView3 vj_assemble_lastGm3(vj_assemble_last + (16 + _g322 * 16) * 32, GmView3::Shape(t323.GetValidRow()));  // paged_attention.pto:42:25
         TSTORE(vj_assemble_lastGm3, t323);  // paged_attention.pto:42:25
-    }
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g324 = 0; _g324 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g324) {  // paged_attention.pto:44:37
-        TileT329 t329(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:45:37
-        TASSIGN(t329, 0);  // paged_attention.pto:45:37
-        TEXPANDS(t329, -__builtin_inff());  // paged_attention.pto:45:37
-        pipe_barrier(PIPE_V);
-        for (int64_t _g325 = 0; _g325 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g325) {  // paged_attention.pto:44:37
-            TileT326 t326(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g325 * 32, 32));  // paged_attention.pto:44:37
-            TASSIGN(t326, 512);  // paged_attention.pto:44:37
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-            GmView4 sij_valid_lastGm4(sij_valid_last + _g324 * 16 * 32 + _g325 * 32, GmView4::Shape(t326.GetValidRow(), t326.GetValidCol()));  // paged_attention.pto:44:37
-            TLOAD(t326, sij_valid_lastGm4);  // paged_attention.pto:44:37
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT327 t327(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g325 * 32, 32));  // paged_attention.pto:44:37
-            TASSIGN(t327, 2560);  // paged_attention.pto:44:37
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMULS(t327, t326, softmax_scale);  // paged_attention.pto:44:37
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-            GmView5 sij_scale_lastGm5(sij_scale_last + _g324 * 16 * 32 + _g325 * 32, GmView5::Shape(t327.GetValidRow(), t327.GetValidCol()));  // paged_attention.pto:44:37
-            TSTORE(sij_scale_lastGm5, t327);  // paged_attention.pto:44:37
-            TileT332 t332(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:45:37
-            TASSIGN(t332, 512);  // paged_attention.pto:45:37
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
-            TROWMAX(t332, t327, tmp0);  // paged_attention.pto:45:37
-            pipe_barrier(PIPE_V);
-            TMAX(t329, t329, t332);  // paged_attention.pto:45:37
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT334 t334(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:52:39
-        TASSIGN(t334, 512);  // paged_attention.pto:52:39
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-        GmView6 max_updateGm6(max_update + _g324 * 16, GmView6::Shape(t334.GetValidRow()));  // paged_attention.pto:52:39
-        TLOAD(t334, max_updateGm6);  // paged_attention.pto:52:39
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT336 t336(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:52:39
-        TASSIGN(t336, 1024);  // paged_attention.pto:52:39
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t336, t334, t329);  // paged_attention.pto:52:39
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        TileT348 t348(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:54:41
-        TASSIGN(t348, 0);  // paged_attention.pto:54:41
-        pipe_barrier(PIPE_V);
-        TEXPANDS(t348, 0.0f);  // paged_attention.pto:54:41
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g338 = 0; _g338 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g338) {  // paged_attention.pto:53:45
-            TileT339 t339(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t339, 1536);  // paged_attention.pto:53:45
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-            GmView7 sij_scale_lastGm7(sij_scale_last + _g324 * 16 * 32 + _g338 * 32, GmView7::Shape(t339.GetValidRow(), t339.GetValidCol()));  // paged_attention.pto:53:45
-            TLOAD(t339, sij_scale_lastGm7);  // paged_attention.pto:53:45
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT346 t346(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:41
-            TASSIGN(t346, 3584);  // paged_attention.pto:53:41
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:53:41
-            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:41
-            TROWEXPAND(tmp1, t336);  // paged_attention.pto:53:41
-            pipe_barrier(PIPE_V);  // paged_attention.pto:53:41
-            TROWEXPANDEXPDIF(t346, t339, tmp1);  // paged_attention.pto:53:41
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-            GmView8 tilda_pij_1_lastGm8(tilda_pij_1_last + _g324 * 16 * 32 + _g338 * 32, GmView8::Shape(t346.GetValidRow(), t346.GetValidCol()));  // paged_attention.pto:53:41
-            TSTORE(tilda_pij_1_lastGm8, t346);  // paged_attention.pto:53:41
-            TileT351 t351(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:54:41
-            TASSIGN(t351, 1536);  // paged_attention.pto:54:41
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // paged_attention.pto:54:41
-            TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
-            TROWSUM(t351, t346, tmp2);  // paged_attention.pto:54:41
-            pipe_barrier(PIPE_V);
-            TADD(t348, t348, t351);  // paged_attention.pto:54:41
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT355 t355(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:55:46
-        TASSIGN(t355, 1536);  // paged_attention.pto:55:46
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t355, t334, t336);  // paged_attention.pto:55:46
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT358 t358(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:55:42
-        TASSIGN(t358, 512);  // paged_attention.pto:55:42
-        pipe_barrier(PIPE_V);
-        TEXP(t358, t355);  // paged_attention.pto:55:42
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-        GmView9 max_updateGm9(max_update + _g324 * 16, GmView9::Shape(t336.GetValidRow()));  // paged_attention.pto:56:29
-        TSTORE(max_updateGm9, t336);  // paged_attention.pto:56:29
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT362 t362(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:57:45
-        TASSIGN(t362, 1024);  // paged_attention.pto:57:45
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView10 sum_updateGm10(sum_update + _g324 * 16, GmView10::Shape(t362.GetValidRow()));  // paged_attention.pto:57:45
-        TLOAD(t362, sum_updateGm10);  // paged_attention.pto:57:45
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT364 t364(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t364, 1536);  // paged_attention.pto:57:45
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t364, t362, t358);  // paged_attention.pto:57:45
-        TileT368 t368(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:57:45
-        TASSIGN(t368, 1024);  // paged_attention.pto:57:45
-        pipe_barrier(PIPE_V);
-        TADD(t368, t364, t348);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-        GmView11 sum_updateGm11(sum_update + _g324 * 16, GmView11::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
-        TSTORE(sum_updateGm11, t368);  // paged_attention.pto:57:45
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT370 t370(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:58:44
-        TASSIGN(t370, 1024);  // paged_attention.pto:58:44
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView12 oi_updateGm12(oi_update + _g324 * 16 * 32, GmView12::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t370, oi_updateGm12);  // paged_attention.pto:58:44
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t372, 3072);  // paged_attention.pto:58:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TROWEXPAND(t372, t358);  // paged_attention.pto:58:44
-        TileT373 t373(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t373, 5120);  // paged_attention.pto:58:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t373, t370, t372);  // paged_attention.pto:58:44
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView13 t13_lastGm13(t13_last + _g324 * 16 * 32, GmView13::Shape(t373.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(t13_lastGm13, t373);  // paged_attention.pto:58:44
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g375 = 0; _g375 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g375) {  // paged_attention.pto:58:76
-            TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
-            TASSIGN(t376, 0);  // paged_attention.pto:58:76
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView14 tilda_pij_1_lastGm14(tilda_pij_1_last + _g324 * 16 * 32 + _g375 * 32, GmView14::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
-            TLOAD(t376, tilda_pij_1_lastGm14);  // paged_attention.pto:58:76
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT377 t377(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
-            TASSIGN(t377, 2048);  // paged_attention.pto:58:76
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t377, t376, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-            GmView15 t15_lastGm15(t15_last + _g324 * 16 * 32 + _g375 * 32, GmView15::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
-            TSTORE(t15_lastGm15, t377);  // paged_attention.pto:58:76
-        }
     }
 }

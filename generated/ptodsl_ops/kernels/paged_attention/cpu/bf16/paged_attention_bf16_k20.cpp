@@ -25,8 +25,28 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t15_last, __gm__ bfloat16_t* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0)
+extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ float* sij_valid_last, __gm__ float* sij_scale_last, __gm__ float* max_update, __gm__ float* tilda_pij_1_last, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_last, __gm__ bfloat16_t* vj_last, __gm__ float* t14_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
 {
+    using TileT329 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT326 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT327 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT332 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT334 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT336 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT348 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT339 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT346 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT351 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT355 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT358 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT362 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT370 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT372 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT373 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT376 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT377 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT379 = TileAcc<float, 16, 32, DYNAMIC, 32>;
     using TileT380 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT381 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
@@ -36,20 +56,193 @@ extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t1
     using TileT386 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT387 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT388 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
-    using TileT390 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT391 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT392 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g378 = 0; _g378 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g378) {  // paged_attention.pto:58:69
-        TileT379 t379(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:69
+    for (int64_t _g324 = 0; _g324 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g324) {  // paged_attention.pto:44:37
+        TileT329 t329(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:45:37
+        TASSIGN(t329, 0);  // paged_attention.pto:45:37
+        TEXPANDS(t329, -__builtin_inff());  // paged_attention.pto:45:37
+        pipe_barrier(PIPE_V);
+        for (int64_t _g325 = 0; _g325 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g325) {  // paged_attention.pto:44:37
+            TileT326 t326(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g325 * 32, 32));  // paged_attention.pto:44:37
+            TASSIGN(t326, 512);  // paged_attention.pto:44:37
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
+            GmView0 sij_valid_lastGm0(sij_valid_last + _g324 * 16 * 32 + _g325 * 32, GmView0::Shape(t326.GetValidRow(), t326.GetValidCol()));  // paged_attention.pto:44:37
+            TLOAD(t326, sij_valid_lastGm0);  // paged_attention.pto:44:37
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT327 t327(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g325 * 32, 32));  // paged_attention.pto:44:37
+            TASSIGN(t327, 2560);  // paged_attention.pto:44:37
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TMULS(t327, t326, softmax_scale);  // paged_attention.pto:44:37
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
+            GmView1 sij_scale_lastGm1(sij_scale_last + _g324 * 16 * 32 + _g325 * 32, GmView1::Shape(t327.GetValidRow(), t327.GetValidCol()));  // paged_attention.pto:44:37
+            TSTORE(sij_scale_lastGm1, t327);  // paged_attention.pto:44:37
+            TileT332 t332(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:45:37
+            TASSIGN(t332, 512);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
+            TROWMAX(t332, t327, tmp0);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
+            TMAX(t329, t329, t332);  // paged_attention.pto:45:37
+        }
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT334 t334(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:52:39
+        TASSIGN(t334, 512);  // paged_attention.pto:52:39
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
+        GmView2 max_updateGm2(max_update + _g324 * 16, GmView2::Shape(t334.GetValidRow()));  // paged_attention.pto:52:39
+        TLOAD(t334, max_updateGm2);  // paged_attention.pto:52:39
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT336 t336(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:52:39
+        TASSIGN(t336, 1024);  // paged_attention.pto:52:39
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMAX(t336, t334, t329);  // paged_attention.pto:52:39
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        TileT348 t348(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:54:41
+        TASSIGN(t348, 0);  // paged_attention.pto:54:41
+        pipe_barrier(PIPE_V);
+        TEXPANDS(t348, 0.0f);  // paged_attention.pto:54:41
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g338 = 0; _g338 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g338) {  // paged_attention.pto:53:45
+            TileT339 t339(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
+            TASSIGN(t339, 1536);  // paged_attention.pto:53:45
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
+            GmView3 sij_scale_lastGm3(sij_scale_last + _g324 * 16 * 32 + _g338 * 32, GmView3::Shape(t339.GetValidRow(), t339.GetValidCol()));  // paged_attention.pto:53:45
+            TLOAD(t339, sij_scale_lastGm3);  // paged_attention.pto:53:45
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT346 t346(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:41
+            TASSIGN(t346, 3584);  // paged_attention.pto:53:41
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:53:41
+            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:41
+            TROWEXPAND(tmp1, t336);  // paged_attention.pto:53:41
+            pipe_barrier(PIPE_V);  // paged_attention.pto:53:41
+            TROWEXPANDEXPDIF(t346, t339, tmp1);  // paged_attention.pto:53:41
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
+            GmView4 tilda_pij_1_lastGm4(tilda_pij_1_last + _g324 * 16 * 32 + _g338 * 32, GmView4::Shape(t346.GetValidRow(), t346.GetValidCol()));  // paged_attention.pto:53:41
+            TSTORE(tilda_pij_1_lastGm4, t346);  // paged_attention.pto:53:41
+            TileT351 t351(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:54:41
+            TASSIGN(t351, 1536);  // paged_attention.pto:54:41
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp2;  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
+            TROWSUM(t351, t346, tmp2);  // paged_attention.pto:54:41
+            pipe_barrier(PIPE_V);
+            TADD(t348, t348, t351);  // paged_attention.pto:54:41
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT355 t355(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:55:46
+        TASSIGN(t355, 1536);  // paged_attention.pto:55:46
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TSUB(t355, t334, t336);  // paged_attention.pto:55:46
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT358 t358(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:55:42
+        TASSIGN(t358, 512);  // paged_attention.pto:55:42
+        pipe_barrier(PIPE_V);
+        TEXP(t358, t355);  // paged_attention.pto:55:42
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
+        GmView5 max_updateGm5(max_update + _g324 * 16, GmView5::Shape(t336.GetValidRow()));  // paged_attention.pto:56:29
+        TSTORE(max_updateGm5, t336);  // paged_attention.pto:56:29
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT362 t362(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:57:45
+        TASSIGN(t362, 1024);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView6 sum_updateGm6(sum_update + _g324 * 16, GmView6::Shape(t362.GetValidRow()));  // paged_attention.pto:57:45
+        TLOAD(t362, sum_updateGm6);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT364 t364(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t364, 1536);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t364, t362, t358);  // paged_attention.pto:57:45
+        TileT368 t368(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t368, 1024);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        TADD(t368, t364, t348);  // paged_attention.pto:57:45
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView7 sum_updateGm7(sum_update + _g324 * 16, GmView7::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
+        TSTORE(sum_updateGm7, t368);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT370 t370(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:58:44
+        TASSIGN(t370, 1024);  // paged_attention.pto:58:44
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView8 oi_updateGm8(oi_update + _g324 * 16 * 32, GmView8::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t370, oi_updateGm8);  // paged_attention.pto:58:44
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t372, 3072);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TROWEXPAND(t372, t358);  // paged_attention.pto:58:44
+        TileT373 t373(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t373, 5120);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t373, t370, t372);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g375 = 0; _g375 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g375) {  // paged_attention.pto:58:76
+            TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
+            TASSIGN(t376, 0);  // paged_attention.pto:58:76
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView9 tilda_pij_1_lastGm9(tilda_pij_1_last + _g324 * 16 * 32 + _g375 * 32, GmView9::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
+            TLOAD(t376, tilda_pij_1_lastGm9);  // paged_attention.pto:58:76
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT377 t377(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
+            TASSIGN(t377, 2048);  // paged_attention.pto:58:76
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t377, t376, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView10 t15_lastGm10(t15_last + _g324 * 16 * 32 + _g375 * 32, GmView10::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
+            TSTORE(t15_lastGm10, t377);  // paged_attention.pto:58:76
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT379 t379(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:69
         TASSIGN(t379, 0);  // paged_attention.pto:58:69
-        TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t380, 0);  // paged_attention.pto:58:69
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-        GmView0 t15_lastGm0(t15_last + _g378 * 16 * 32, GmView0::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
-        TLOAD(t380, t15_lastGm0);  // paged_attention.pto:58:69
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+        GmView11 t15_lastGm11(t15_last + _g324 * 16 * 32, GmView11::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
+        TLOAD(t380, t15_lastGm11);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT381 t381(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT381 t381(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t381, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t381, t380);  // paged_attention.pto:58:69
@@ -57,9 +250,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t1
         TileT382 t382(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t382, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-        GmView1 vj_lastGm1(vj_last, GmView1::Shape(t382.GetValidRow()));  // paged_attention.pto:58:69
-        TLOAD(t382, vj_lastGm1);  // paged_attention.pto:58:69
+        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+        GmView12 vj_lastGm12(vj_last, GmView12::Shape(t382.GetValidRow()));  // paged_attention.pto:58:69
+        TLOAD(t382, vj_lastGm12);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TileT383 t383(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t383, 0);  // paged_attention.pto:58:69
@@ -73,13 +266,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t1
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k384 = 1; _k384 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k384) {  // paged_attention.pto:58:69
-            TileT385 t385(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
+            TileT385 t385(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t385, 0);  // paged_attention.pto:58:69
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-            GmView2 t15_lastGm2(t15_last + _g378 * 16 * 32 + _k384 * 32, GmView2::Shape(t385.GetValidRow(), t385.GetValidCol()));  // paged_attention.pto:58:69
-            TLOAD(t385, t15_lastGm2);  // paged_attention.pto:58:69
+            using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+            GmView13 t15_lastGm13(t15_last + _g324 * 16 * 32 + _k384 * 32, GmView13::Shape(t385.GetValidRow(), t385.GetValidCol()));  // paged_attention.pto:58:69
+            TLOAD(t385, t15_lastGm13);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT386 t386(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
+            TileT386 t386(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t386, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t386, t385);  // paged_attention.pto:58:69
@@ -87,9 +280,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t1
             TileT387 t387(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t387, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-            GmView3 vj_lastGm3(vj_last + _k384 * 32 * 32, GmView3::Shape(t387.GetValidRow()));  // paged_attention.pto:58:69
-            TLOAD(t387, vj_lastGm3);  // paged_attention.pto:58:69
+            using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+            GmView14 vj_lastGm14(vj_last + _k384 * 32 * 32, GmView14::Shape(t387.GetValidRow()));  // paged_attention.pto:58:69
+            TLOAD(t387, vj_lastGm14);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT388 t388(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t388, 0);  // paged_attention.pto:58:69
@@ -101,30 +294,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t1
         }
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-        GmView4 t14_lastGm4(t14_last + _g378 * 16 * 32, GmView4::Shape(t379.GetValidRow()));  // paged_attention.pto:58:69
-        TSTORE(t14_lastGm4, t379);  // paged_attention.pto:58:69
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+        GmView15 t14_lastGm15(t14_last + _g324 * 16 * 32, GmView15::Shape(t379.GetValidRow()));  // paged_attention.pto:58:69
+        TSTORE(t14_lastGm15, t379);  // paged_attention.pto:58:69
         set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        TileT390 t390(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t390, 0);  // paged_attention.pto:58:44
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView5 t13_lastGm5(t13_last + _g378 * 16 * 32, GmView5::Shape(t390.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t390, t13_lastGm5);  // paged_attention.pto:58:44
-        TileT391 t391(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t391, 2048);  // paged_attention.pto:58:44
+        TileT391 t391(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t391, 0);  // paged_attention.pto:58:44
         wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView6 t14_lastGm6(t14_last + _g378 * 16 * 32, GmView6::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t391, t14_lastGm6);  // paged_attention.pto:58:44
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView16 t14_lastGm16(t14_last + _g324 * 16 * 32, GmView16::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t391, t14_lastGm16);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT392 t392(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t392, 4096);  // paged_attention.pto:58:44
+        TileT392 t392(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t392, 2048);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t392, t390, t391);  // paged_attention.pto:58:44
+        TADD(t392, t373, t391);  // paged_attention.pto:58:44
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView7 oi_updateGm7(oi_update + _g378 * 16 * 32, GmView7::Shape(t392.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(oi_updateGm7, t392);  // paged_attention.pto:58:44
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView17 oi_updateGm17(oi_update + _g324 * 16 * 32, GmView17::Shape(t392.GetValidRow()));  // paged_attention.pto:58:44
+        TSTORE(oi_updateGm17, t392);  // paged_attention.pto:58:44
     }
 }

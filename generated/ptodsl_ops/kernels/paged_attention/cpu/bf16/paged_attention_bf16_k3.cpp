@@ -14,8 +14,18 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_first, __gm__ bfloat16_t* vj_first, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0)
+extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ float* sij_valid_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ bfloat16_t* vj_first, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
 {
+    using TileT19 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT16 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT34 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT25 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT32 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT37 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT42 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT43 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT45 = TileAcc<float, 16, 32, DYNAMIC, 32>;
     using TileT46 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT47 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
@@ -25,17 +35,130 @@ extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_
     using TileT52 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT53 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT54 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g44 = 0; _g44 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g44) {  // paged_attention.pto:50:44
-        TileT45 t45(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16));  // paged_attention.pto:50:44
+    for (int64_t _g14 = 0; _g14 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g14) {  // paged_attention.pto:44:37
+        TileT19 t19(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:45:37
+        TASSIGN(t19, 0);  // paged_attention.pto:45:37
+        TEXPANDS(t19, -__builtin_inff());  // paged_attention.pto:45:37
+        pipe_barrier(PIPE_V);
+        for (int64_t _g15 = 0; _g15 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g15) {  // paged_attention.pto:44:37
+            TileT16 t16(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
+            TASSIGN(t16, 512);  // paged_attention.pto:44:37
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
+            GmView0 sij_valid_firstGm0(sij_valid_first + _g14 * 16 * 32 + _g15 * 32, GmView0::Shape(t16.GetValidRow(), t16.GetValidCol()));  // paged_attention.pto:44:37
+            TLOAD(t16, sij_valid_firstGm0);  // paged_attention.pto:44:37
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT17 t17(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
+            TASSIGN(t17, 2560);  // paged_attention.pto:44:37
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMULS(t17, t16, softmax_scale);  // paged_attention.pto:44:37
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
+            GmView1 sij_scale_firstGm1(sij_scale_first + _g14 * 16 * 32 + _g15 * 32, GmView1::Shape(t17.GetValidRow(), t17.GetValidCol()));  // paged_attention.pto:44:37
+            TSTORE(sij_scale_firstGm1, t17);  // paged_attention.pto:44:37
+            TileT22 t22(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:45:37
+            TASSIGN(t22, 512);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 5120);  // paged_attention.pto:45:37
+            TROWMAX(t22, t17, tmp0);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
+            TMAX(t19, t19, t22);  // paged_attention.pto:45:37
+        }
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT34 t34(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:48:45
+        TASSIGN(t34, 512);  // paged_attention.pto:48:45
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TEXPANDS(t34, 0.0f);  // paged_attention.pto:48:45
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g24 = 0; _g24 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g24) {  // paged_attention.pto:47:45
+            TileT25 t25(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:45
+            TASSIGN(t25, 1024);  // paged_attention.pto:47:45
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:45
+            GmView2 sij_scale_firstGm2(sij_scale_first + _g14 * 16 * 32 + _g24 * 32, GmView2::Shape(t25.GetValidRow(), t25.GetValidCol()));  // paged_attention.pto:47:45
+            TLOAD(t25, sij_scale_firstGm2);  // paged_attention.pto:47:45
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT32 t32(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:41
+            TASSIGN(t32, 3072);  // paged_attention.pto:47:41
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:47:41
+            TASSIGN(tmp1, 5120);  // paged_attention.pto:47:41
+            TROWEXPAND(tmp1, t19);  // paged_attention.pto:47:41
+            pipe_barrier(PIPE_V);  // paged_attention.pto:47:41
+            TROWEXPANDEXPDIF(t32, t25, tmp1);  // paged_attention.pto:47:41
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:41
+            GmView3 tilda_pij_firstGm3(tilda_pij_first + _g14 * 16 * 32 + _g24 * 32, GmView3::Shape(t32.GetValidRow(), t32.GetValidCol()));  // paged_attention.pto:47:41
+            TSTORE(tilda_pij_firstGm3, t32);  // paged_attention.pto:47:41
+            TileT37 t37(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:48:45
+            TASSIGN(t37, 1024);  // paged_attention.pto:48:45
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp2;  // paged_attention.pto:48:45
+            TASSIGN(tmp2, 5120);  // paged_attention.pto:48:45
+            TROWSUM(t37, t32, tmp2);  // paged_attention.pto:48:45
+            pipe_barrier(PIPE_V);
+            TADD(t34, t34, t37);  // paged_attention.pto:48:45
+        }
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:48:45
+        GmView4 sum_updateGm4(sum_update + _g14 * 16, GmView4::Shape(t34.GetValidRow()));  // paged_attention.pto:48:45
+        TSTORE(sum_updateGm4, t34);  // paged_attention.pto:48:45
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:49:29
+        GmView5 max_updateGm5(max_update + _g14 * 16, GmView5::Shape(t19.GetValidRow()));  // paged_attention.pto:49:29
+        TSTORE(max_updateGm5, t19);  // paged_attention.pto:49:29
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g41 = 0; _g41 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g41) {  // paged_attention.pto:50:51
+            TileT42 t42(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
+            TASSIGN(t42, 0);  // paged_attention.pto:50:51
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:51
+            GmView6 tilda_pij_firstGm6(tilda_pij_first + _g14 * 16 * 32 + _g41 * 32, GmView6::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
+            TLOAD(t42, tilda_pij_firstGm6);  // paged_attention.pto:50:51
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT43 t43(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
+            TASSIGN(t43, 2048);  // paged_attention.pto:50:51
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t43, t42, RoundMode::CAST_RINT);  // paged_attention.pto:50:51
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:51
+            GmView7 t7_firstGm7(t7_first + _g14 * 16 * 32 + _g41 * 32, GmView7::Shape(t43.GetValidRow(), t43.GetValidCol()));  // paged_attention.pto:50:51
+            TSTORE(t7_firstGm7, t43);  // paged_attention.pto:50:51
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        TileT45 t45(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:50:44
         TASSIGN(t45, 0);  // paged_attention.pto:50:44
-        TileT46 t46(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
+        TileT46 t46(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
         TASSIGN(t46, 0);  // paged_attention.pto:50:44
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-        GmView0 t7_firstGm0(t7_first + _g44 * 16 * 32, GmView0::Shape(t46.GetValidRow(), t46.GetValidCol()));  // paged_attention.pto:50:44
-        TLOAD(t46, t7_firstGm0);  // paged_attention.pto:50:44
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
+        GmView8 t7_firstGm8(t7_first + _g14 * 16 * 32, GmView8::Shape(t46.GetValidRow(), t46.GetValidCol()));  // paged_attention.pto:50:44
+        TLOAD(t46, t7_firstGm8);  // paged_attention.pto:50:44
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT47 t47(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
+        TileT47 t47(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
         TASSIGN(t47, 0);  // paged_attention.pto:50:44
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t47, t46);  // paged_attention.pto:50:44
@@ -43,9 +166,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_
         TileT48 t48(min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
         TASSIGN(t48, 0);  // paged_attention.pto:50:44
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-        GmView1 vj_firstGm1(vj_first, GmView1::Shape(t48.GetValidRow()));  // paged_attention.pto:50:44
-        TLOAD(t48, vj_firstGm1);  // paged_attention.pto:50:44
+        using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
+        GmView9 vj_firstGm9(vj_first, GmView9::Shape(t48.GetValidRow()));  // paged_attention.pto:50:44
+        TLOAD(t48, vj_firstGm9);  // paged_attention.pto:50:44
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TileT49 t49(min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
         TASSIGN(t49, 0);  // paged_attention.pto:50:44
@@ -59,13 +182,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k50 = 1; _k50 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k50) {  // paged_attention.pto:50:44
-            TileT51 t51(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
+            TileT51 t51(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
             TASSIGN(t51, 0);  // paged_attention.pto:50:44
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-            GmView2 t7_firstGm2(t7_first + _g44 * 16 * 32 + _k50 * 32, GmView2::Shape(t51.GetValidRow(), t51.GetValidCol()));  // paged_attention.pto:50:44
-            TLOAD(t51, t7_firstGm2);  // paged_attention.pto:50:44
+            using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
+            GmView10 t7_firstGm10(t7_first + _g14 * 16 * 32 + _k50 * 32, GmView10::Shape(t51.GetValidRow(), t51.GetValidCol()));  // paged_attention.pto:50:44
+            TLOAD(t51, t7_firstGm10);  // paged_attention.pto:50:44
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT52 t52(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
+            TileT52 t52(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
             TASSIGN(t52, 0);  // paged_attention.pto:50:44
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t52, t51);  // paged_attention.pto:50:44
@@ -73,9 +196,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_
             TileT53 t53(min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
             TASSIGN(t53, 0);  // paged_attention.pto:50:44
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-            GmView3 vj_firstGm3(vj_first + _k50 * 32 * 32, GmView3::Shape(t53.GetValidRow()));  // paged_attention.pto:50:44
-            TLOAD(t53, vj_firstGm3);  // paged_attention.pto:50:44
+            using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
+            GmView11 vj_firstGm11(vj_first + _k50 * 32 * 32, GmView11::Shape(t53.GetValidRow()));  // paged_attention.pto:50:44
+            TLOAD(t53, vj_firstGm11);  // paged_attention.pto:50:44
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT54 t54(min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
             TASSIGN(t54, 0);  // paged_attention.pto:50:44
@@ -87,8 +210,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_
         }
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-        GmView4 oi_updateGm4(oi_update + _g44 * 16 * 32, GmView4::Shape(t45.GetValidRow()));  // paged_attention.pto:50:44
-        TSTORE(oi_updateGm4, t45);  // paged_attention.pto:50:44
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
+        GmView12 oi_updateGm12(oi_update + _g14 * 16 * 32, GmView12::Shape(t45.GetValidRow()));  // paged_attention.pto:50:44
+        TSTORE(oi_updateGm12, t45);  // paged_attention.pto:50:44
     }
 }

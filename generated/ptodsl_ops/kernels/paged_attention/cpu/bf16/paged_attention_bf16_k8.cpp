@@ -14,8 +14,28 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15_u2c0, __gm__ bfloat16_t* vj_u2c0, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2)
+extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ float* sij_valid_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_u2c0, __gm__ bfloat16_t* vj_u2c0, __gm__ float* t14_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
 {
+    using TileT80 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT77 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT78 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT83 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT85 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT87 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT99 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT97 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT102 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT106 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT113 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT115 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT119 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT121 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT123 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT124 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT127 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT128 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT130 = TileAcc<float, 16, 32, DYNAMIC, 32>;
     using TileT131 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT132 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
@@ -25,20 +45,193 @@ extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15
     using TileT137 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT138 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT139 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
-    using TileT141 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT142 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT143 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g129 = 0; _g129 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g129) {  // paged_attention.pto:58:69
-        TileT130 t130(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:69
+    for (int64_t _g75 = 0; _g75 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g75) {  // paged_attention.pto:44:37
+        TileT80 t80(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:45:37
+        TASSIGN(t80, 0);  // paged_attention.pto:45:37
+        TEXPANDS(t80, -__builtin_inff());  // paged_attention.pto:45:37
+        pipe_barrier(PIPE_V);
+        for (int64_t _g76 = 0; _g76 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g76) {  // paged_attention.pto:44:37
+            TileT77 t77(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
+            TASSIGN(t77, 512);  // paged_attention.pto:44:37
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
+            GmView0 sij_valid_u2c0Gm0(sij_valid_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView0::Shape(t77.GetValidRow(), t77.GetValidCol()));  // paged_attention.pto:44:37
+            TLOAD(t77, sij_valid_u2c0Gm0);  // paged_attention.pto:44:37
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT78 t78(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
+            TASSIGN(t78, 2560);  // paged_attention.pto:44:37
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TMULS(t78, t77, softmax_scale);  // paged_attention.pto:44:37
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
+            GmView1 sij_scale_u2c0Gm1(sij_scale_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView1::Shape(t78.GetValidRow(), t78.GetValidCol()));  // paged_attention.pto:44:37
+            TSTORE(sij_scale_u2c0Gm1, t78);  // paged_attention.pto:44:37
+            TileT83 t83(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:45:37
+            TASSIGN(t83, 512);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 7168);  // paged_attention.pto:45:37
+            TROWMAX(t83, t78, tmp0);  // paged_attention.pto:45:37
+            pipe_barrier(PIPE_V);
+            TMAX(t80, t80, t83);  // paged_attention.pto:45:37
+        }
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT85 t85(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:52:39
+        TASSIGN(t85, 512);  // paged_attention.pto:52:39
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
+        GmView2 max_updateGm2(max_update + _g75 * 16, GmView2::Shape(t85.GetValidRow()));  // paged_attention.pto:52:39
+        TLOAD(t85, max_updateGm2);  // paged_attention.pto:52:39
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT87 t87(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:52:39
+        TASSIGN(t87, 1024);  // paged_attention.pto:52:39
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMAX(t87, t85, t80);  // paged_attention.pto:52:39
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        TileT99 t99(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:54:41
+        TASSIGN(t99, 0);  // paged_attention.pto:54:41
+        pipe_barrier(PIPE_V);
+        TEXPANDS(t99, 0.0f);  // paged_attention.pto:54:41
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g89 = 0; _g89 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g89) {  // paged_attention.pto:53:45
+            TileT90 t90(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
+            TASSIGN(t90, 1536);  // paged_attention.pto:53:45
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
+            GmView3 sij_scale_u2c0Gm3(sij_scale_u2c0 + _g75 * 16 * 32 + _g89 * 32, GmView3::Shape(t90.GetValidRow(), t90.GetValidCol()));  // paged_attention.pto:53:45
+            TLOAD(t90, sij_scale_u2c0Gm3);  // paged_attention.pto:53:45
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT97 t97(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:41
+            TASSIGN(t97, 3584);  // paged_attention.pto:53:41
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:53:41
+            TASSIGN(tmp1, 7168);  // paged_attention.pto:53:41
+            TROWEXPAND(tmp1, t87);  // paged_attention.pto:53:41
+            pipe_barrier(PIPE_V);  // paged_attention.pto:53:41
+            TROWEXPANDEXPDIF(t97, t90, tmp1);  // paged_attention.pto:53:41
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
+            GmView4 tilda_pij_1_u2c0Gm4(tilda_pij_1_u2c0 + _g75 * 16 * 32 + _g89 * 32, GmView4::Shape(t97.GetValidRow(), t97.GetValidCol()));  // paged_attention.pto:53:41
+            TSTORE(tilda_pij_1_u2c0Gm4, t97);  // paged_attention.pto:53:41
+            TileT102 t102(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:54:41
+            TASSIGN(t102, 1536);  // paged_attention.pto:54:41
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp2;  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 7168);  // paged_attention.pto:54:41
+            TROWSUM(t102, t97, tmp2);  // paged_attention.pto:54:41
+            pipe_barrier(PIPE_V);
+            TADD(t99, t99, t102);  // paged_attention.pto:54:41
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT106 t106(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:55:46
+        TASSIGN(t106, 1536);  // paged_attention.pto:55:46
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TSUB(t106, t85, t87);  // paged_attention.pto:55:46
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT109 t109(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:55:42
+        TASSIGN(t109, 512);  // paged_attention.pto:55:42
+        pipe_barrier(PIPE_V);
+        TEXP(t109, t106);  // paged_attention.pto:55:42
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
+        GmView5 max_updateGm5(max_update + _g75 * 16, GmView5::Shape(t87.GetValidRow()));  // paged_attention.pto:56:29
+        TSTORE(max_updateGm5, t87);  // paged_attention.pto:56:29
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT113 t113(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:57:45
+        TASSIGN(t113, 1024);  // paged_attention.pto:57:45
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView6 sum_updateGm6(sum_update + _g75 * 16, GmView6::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
+        TLOAD(t113, sum_updateGm6);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT115 t115(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t115, 1536);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t115, t113, t109);  // paged_attention.pto:57:45
+        TileT119 t119(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:57:45
+        TASSIGN(t119, 1024);  // paged_attention.pto:57:45
+        pipe_barrier(PIPE_V);
+        TADD(t119, t115, t99);  // paged_attention.pto:57:45
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
+        GmView7 sum_updateGm7(sum_update + _g75 * 16, GmView7::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
+        TSTORE(sum_updateGm7, t119);  // paged_attention.pto:57:45
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT121 t121(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
+        TASSIGN(t121, 1024);  // paged_attention.pto:58:44
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView8 oi_updateGm8(oi_update + _g75 * 16 * 32, GmView8::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t121, oi_updateGm8);  // paged_attention.pto:58:44
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t123, 3072);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TROWEXPAND(t123, t109);  // paged_attention.pto:58:44
+        TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t124, 5120);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t124, t121, t123);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g126 = 0; _g126 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g126) {  // paged_attention.pto:58:76
+            TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
+            TASSIGN(t127, 0);  // paged_attention.pto:58:76
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView9 tilda_pij_1_u2c0Gm9(tilda_pij_1_u2c0 + _g75 * 16 * 32 + _g126 * 32, GmView9::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
+            TLOAD(t127, tilda_pij_1_u2c0Gm9);  // paged_attention.pto:58:76
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
+            TASSIGN(t128, 2048);  // paged_attention.pto:58:76
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t128, t127, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+            GmView10 t15_u2c0Gm10(t15_u2c0 + _g75 * 16 * 32 + _g126 * 32, GmView10::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
+            TSTORE(t15_u2c0Gm10, t128);  // paged_attention.pto:58:76
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT130 t130(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:69
         TASSIGN(t130, 0);  // paged_attention.pto:58:69
-        TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t131, 0);  // paged_attention.pto:58:69
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-        GmView0 t15_u2c0Gm0(t15_u2c0 + _g129 * 16 * 32, GmView0::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
-        TLOAD(t131, t15_u2c0Gm0);  // paged_attention.pto:58:69
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+        GmView11 t15_u2c0Gm11(t15_u2c0 + _g75 * 16 * 32, GmView11::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
+        TLOAD(t131, t15_u2c0Gm11);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t132, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t132, t131);  // paged_attention.pto:58:69
@@ -46,9 +239,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15
         TileT133 t133(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t133, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-        GmView1 vj_u2c0Gm1(vj_u2c0, GmView1::Shape(t133.GetValidRow()));  // paged_attention.pto:58:69
-        TLOAD(t133, vj_u2c0Gm1);  // paged_attention.pto:58:69
+        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+        GmView12 vj_u2c0Gm12(vj_u2c0, GmView12::Shape(t133.GetValidRow()));  // paged_attention.pto:58:69
+        TLOAD(t133, vj_u2c0Gm12);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TileT134 t134(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t134, 0);  // paged_attention.pto:58:69
@@ -62,13 +255,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k135 = 1; _k135 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
-            TileT136 t136(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
+            TileT136 t136(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t136, 0);  // paged_attention.pto:58:69
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-            GmView2 t15_u2c0Gm2(t15_u2c0 + _g129 * 16 * 32 + _k135 * 32, GmView2::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
-            TLOAD(t136, t15_u2c0Gm2);  // paged_attention.pto:58:69
+            using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+            GmView13 t15_u2c0Gm13(t15_u2c0 + _g75 * 16 * 32 + _k135 * 32, GmView13::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
+            TLOAD(t136, t15_u2c0Gm13);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT137 t137(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
+            TileT137 t137(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t137, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t137, t136);  // paged_attention.pto:58:69
@@ -76,9 +269,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15
             TileT138 t138(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t138, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-            GmView3 vj_u2c0Gm3(vj_u2c0 + _k135 * 32 * 32, GmView3::Shape(t138.GetValidRow()));  // paged_attention.pto:58:69
-            TLOAD(t138, vj_u2c0Gm3);  // paged_attention.pto:58:69
+            using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+            GmView14 vj_u2c0Gm14(vj_u2c0 + _k135 * 32 * 32, GmView14::Shape(t138.GetValidRow()));  // paged_attention.pto:58:69
+            TLOAD(t138, vj_u2c0Gm14);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT139 t139(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t139, 0);  // paged_attention.pto:58:69
@@ -90,30 +283,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15
         }
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-        GmView4 t14_u2c0Gm4(t14_u2c0 + _g129 * 16 * 32, GmView4::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
-        TSTORE(t14_u2c0Gm4, t130);  // paged_attention.pto:58:69
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+        GmView15 t14_u2c0Gm15(t14_u2c0 + _g75 * 16 * 32, GmView15::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
+        TSTORE(t14_u2c0Gm15, t130);  // paged_attention.pto:58:69
         set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        TileT141 t141(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t141, 0);  // paged_attention.pto:58:44
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView5 t13_u2c0Gm5(t13_u2c0 + _g129 * 16 * 32, GmView5::Shape(t141.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t141, t13_u2c0Gm5);  // paged_attention.pto:58:44
-        TileT142 t142(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t142, 2048);  // paged_attention.pto:58:44
+        TileT142 t142(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t142, 0);  // paged_attention.pto:58:44
         wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView6 t14_u2c0Gm6(t14_u2c0 + _g129 * 16 * 32, GmView6::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
-        TLOAD(t142, t14_u2c0Gm6);  // paged_attention.pto:58:44
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView16 t14_u2c0Gm16(t14_u2c0 + _g75 * 16 * 32, GmView16::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
+        TLOAD(t142, t14_u2c0Gm16);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT143 t143(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:44
-        TASSIGN(t143, 4096);  // paged_attention.pto:58:44
+        TileT143 t143(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
+        TASSIGN(t143, 2048);  // paged_attention.pto:58:44
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t143, t141, t142);  // paged_attention.pto:58:44
+        TADD(t143, t124, t142);  // paged_attention.pto:58:44
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-        GmView7 oi_updateGm7(oi_update + _g129 * 16 * 32, GmView7::Shape(t143.GetValidRow()));  // paged_attention.pto:58:44
-        TSTORE(oi_updateGm7, t143);  // paged_attention.pto:58:44
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+        GmView17 oi_updateGm17(oi_update + _g75 * 16 * 32, GmView17::Shape(t143.GetValidRow()));  // paged_attention.pto:58:44
+        TSTORE(oi_updateGm17, t143);  // paged_attention.pto:58:44
     }
 }

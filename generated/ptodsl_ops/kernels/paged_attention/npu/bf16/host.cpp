@@ -16,25 +16,25 @@
 
 extern "C" void paged_attention_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_first, int64_t v0_first_stride0, bfloat16_t* kj_assemble_first, bfloat16_t* v1_first, int64_t v1_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first);
 extern "C" void paged_attention_bf16_k1_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_first, bfloat16_t* kj_assemble_first, float* sij_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_first, int64_t v2_first_stride0, bfloat16_t* vj_assemble_first, bfloat16_t* v3_first, int64_t v3_first_stride0, float* sij_valid_first, float* sij_scale_first, float* tilda_pij_first, float* sum_update, float* max_update, bfloat16_t* t7_first, int64_t KR, int32_t s3_first, int32_t s4_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
-extern "C" void paged_attention_bf16_k3_launch(uint32_t block_dim, void* stream, bfloat16_t* t7_first, bfloat16_t* vj_first, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0);
+extern "C" void paged_attention_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_first, int64_t v2_first_stride0, bfloat16_t* vj_assemble_first, bfloat16_t* v3_first, int64_t v3_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first);
+extern "C" void paged_attention_bf16_k3_launch(uint32_t block_dim, void* stream, float* sij_valid_first, float* sij_scale_first, float* tilda_pij_first, float* sum_update, float* max_update, bfloat16_t* t7_first, bfloat16_t* vj_first, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
 extern "C" void paged_attention_bf16_k4_launch(uint32_t block_dim, void* stream, float* oi_update, float* sum_update, bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
 extern "C" void paged_attention_bf16_k5_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_u2c0, int64_t v0_u2c0_stride0, bfloat16_t* kj_assemble_u2c0, bfloat16_t* v1_u2c0, int64_t v1_u2c0_stride0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0);
 extern "C" void paged_attention_bf16_k6_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_u2c0, bfloat16_t* kj_assemble_u2c0, float* sij_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k7_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, bfloat16_t* vj_assemble_u2c0, bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, float* sij_valid_u2c0, float* sij_scale_u2c0, float* max_update, float* tilda_pij_1_u2c0, float* sum_update, float* oi_update, float* t13_u2c0, bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
-extern "C" void paged_attention_bf16_k8_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u2c0, bfloat16_t* vj_u2c0, float* t14_u2c0, float* t13_u2c0, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2);
+extern "C" void paged_attention_bf16_k7_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, bfloat16_t* vj_assemble_u2c0, bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0);
+extern "C" void paged_attention_bf16_k8_launch(uint32_t block_dim, void* stream, float* sij_valid_u2c0, float* sij_scale_u2c0, float* max_update, float* tilda_pij_1_u2c0, float* sum_update, float* oi_update, bfloat16_t* t15_u2c0, bfloat16_t* vj_u2c0, float* t14_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
 extern "C" void paged_attention_bf16_k9_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_u2c1, int64_t v0_u2c1_stride0, bfloat16_t* kj_assemble_u2c1, bfloat16_t* v1_u2c1, int64_t v1_u2c1_stride0, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1);
 extern "C" void paged_attention_bf16_k10_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_u2c1, bfloat16_t* kj_assemble_u2c1, float* sij_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k11_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, bfloat16_t* vj_assemble_u2c1, bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, float* sij_valid_u2c1, float* sij_scale_u2c1, float* max_update, float* tilda_pij_1_u2c1, float* sum_update, float* oi_update, float* t13_u2c1, bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
-extern "C" void paged_attention_bf16_k12_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u2c1, bfloat16_t* vj_u2c1, float* t14_u2c1, float* t13_u2c1, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2);
+extern "C" void paged_attention_bf16_k11_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, bfloat16_t* vj_assemble_u2c1, bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1);
+extern "C" void paged_attention_bf16_k12_launch(uint32_t block_dim, void* stream, float* sij_valid_u2c1, float* sij_scale_u2c1, float* max_update, float* tilda_pij_1_u2c1, float* sum_update, float* oi_update, bfloat16_t* t15_u2c1, bfloat16_t* vj_u2c1, float* t14_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
 extern "C" void paged_attention_bf16_k13_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_u1c0, int64_t v0_u1c0_stride0, bfloat16_t* kj_assemble_u1c0, bfloat16_t* v1_u1c0, int64_t v1_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0);
 extern "C" void paged_attention_bf16_k14_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_u1c0, bfloat16_t* kj_assemble_u1c0, float* sij_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k15_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, bfloat16_t* vj_assemble_u1c0, bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, float* sij_valid_u1c0, float* sij_scale_u1c0, float* max_update, float* tilda_pij_1_u1c0, float* sum_update, float* oi_update, float* t13_u1c0, bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale);
-extern "C" void paged_attention_bf16_k16_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u1c0, bfloat16_t* vj_u1c0, float* t14_u1c0, float* t13_u1c0, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1);
+extern "C" void paged_attention_bf16_k15_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, bfloat16_t* vj_assemble_u1c0, bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0);
+extern "C" void paged_attention_bf16_k16_launch(uint32_t block_dim, void* stream, float* sij_valid_u1c0, float* sij_scale_u1c0, float* max_update, float* tilda_pij_1_u1c0, float* sum_update, float* oi_update, bfloat16_t* t15_u1c0, bfloat16_t* vj_u1c0, float* t14_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale);
 extern "C" void paged_attention_bf16_k17_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_last, int64_t v0_last_stride0, bfloat16_t* kj_assemble_last, bfloat16_t* v1_last, int64_t v1_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last);
 extern "C" void paged_attention_bf16_k18_launch(uint32_t block_dim, void* stream, bfloat16_t* qi_last, bfloat16_t* kj_assemble_last, float* sij_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" void paged_attention_bf16_k19_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_last, int64_t v2_last_stride0, bfloat16_t* vj_assemble_last, bfloat16_t* v3_last, int64_t v3_last_stride0, float* sij_valid_last, float* sij_scale_last, float* max_update, float* tilda_pij_1_last, float* sum_update, float* oi_update, float* t13_last, bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
-extern "C" void paged_attention_bf16_k20_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_last, bfloat16_t* vj_last, float* t14_last, float* t13_last, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0);
+extern "C" void paged_attention_bf16_k19_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_last, int64_t v2_last_stride0, bfloat16_t* vj_assemble_last, bfloat16_t* v3_last, int64_t v3_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last);
+extern "C" void paged_attention_bf16_k20_launch(uint32_t block_dim, void* stream, float* sij_valid_last, float* sij_scale_last, float* max_update, float* tilda_pij_1_last, float* sum_update, float* oi_update, bfloat16_t* t15_last, bfloat16_t* vj_last, float* t14_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
 extern "C" void paged_attention_bf16_k21_launch(uint32_t block_dim, void* stream, float* oi_update, float* sum_update, bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
@@ -382,13 +382,13 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 return -1;  // paged_attention.pto:50:51
                             }
                             bfloat16_t* t7_first = reinterpret_cast<bfloat16_t*>(t7_first_bytes.data());  // paged_attention.pto:50:51
-                            paged_attention_bf16_k2_launch(1, ptodsl_stream, v2_first, KD, vj_assemble_first, v3_first, KD, sij_valid_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, KR, s3_first, s4_first, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
+                            paged_attention_bf16_k2_launch(1, ptodsl_stream, v2_first, KD, vj_assemble_first, v3_first, KD, KR, s3_first, s4_first);  // paged_attention.pto:41:25
                             if (!launched("the launch of paged_attention_bf16_k2")) {  // paged_attention.pto:41:25
                                 return -1;  // paged_attention.pto:41:25
                             }
-                            paged_attention_bf16_k3_launch(1, ptodsl_stream, t7_first, vj_first, oi_update, B, KD, QR, b, g, n2, s1, s0);  // paged_attention.pto:50:44
-                            if (!launched("the launch of paged_attention_bf16_k3")) {  // paged_attention.pto:50:44
-                                return -1;  // paged_attention.pto:50:44
+                            paged_attention_bf16_k3_launch(1, ptodsl_stream, sij_valid_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, vj_first, oi_update, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:44:37
+                            if (!launched("the launch of paged_attention_bf16_k3")) {  // paged_attention.pto:44:37
+                                return -1;  // paged_attention.pto:44:37
                             }
                             if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) == 1) {  // paged_attention.pto:59:25
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
@@ -495,11 +495,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:53:41
                         }
                         float* tilda_pij_1_u2c0 = reinterpret_cast<float*>(tilda_pij_1_u2c0_bytes.data());  // paged_attention.pto:53:41
-                        DeviceWorkspace t13_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
-                        if (ptodsl_failed) {  // paged_attention.pto:58:44
-                            return -1;  // paged_attention.pto:58:44
-                        }
-                        float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // paged_attention.pto:58:44
                         DeviceWorkspace t15_u2c0_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
                         if (ptodsl_failed) {  // paged_attention.pto:58:76
                             return -1;  // paged_attention.pto:58:76
@@ -510,7 +505,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:58:69
                         }
                         float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:69
-                        paged_attention_bf16_k7_launch(1, ptodsl_stream, v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, sij_valid_u2c0, sij_scale_u2c0, max_update, tilda_pij_1_u2c0, sum_update, oi_update, t13_u2c0, t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k7_launch(1, ptodsl_stream, v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, KR, s3_u2c0, s4_u2c0);  // paged_attention.pto:41:25
                         if (!launched("the launch of paged_attention_bf16_k7")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
@@ -527,9 +522,9 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
                             return 18;  // paged_attention.pto:33:38
                         }
-                        paged_attention_bf16_k8_launch(1, ptodsl_stream, t15_u2c0, vj_u2c0, t14_u2c0, t13_u2c0, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u2);  // paged_attention.pto:58:69
-                        if (!launched("the launch of paged_attention_bf16_k8")) {  // paged_attention.pto:58:69
-                            return -1;  // paged_attention.pto:58:69
+                        paged_attention_bf16_k8_launch(1, ptodsl_stream, sij_valid_u2c0, sij_scale_u2c0, max_update, tilda_pij_1_u2c0, sum_update, oi_update, t15_u2c0, vj_u2c0, t14_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:44:37
+                        if (!launched("the launch of paged_attention_bf16_k8")) {  // paged_attention.pto:44:37
+                            return -1;  // paged_attention.pto:44:37
                         }
                         const int64_t s3_u2c1 = static_cast<int64_t>(block_table_pages[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
                         if (ptodsl_failed) {  // paged_attention.pto:33:38
@@ -608,11 +603,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:53:41
                         }
                         float* tilda_pij_1_u2c1 = reinterpret_cast<float*>(tilda_pij_1_u2c1_bytes.data());  // paged_attention.pto:53:41
-                        DeviceWorkspace t13_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
-                        if (ptodsl_failed) {  // paged_attention.pto:58:44
-                            return -1;  // paged_attention.pto:58:44
-                        }
-                        float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // paged_attention.pto:58:44
                         DeviceWorkspace t15_u2c1_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
                         if (ptodsl_failed) {  // paged_attention.pto:58:76
                             return -1;  // paged_attention.pto:58:76
@@ -623,13 +613,13 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:58:69
                         }
                         float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:69
-                        paged_attention_bf16_k11_launch(1, ptodsl_stream, v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, sij_valid_u2c1, sij_scale_u2c1, max_update, tilda_pij_1_u2c1, sum_update, oi_update, t13_u2c1, t15_u2c1, KR, s3_u2c1, s4_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k11_launch(1, ptodsl_stream, v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, KR, s3_u2c1, s4_u2c1);  // paged_attention.pto:41:25
                         if (!launched("the launch of paged_attention_bf16_k11")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
-                        paged_attention_bf16_k12_launch(1, ptodsl_stream, t15_u2c1, vj_u2c1, t14_u2c1, t13_u2c1, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u2);  // paged_attention.pto:58:69
-                        if (!launched("the launch of paged_attention_bf16_k12")) {  // paged_attention.pto:58:69
-                            return -1;  // paged_attention.pto:58:69
+                        paged_attention_bf16_k12_launch(1, ptodsl_stream, sij_valid_u2c1, sij_scale_u2c1, max_update, tilda_pij_1_u2c1, sum_update, oi_update, t15_u2c1, vj_u2c1, t14_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:44:37
+                        if (!launched("the launch of paged_attention_bf16_k12")) {  // paged_attention.pto:44:37
+                            return -1;  // paged_attention.pto:44:37
                         }
                     }
                     for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
@@ -723,11 +713,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:53:41
                         }
                         float* tilda_pij_1_u1c0 = reinterpret_cast<float*>(tilda_pij_1_u1c0_bytes.data());  // paged_attention.pto:53:41
-                        DeviceWorkspace t13_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
-                        if (ptodsl_failed) {  // paged_attention.pto:58:44
-                            return -1;  // paged_attention.pto:58:44
-                        }
-                        float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // paged_attention.pto:58:44
                         DeviceWorkspace t15_u1c0_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
                         if (ptodsl_failed) {  // paged_attention.pto:58:76
                             return -1;  // paged_attention.pto:58:76
@@ -738,13 +723,13 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             return -1;  // paged_attention.pto:58:69
                         }
                         float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:69
-                        paged_attention_bf16_k15_launch(1, ptodsl_stream, v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, sij_valid_u1c0, sij_scale_u1c0, max_update, tilda_pij_1_u1c0, sum_update, oi_update, t13_u1c0, t15_u1c0, KR, s3_u1c0, s4_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:41:25
+                        paged_attention_bf16_k15_launch(1, ptodsl_stream, v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, KR, s3_u1c0, s4_u1c0);  // paged_attention.pto:41:25
                         if (!launched("the launch of paged_attention_bf16_k15")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
-                        paged_attention_bf16_k16_launch(1, ptodsl_stream, t15_u1c0, vj_u1c0, t14_u1c0, t13_u1c0, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u1);  // paged_attention.pto:58:69
-                        if (!launched("the launch of paged_attention_bf16_k16")) {  // paged_attention.pto:58:69
-                            return -1;  // paged_attention.pto:58:69
+                        paged_attention_bf16_k16_launch(1, ptodsl_stream, sij_valid_u1c0, sij_scale_u1c0, max_update, tilda_pij_1_u1c0, sum_update, oi_update, t15_u1c0, vj_u1c0, t14_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:44:37
+                        if (!launched("the launch of paged_attention_bf16_k16")) {  // paged_attention.pto:44:37
+                            return -1;  // paged_attention.pto:44:37
                         }
                     }
                     if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) >= 2) {  // paged_attention.pto:28:21
@@ -839,11 +824,6 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 return -1;  // paged_attention.pto:53:41
                             }
                             float* tilda_pij_1_last = reinterpret_cast<float*>(tilda_pij_1_last_bytes.data());  // paged_attention.pto:53:41
-                            DeviceWorkspace t13_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
-                            if (ptodsl_failed) {  // paged_attention.pto:58:44
-                                return -1;  // paged_attention.pto:58:44
-                            }
-                            float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // paged_attention.pto:58:44
                             DeviceWorkspace t15_last_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
                             if (ptodsl_failed) {  // paged_attention.pto:58:76
                                 return -1;  // paged_attention.pto:58:76
@@ -854,7 +834,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 return -1;  // paged_attention.pto:58:69
                             }
                             float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // paged_attention.pto:58:69
-                            paged_attention_bf16_k19_launch(1, ptodsl_stream, v2_last, KD, vj_assemble_last, v3_last, KD, sij_valid_last, sij_scale_last, max_update, tilda_pij_1_last, sum_update, oi_update, t13_last, t15_last, KR, s3_last, s4_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
+                            paged_attention_bf16_k19_launch(1, ptodsl_stream, v2_last, KD, vj_assemble_last, v3_last, KD, KR, s3_last, s4_last);  // paged_attention.pto:41:25
                             if (!launched("the launch of paged_attention_bf16_k19")) {  // paged_attention.pto:41:25
                                 return -1;  // paged_attention.pto:41:25
                             }
@@ -864,9 +844,9 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
                                 return 38;  // paged_attention.pto:61:29
                             }
-                            paged_attention_bf16_k20_launch(1, ptodsl_stream, t15_last, vj_last, t14_last, t13_last, oi_update, B, KD, QR, b, g, n2, s1, s0);  // paged_attention.pto:58:69
-                            if (!launched("the launch of paged_attention_bf16_k20")) {  // paged_attention.pto:58:69
-                                return -1;  // paged_attention.pto:58:69
+                            paged_attention_bf16_k20_launch(1, ptodsl_stream, sij_valid_last, sij_scale_last, max_update, tilda_pij_1_last, sum_update, oi_update, t15_last, vj_last, t14_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:44:37
+                            if (!launched("the launch of paged_attention_bf16_k20")) {  // paged_attention.pto:44:37
+                                return -1;  // paged_attention.pto:44:37
                             }
                             paged_attention_bf16_k21_launch(1, ptodsl_stream, oi_update, sum_update, atten_out, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:61:64
                             if (!launched("the launch of paged_attention_bf16_k21")) {  // paged_attention.pto:61:64

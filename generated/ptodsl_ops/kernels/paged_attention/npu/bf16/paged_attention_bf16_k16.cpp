@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/paged_attention_bf16_k16.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches paged_attention_bf16_k16 on an NPU stream (cube core).
-extern "C" void paged_attention_bf16_k16_launch(uint32_t block_dim, void* stream, bfloat16_t* t15_u1c0, bfloat16_t* vj_u1c0, float* t14_u1c0, float* t13_u1c0, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1)
+extern "C" void paged_attention_bf16_k16_launch(uint32_t block_dim, void* stream, float* sij_valid_u1c0, float* sij_scale_u1c0, float* max_update, float* tilda_pij_1_u1c0, float* sum_update, float* oi_update, bfloat16_t* t15_u1c0, bfloat16_t* vj_u1c0, float* t14_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale)
 {
-    paged_attention_bf16_k16<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)t15_u1c0, (__gm__ bfloat16_t*)vj_u1c0, (__gm__ float*)t14_u1c0, (__gm__ float*)t13_u1c0, (__gm__ float*)oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u1);
+    paged_attention_bf16_k16<<<block_dim, nullptr, stream>>>((__gm__ float*)sij_valid_u1c0, (__gm__ float*)sij_scale_u1c0, (__gm__ float*)max_update, (__gm__ float*)tilda_pij_1_u1c0, (__gm__ float*)sum_update, (__gm__ float*)oi_update, (__gm__ bfloat16_t*)t15_u1c0, (__gm__ bfloat16_t*)vj_u1c0, (__gm__ float*)t14_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/paged_attention_bf16_k19.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches paged_attention_bf16_k19 on an NPU stream (vector core).
-extern "C" void paged_attention_bf16_k19_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_last, int64_t v2_last_stride0, bfloat16_t* vj_assemble_last, bfloat16_t* v3_last, int64_t v3_last_stride0, float* sij_valid_last, float* sij_scale_last, float* max_update, float* tilda_pij_1_last, float* sum_update, float* oi_update, float* t13_last, bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
+extern "C" void paged_attention_bf16_k19_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_last, int64_t v2_last_stride0, bfloat16_t* vj_assemble_last, bfloat16_t* v3_last, int64_t v3_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last)
 {
-    paged_attention_bf16_k19<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v2_last, v2_last_stride0, (__gm__ bfloat16_t*)vj_assemble_last, (__gm__ bfloat16_t*)v3_last, v3_last_stride0, (__gm__ float*)sij_valid_last, (__gm__ float*)sij_scale_last, (__gm__ float*)max_update, (__gm__ float*)tilda_pij_1_last, (__gm__ float*)sum_update, (__gm__ float*)oi_update, (__gm__ float*)t13_last, (__gm__ bfloat16_t*)t15_last, KR, s3_last, s4_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);
+    paged_attention_bf16_k19<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v2_last, v2_last_stride0, (__gm__ bfloat16_t*)vj_assemble_last, (__gm__ bfloat16_t*)v3_last, v3_last_stride0, KR, s3_last, s4_last);
 }

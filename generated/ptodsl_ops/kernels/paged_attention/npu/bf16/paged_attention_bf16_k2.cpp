@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/paged_attention_bf16_k2.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches paged_attention_bf16_k2 on an NPU stream (vector core).
-extern "C" void paged_attention_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_first, int64_t v2_first_stride0, bfloat16_t* vj_assemble_first, bfloat16_t* v3_first, int64_t v3_first_stride0, float* sij_valid_first, float* sij_scale_first, float* tilda_pij_first, float* sum_update, float* max_update, bfloat16_t* t7_first, int64_t KR, int32_t s3_first, int32_t s4_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
+extern "C" void paged_attention_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_first, int64_t v2_first_stride0, bfloat16_t* vj_assemble_first, bfloat16_t* v3_first, int64_t v3_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first)
 {
-    paged_attention_bf16_k2<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v2_first, v2_first_stride0, (__gm__ bfloat16_t*)vj_assemble_first, (__gm__ bfloat16_t*)v3_first, v3_first_stride0, (__gm__ float*)sij_valid_first, (__gm__ float*)sij_scale_first, (__gm__ float*)tilda_pij_first, (__gm__ float*)sum_update, (__gm__ float*)max_update, (__gm__ bfloat16_t*)t7_first, KR, s3_first, s4_first, B, KD, QR, b, g, n2, s1, s0, softmax_scale);
+    paged_attention_bf16_k2<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v2_first, v2_first_stride0, (__gm__ bfloat16_t*)vj_assemble_first, (__gm__ bfloat16_t*)v3_first, v3_first_stride0, KR, s3_first, s4_first);
 }

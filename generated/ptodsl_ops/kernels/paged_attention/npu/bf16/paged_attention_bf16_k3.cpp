@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/paged_attention_bf16_k3.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches paged_attention_bf16_k3 on an NPU stream (cube core).
-extern "C" void paged_attention_bf16_k3_launch(uint32_t block_dim, void* stream, bfloat16_t* t7_first, bfloat16_t* vj_first, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0)
+extern "C" void paged_attention_bf16_k3_launch(uint32_t block_dim, void* stream, float* sij_valid_first, float* sij_scale_first, float* tilda_pij_first, float* sum_update, float* max_update, bfloat16_t* t7_first, bfloat16_t* vj_first, float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
 {
-    paged_attention_bf16_k3<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)t7_first, (__gm__ bfloat16_t*)vj_first, (__gm__ float*)oi_update, B, KD, QR, b, g, n2, s1, s0);
+    paged_attention_bf16_k3<<<block_dim, nullptr, stream>>>((__gm__ float*)sij_valid_first, (__gm__ float*)sij_scale_first, (__gm__ float*)tilda_pij_first, (__gm__ float*)sum_update, (__gm__ float*)max_update, (__gm__ bfloat16_t*)t7_first, (__gm__ bfloat16_t*)vj_first, (__gm__ float*)oi_update, B, KD, QR, b, g, n2, s1, s0, softmax_scale);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/paged_attention_bf16_k7.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches paged_attention_bf16_k7 on an NPU stream (vector core).
-extern "C" void paged_attention_bf16_k7_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, bfloat16_t* vj_assemble_u2c0, bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, float* sij_valid_u2c0, float* sij_scale_u2c0, float* max_update, float* tilda_pij_1_u2c0, float* sum_update, float* oi_update, float* t13_u2c0, bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
+extern "C" void paged_attention_bf16_k7_launch(uint32_t block_dim, void* stream, bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, bfloat16_t* vj_assemble_u2c0, bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0)
 {
-    paged_attention_bf16_k7<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v2_u2c0, v2_u2c0_stride0, (__gm__ bfloat16_t*)vj_assemble_u2c0, (__gm__ bfloat16_t*)v3_u2c0, v3_u2c0_stride0, (__gm__ float*)sij_valid_u2c0, (__gm__ float*)sij_scale_u2c0, (__gm__ float*)max_update, (__gm__ float*)tilda_pij_1_u2c0, (__gm__ float*)sum_update, (__gm__ float*)oi_update, (__gm__ float*)t13_u2c0, (__gm__ bfloat16_t*)t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);
+    paged_attention_bf16_k7<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v2_u2c0, v2_u2c0_stride0, (__gm__ bfloat16_t*)vj_assemble_u2c0, (__gm__ bfloat16_t*)v3_u2c0, v3_u2c0_stride0, KR, s3_u2c0, s4_u2c0);
 }

@@ -13,14 +13,12 @@
 #include <vector>
 
 extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, __gm__ bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
-extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
-extern "C" __global__ AICORE void varlen_attention_bf16_k2(__gm__ bfloat16_t* t1_first, __gm__ bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, __gm__ float* oij_first, __gm__ float* lij_first, __gm__ float* l_output, __gm__ float* mij_first, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, int64_t h, int64_t NH, int64_t HD);
-extern "C" __global__ AICORE void varlen_attention_bf16_k3(__gm__ float* pij_first, __gm__ bfloat16_t* t5_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
-extern "C" __global__ AICORE void varlen_attention_bf16_k4(__gm__ bfloat16_t* t5_first, __gm__ bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, __gm__ float* oi_update, __gm__ float* lij_first, __gm__ float* li_update, __gm__ float* mij_first, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
-extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, __gm__ bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ bfloat16_t* v_tile_view, int64_t v_tile_view_stride0, __gm__ float* oij_1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, float softmax_scale);
-extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ float* mi, __gm__ float* mij, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* li, __gm__ float* t9, __gm__ float* lij, __gm__ float* t10, __gm__ float* li_new, __gm__ float* oi, __gm__ float* t11, __gm__ float* oij_1, __gm__ float* t12, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0);
-extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ bfloat16_t* q_tile_view_last, int64_t q_tile_view_last_stride0, __gm__ bfloat16_t* k_tile_view_last, int64_t k_tile_view_last_stride0, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ bfloat16_t* v_tile_view_last, int64_t v_tile_view_last_stride0, __gm__ float* oij_1_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
-extern "C" __global__ AICORE void varlen_attention_bf16_k8(__gm__ float* mi_last, __gm__ float* mij_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* li_last, __gm__ float* t9_last, __gm__ float* lij_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* oi_last, __gm__ float* t11_last, __gm__ float* oij_1_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD);
+extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* mij_first, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, int64_t h, int64_t NH, int64_t HD);
+extern "C" __global__ AICORE void varlen_attention_bf16_k2(__gm__ float* pij_first, __gm__ bfloat16_t* t5_first, __gm__ bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, __gm__ float* oi_update, __gm__ float* lij_first, __gm__ float* li_update, __gm__ float* mij_first, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
+extern "C" __global__ AICORE void varlen_attention_bf16_k3(__gm__ bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, __gm__ bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ bfloat16_t* v_tile_view, int64_t v_tile_view_stride0, __gm__ float* oij_1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, float softmax_scale);
+extern "C" __global__ AICORE void varlen_attention_bf16_k4(__gm__ float* mi, __gm__ float* mij, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* li, __gm__ float* t9, __gm__ float* lij, __gm__ float* t10, __gm__ float* li_new, __gm__ float* oi, __gm__ float* t11, __gm__ float* oij_1, __gm__ float* t12, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0);
+extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* q_tile_view_last, int64_t q_tile_view_last_stride0, __gm__ bfloat16_t* k_tile_view_last, int64_t k_tile_view_last_stride0, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ bfloat16_t* v_tile_view_last, int64_t v_tile_view_last_stride0, __gm__ float* oij_1_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
+extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ float* mi_last, __gm__ float* mij_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* li_last, __gm__ float* t9_last, __gm__ float* lij_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* oi_last, __gm__ float* t11_last, __gm__ float* oij_1_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -175,16 +173,12 @@ extern "C" int varlen_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v
                                 return 10;  // varlen_attention.pto:45:29
                             }
                             start_launch(poison);  // varlen_attention.pto:42:47
-                            varlen_attention_bf16_k1(pij_first, lij_first, t1_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:42:47
-                            start_launch(poison);  // varlen_attention.pto:42:35
-                            varlen_attention_bf16_k2(t1_first, v_tile_view_first, HD, oij_first, lij_first, l_output, mij_first, m_output, output, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, h, NH, HD);  // varlen_attention.pto:42:35
+                            varlen_attention_bf16_k1(pij_first, lij_first, t1_first, v_tile_view_first, HD, oij_first, l_output, mij_first, m_output, output, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, h, NH, HD);  // varlen_attention.pto:42:47
                         } else {
                             std::vector<unsigned char> t5_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
                             bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
                             start_launch(poison);  // varlen_attention.pto:47:51
-                            varlen_attention_bf16_k3(pij_first, t5_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:51
-                            start_launch(poison);  // varlen_attention.pto:47:44
-                            varlen_attention_bf16_k4(t5_first, v_tile_view_first, HD, oi_update, lij_first, li_update, mij_first, mi_update, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:44
+                            varlen_attention_bf16_k2(pij_first, t5_first, v_tile_view_first, HD, oi_update, lij_first, li_update, mij_first, mi_update, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:51
                         }
                     }
                 }
@@ -230,7 +224,7 @@ extern "C" int varlen_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v
                     std::vector<unsigned char> mi_new_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
                     float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
                     start_launch(poison);  // varlen_attention.pto:35:30
-                    varlen_attention_bf16_k5(q_tile_view, HD, k_tile_view, HD, scores, scores_scaled, mij, pij, lij, t6, v_tile_view, HD, oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1, softmax_scale);  // varlen_attention.pto:35:30
+                    varlen_attention_bf16_k3(q_tile_view, HD, k_tile_view, HD, scores, scores_scaled, mij, pij, lij, t6, v_tile_view, HD, oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1, softmax_scale);  // varlen_attention.pto:35:30
                     std::vector<unsigned char> t2_1_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
                     float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
                     std::vector<unsigned char> t4_1_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
@@ -246,7 +240,7 @@ extern "C" int varlen_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v
                     std::vector<unsigned char> t12_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
                     float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
                     start_launch(poison);  // varlen_attention.pto:55:34
-                    varlen_attention_bf16_k6(mi, mij, mi_new, t2_1, t4_1, li, t9, lij, t10, li_new, oi, t11, oij_1, t12, oi_update, li_update, mi_update, v_TQ, q_start, q_tile_idx, s0);  // varlen_attention.pto:55:34
+                    varlen_attention_bf16_k4(mi, mij, mi_new, t2_1, t4_1, li, t9, lij, t10, li_new, oi, t11, oij_1, t12, oi_update, li_update, mi_update, v_TQ, q_start, q_tile_idx, s0);  // varlen_attention.pto:55:34
                 }
                 if (ceil_div(s1 - k_start, 16) >= 2) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
@@ -291,7 +285,7 @@ extern "C" int varlen_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v
                         std::vector<unsigned char> mi_new_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
                         float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
                         start_launch(poison);  // varlen_attention.pto:35:30
-                        varlen_attention_bf16_k7(q_tile_view_last, HD, k_tile_view_last, HD, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, softmax_scale);  // varlen_attention.pto:35:30
+                        varlen_attention_bf16_k5(q_tile_view_last, HD, k_tile_view_last, HD, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, softmax_scale);  // varlen_attention.pto:35:30
                         std::vector<unsigned char> t2_1_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
                         float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
                         std::vector<unsigned char> t4_1_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
@@ -339,7 +333,7 @@ extern "C" int varlen_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v
                             return 21;  // varlen_attention.pto:63:29
                         }
                         start_launch(poison);  // varlen_attention.pto:55:34
-                        varlen_attention_bf16_k8(mi_last, mij_last, mi_new_last, t2_1_last, t4_1_last, li_last, t9_last, lij_last, t10_last, li_new_last, oi_last, t11_last, oij_1_last, t12_last, oi_tmp_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
+                        varlen_attention_bf16_k6(mi_last, mij_last, mi_new_last, t2_1_last, t4_1_last, li_last, t9_last, lij_last, t10_last, li_new_last, oi_last, t11_last, oij_1_last, t12_last, oi_tmp_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
                     }
                 }
             }

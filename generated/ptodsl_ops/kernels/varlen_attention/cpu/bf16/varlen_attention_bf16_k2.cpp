@@ -25,126 +25,128 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void varlen_attention_bf16_k2(__gm__ bfloat16_t* t1_first, __gm__ bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, __gm__ float* oij_first, __gm__ float* lij_first, __gm__ float* l_output, __gm__ float* mij_first, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, int64_t h, int64_t NH, int64_t HD)
+extern "C" __global__ AICORE void varlen_attention_bf16_k2(__gm__ float* pij_first, __gm__ bfloat16_t* t5_first, __gm__ bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, __gm__ float* oi_update, __gm__ float* lij_first, __gm__ float* li_update, __gm__ float* mij_first, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1)
 {
-    using TileT42 = TileAcc<float, 16, 64, DYNAMIC, 64>;
-    using TileT43 = Tile<TileType::Mat, bfloat16_t, 16, 16, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT44 = TileLeft<bfloat16_t, 16, 16, DYNAMIC, DYNAMIC>;
-    using TileT45 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT46 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
-    using TileT48 = Tile<TileType::Mat, bfloat16_t, 16, 16, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT49 = TileLeft<bfloat16_t, 16, 16, DYNAMIC, DYNAMIC>;
-    using TileT50 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT51 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
-    using TileT53 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT55 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT57 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT58 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT61 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT62 = Tile<TileType::Vec, bfloat16_t, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64 = TileAcc<float, 16, 64, DYNAMIC, 64>;
+    using TileT65 = Tile<TileType::Mat, bfloat16_t, 16, 16, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT66 = TileLeft<bfloat16_t, 16, 16, DYNAMIC, DYNAMIC>;
+    using TileT67 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT68 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
+    using TileT70 = Tile<TileType::Mat, bfloat16_t, 16, 16, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71 = TileLeft<bfloat16_t, 16, 16, DYNAMIC, DYNAMIC>;
+    using TileT72 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT73 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
+    using TileT75 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT77 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
-    for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g41) {  // varlen_attention.pto:42:35
-        TileT42 t42(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:42:35
-        TASSIGN(t42, 0);  // varlen_attention.pto:42:35
-        TileT43 t43(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
-        TASSIGN(t43, 0);  // varlen_attention.pto:42:35
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
-        GmView0 t1_firstGm0(t1_first + _g41 * 16 * 16, GmView0::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
-        TLOAD(t43, t1_firstGm0);  // varlen_attention.pto:42:35
+    for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g59) {  // varlen_attention.pto:47:51
+        for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g60) {  // varlen_attention.pto:47:51
+            TileT61 t61(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g60 * 16, 16));  // varlen_attention.pto:47:51
+            TASSIGN(t61, 0);  // varlen_attention.pto:47:51
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:51
+            GmView0 pij_firstGm0(pij_first + _g59 * 16 * 16 + _g60 * 16, GmView0::Shape(t61.GetValidRow(), t61.GetValidCol()));  // varlen_attention.pto:47:51
+            TLOAD(t61, pij_firstGm0);  // varlen_attention.pto:47:51
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT62 t62(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g60 * 16, 16));  // varlen_attention.pto:47:51
+            TASSIGN(t62, 1024);  // varlen_attention.pto:47:51
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t62, t61, RoundMode::CAST_RINT);  // varlen_attention.pto:47:51
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:51
+            GmView1 t5_firstGm1(t5_first + _g59 * 16 * 16 + _g60 * 16, GmView1::Shape(t62.GetValidRow(), t62.GetValidCol()));  // varlen_attention.pto:47:51
+            TSTORE(t5_firstGm1, t62);  // varlen_attention.pto:47:51
+        }
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT64 t64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16));  // varlen_attention.pto:47:44
+        TASSIGN(t64, 0);  // varlen_attention.pto:47:44
+        TileT65 t65(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
+        TASSIGN(t65, 0);  // varlen_attention.pto:47:44
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:44
+        GmView2 t5_firstGm2(t5_first + _g59 * 16 * 16, GmView2::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
+        TLOAD(t65, t5_firstGm2);  // varlen_attention.pto:47:44
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
-        TASSIGN(t44, 0);  // varlen_attention.pto:42:35
+        TileT66 t66(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
+        TASSIGN(t66, 0);  // varlen_attention.pto:47:44
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TMOV(t44, t43);  // varlen_attention.pto:42:35
+        TMOV(t66, t65);  // varlen_attention.pto:47:44
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT45 t45(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
-        TASSIGN(t45, 0);  // varlen_attention.pto:42:35
+        TileT67 t67(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
+        TASSIGN(t67, 0);  // varlen_attention.pto:47:44
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
-        GmView1 v_tile_view_firstGm1(v_tile_view_first, GmView1::Shape(t45.GetValidRow()), GmView1::Stride(v_tile_view_first_stride0));  // varlen_attention.pto:42:35
-        TLOAD(t45, v_tile_view_firstGm1);  // varlen_attention.pto:42:35
+        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
+        GmView3 v_tile_view_firstGm3(v_tile_view_first, GmView3::Shape(t67.GetValidRow()), GmView3::Stride(v_tile_view_first_stride0));  // varlen_attention.pto:47:44
+        TLOAD(t67, v_tile_view_firstGm3);  // varlen_attention.pto:47:44
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT46 t46(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
-        TASSIGN(t46, 0);  // varlen_attention.pto:42:35
+        TileT68 t68(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
+        TASSIGN(t68, 0);  // varlen_attention.pto:47:44
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TMOV(t46, t45);  // varlen_attention.pto:42:35
+        TMOV(t68, t67);  // varlen_attention.pto:47:44
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        TMATMUL(t42, t44, t46);  // varlen_attention.pto:42:35
+        TMATMUL(t64, t66, t68);  // varlen_attention.pto:47:44
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k47) {  // varlen_attention.pto:42:35
-            TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
-            TASSIGN(t48, 0);  // varlen_attention.pto:42:35
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
-            GmView2 t1_firstGm2(t1_first + _g41 * 16 * 16 + _k47 * 16, GmView2::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
-            TLOAD(t48, t1_firstGm2);  // varlen_attention.pto:42:35
+        for (int64_t _k69 = 1; _k69 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k69) {  // varlen_attention.pto:47:44
+            TileT70 t70(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
+            TASSIGN(t70, 0);  // varlen_attention.pto:47:44
+            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:44
+            GmView4 t5_firstGm4(t5_first + _g59 * 16 * 16 + _k69 * 16, GmView4::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
+            TLOAD(t70, t5_firstGm4);  // varlen_attention.pto:47:44
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
-            TASSIGN(t49, 0);  // varlen_attention.pto:42:35
+            TileT71 t71(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
+            TASSIGN(t71, 0);  // varlen_attention.pto:47:44
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t49, t48);  // varlen_attention.pto:42:35
+            TMOV(t71, t70);  // varlen_attention.pto:47:44
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT50 t50(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
-            TASSIGN(t50, 0);  // varlen_attention.pto:42:35
+            TileT72 t72(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
+            TASSIGN(t72, 0);  // varlen_attention.pto:47:44
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
-            GmView3 v_tile_view_firstGm3(v_tile_view_first + _k47 * 16 * v_tile_view_first_stride0, GmView3::Shape(t50.GetValidRow()), GmView3::Stride(v_tile_view_first_stride0));  // varlen_attention.pto:42:35
-            TLOAD(t50, v_tile_view_firstGm3);  // varlen_attention.pto:42:35
+            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
+            GmView5 v_tile_view_firstGm5(v_tile_view_first + _k69 * 16 * v_tile_view_first_stride0, GmView5::Shape(t72.GetValidRow()), GmView5::Stride(v_tile_view_first_stride0));  // varlen_attention.pto:47:44
+            TLOAD(t72, v_tile_view_firstGm5);  // varlen_attention.pto:47:44
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT51 t51(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
-            TASSIGN(t51, 0);  // varlen_attention.pto:42:35
+            TileT73 t73(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
+            TASSIGN(t73, 0);  // varlen_attention.pto:47:44
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t51, t50);  // varlen_attention.pto:42:35
+            TMOV(t73, t72);  // varlen_attention.pto:47:44
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL_ACC(t42, t42, t49, t51);  // varlen_attention.pto:42:35
+            TMATMUL_ACC(t64, t64, t71, t73);  // varlen_attention.pto:47:44
         }
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
-        GmView4 oij_firstGm4(oij_first + _g41 * 16 * 64, GmView4::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
-        TSTORE(oij_firstGm4, t42);  // varlen_attention.pto:42:35
-        set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:43:29
-        TASSIGN(t53, 0);  // varlen_attention.pto:43:29
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
-        GmView5 lij_firstGm5(lij_first + _g41 * 16, GmView5::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
-        TLOAD(t53, lij_firstGm5);  // varlen_attention.pto:43:29
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
+        GmView6 oi_updateGm6(oi_update + _g59 * 16 * 64, GmView6::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
+        TSTORE(oi_updateGm6, t64);  // varlen_attention.pto:47:44
+        TileT75 t75(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16));  // varlen_attention.pto:48:29
+        TASSIGN(t75, 0);  // varlen_attention.pto:48:29
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+        GmView7 lij_firstGm7(lij_first + _g59 * 16, GmView7::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+        TLOAD(t75, lij_firstGm7);  // varlen_attention.pto:48:29
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
-        GmView6 l_outputGm6(l_output + (q_start + q_tile_idx * 16 + _g41 * 16) * NH + h, GmView6::Shape(t53.GetValidRow()), GmView6::Stride(NH));  // varlen_attention.pto:43:29
-        TSTORE(l_outputGm6, t53);  // varlen_attention.pto:43:29
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+        GmView8 li_updateGm8(li_update + _g59 * 16, GmView8::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+        TSTORE(li_updateGm8, t75);  // varlen_attention.pto:48:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT55 t55(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:44:29
-        TASSIGN(t55, 0);  // varlen_attention.pto:44:29
+        TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16));  // varlen_attention.pto:49:29
+        TASSIGN(t77, 0);  // varlen_attention.pto:49:29
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
-        GmView7 mij_firstGm7(mij_first + _g41 * 16, GmView7::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
-        TLOAD(t55, mij_firstGm7);  // varlen_attention.pto:44:29
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+        GmView9 mij_firstGm9(mij_first + _g59 * 16, GmView9::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+        TLOAD(t77, mij_firstGm9);  // varlen_attention.pto:49:29
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
-        GmView8 m_outputGm8(m_output + (q_start + q_tile_idx * 16 + _g41 * 16) * NH + h, GmView8::Shape(t55.GetValidRow()), GmView8::Stride(NH));  // varlen_attention.pto:44:29
-        TSTORE(m_outputGm8, t55);  // varlen_attention.pto:44:29
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT57 t57(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:45:71
-        TASSIGN(t57, 0);  // varlen_attention.pto:45:71
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
-        GmView9 oij_firstGm9(oij_first + _g41 * 16 * 64, GmView9::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
-        TLOAD(t57, oij_firstGm9);  // varlen_attention.pto:45:71
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:45:71
-        TASSIGN(t58, 4096);  // varlen_attention.pto:45:71
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t58, t57, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:45:71
-        GmView10 outputGm10(output + (q_start + q_tile_idx * 16 + _g41 * 16) * HD + h * 64, GmView10::Shape(t58.GetValidRow()), GmView10::Stride(HD));  // varlen_attention.pto:45:71
-        TSTORE(outputGm10, t58);  // varlen_attention.pto:45:71
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+        GmView10 mi_updateGm10(mi_update + _g59 * 16, GmView10::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+        TSTORE(mi_updateGm10, t77);  // varlen_attention.pto:49:29
     }
 }

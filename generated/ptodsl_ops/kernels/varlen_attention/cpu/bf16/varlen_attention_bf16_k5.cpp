@@ -25,146 +25,149 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, __gm__ bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ bfloat16_t* v_tile_view, int64_t v_tile_view_stride0, __gm__ float* oij_1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, float softmax_scale)
+extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* q_tile_view_last, int64_t q_tile_view_last_stride0, __gm__ bfloat16_t* k_tile_view_last, int64_t k_tile_view_last_stride0, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ bfloat16_t* v_tile_view_last, int64_t v_tile_view_last_stride0, __gm__ float* oij_1_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale)
 {
-    using TileT90 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT80 = TileAcc<float, 16, 16, DYNAMIC, DYNAMIC>;
-    using TileT81 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT82 = TileLeft<bfloat16_t, 16, 64, DYNAMIC, 64>;
-    using TileT83 = Tile<TileType::Mat, bfloat16_t, 64, 16, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT84 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
-    using TileT87 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT93 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT108 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT111 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112 = Tile<TileType::Vec, bfloat16_t, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT114 = TileAcc<float, 16, 64, DYNAMIC, 64>;
-    using TileT115 = Tile<TileType::Mat, bfloat16_t, 16, 16, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT116 = TileLeft<bfloat16_t, 16, 16, DYNAMIC, DYNAMIC>;
-    using TileT117 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT118 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
-    using TileT120 = Tile<TileType::Mat, bfloat16_t, 16, 16, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT121 = TileLeft<bfloat16_t, 16, 16, DYNAMIC, DYNAMIC>;
-    using TileT122 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT123 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
+    using TileT184 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174 = TileAcc<float, 16, 16, DYNAMIC, DYNAMIC>;
+    using TileT175 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT176 = TileLeft<bfloat16_t, 16, 64, DYNAMIC, 64>;
+    using TileT177 = Tile<TileType::Mat, bfloat16_t, 64, 16, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT178 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
+    using TileT181 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT182 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT199 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT190 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT197 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT202 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT205 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206 = Tile<TileType::Vec, bfloat16_t, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT208 = TileAcc<float, 16, 64, DYNAMIC, 64>;
+    using TileT209 = Tile<TileType::Mat, bfloat16_t, 16, 16, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT210 = TileLeft<bfloat16_t, 16, 16, DYNAMIC, DYNAMIC>;
+    using TileT211 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT212 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
+    using TileT214 = Tile<TileType::Mat, bfloat16_t, 16, 16, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT215 = TileLeft<bfloat16_t, 16, 16, DYNAMIC, DYNAMIC>;
+    using TileT216 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT217 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g78) {  // varlen_attention.pto:35:30
-        TileT90 t90(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:37:27
-        TASSIGN(t90, 0);  // varlen_attention.pto:37:27
-        TEXPANDS(t90, -__builtin_inff());  // varlen_attention.pto:37:27
+    for (int64_t _g172 = 0; _g172 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g172) {  // varlen_attention.pto:35:30
+        TileT184 t184(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:37:27
+        TASSIGN(t184, 0);  // varlen_attention.pto:37:27
+        TEXPANDS(t184, -__builtin_inff());  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
-        for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g79) {  // varlen_attention.pto:35:30
-            TileT80 t80(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t80, 0);  // varlen_attention.pto:35:30
-            TileT81 t81(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t81, 0);  // varlen_attention.pto:35:30
+        for (int64_t _g173 = 0; _g173 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g173) {  // varlen_attention.pto:35:30
+            TileT174 t174(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t174, 0);  // varlen_attention.pto:35:30
+            TileT175 t175(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t175, 0);  // varlen_attention.pto:35:30
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-            GmView0 q_tile_viewGm0(q_tile_view + _g78 * 16 * q_tile_view_stride0, GmView0::Shape(t81.GetValidRow()), GmView0::Stride(q_tile_view_stride0));  // varlen_attention.pto:35:30
-            TLOAD(t81, q_tile_viewGm0);  // varlen_attention.pto:35:30
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT82 t82(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t82, 0);  // varlen_attention.pto:35:30
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TMOV(t82, t81);  // varlen_attention.pto:35:30
+            GmView0 q_tile_view_lastGm0(q_tile_view_last + _g172 * 16 * q_tile_view_last_stride0, GmView0::Shape(t175.GetValidRow()), GmView0::Stride(q_tile_view_last_stride0));  // varlen_attention.pto:35:30
+            TLOAD(t175, q_tile_view_lastGm0);  // varlen_attention.pto:35:30
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT176 t176(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t176, 0);  // varlen_attention.pto:35:30
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t176, t175);  // varlen_attention.pto:35:30
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT83 t83(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t83, 0);  // varlen_attention.pto:35:30
+            TileT177 t177(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t177, 0);  // varlen_attention.pto:35:30
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-            GmView1 k_tile_viewGm1(k_tile_view + _g79 * 16 * k_tile_view_stride0, GmView1::Shape(t83.GetValidCol()), GmView1::Stride(k_tile_view_stride0));  // varlen_attention.pto:35:30
-            TLOAD(t83, k_tile_viewGm1);  // varlen_attention.pto:35:30
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT84 t84(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t84, 0);  // varlen_attention.pto:35:30
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TMOV(t84, t83);  // varlen_attention.pto:35:30
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-            TMATMUL(t80, t82, t84);  // varlen_attention.pto:35:30
+            GmView1 k_tile_view_lastGm1(k_tile_view_last + _g173 * 16 * k_tile_view_last_stride0, GmView1::Shape(t177.GetValidCol()), GmView1::Stride(k_tile_view_last_stride0));  // varlen_attention.pto:35:30
+            TLOAD(t177, k_tile_view_lastGm1);  // varlen_attention.pto:35:30
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT178 t178(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t178, 0);  // varlen_attention.pto:35:30
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t178, t177);  // varlen_attention.pto:35:30
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t174, t176, t178);  // varlen_attention.pto:35:30
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:35:30
-            GmView2 scoresGm2(scores + _g78 * 16 * 16 + _g79 * 16, GmView2::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
-            TSTORE(scoresGm2, t80);  // varlen_attention.pto:35:30
+            GmView2 scores_lastGm2(scores_last + _g172 * 16 * 16 + _g173 * 16, GmView2::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
+            TSTORE(scores_lastGm2, t174);  // varlen_attention.pto:35:30
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-            TileT87 t87(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
-            TASSIGN(t87, 512);  // varlen_attention.pto:36:37
+            TileT181 t181(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:36:37
+            TASSIGN(t181, 512);  // varlen_attention.pto:36:37
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-            GmView3 scoresGm3(scores + _g78 * 16 * 16 + _g79 * 16, GmView3::Shape(t87.GetValidRow(), t87.GetValidCol()));  // varlen_attention.pto:36:37
-            TLOAD(t87, scoresGm3);  // varlen_attention.pto:36:37
+            GmView3 scores_lastGm3(scores_last + _g172 * 16 * 16 + _g173 * 16, GmView3::Shape(t181.GetValidRow(), t181.GetValidCol()));  // varlen_attention.pto:36:37
+            TLOAD(t181, scores_lastGm3);  // varlen_attention.pto:36:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT88 t88(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
-            TASSIGN(t88, 1536);  // varlen_attention.pto:36:37
+            TileT182 t182(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:36:37
+            TASSIGN(t182, 1536);  // varlen_attention.pto:36:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t88, t87, softmax_scale);  // varlen_attention.pto:36:37
+            TMULS(t182, t181, softmax_scale);  // varlen_attention.pto:36:37
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-            GmView4 scores_scaledGm4(scores_scaled + _g78 * 16 * 16 + _g79 * 16, GmView4::Shape(t88.GetValidRow(), t88.GetValidCol()));  // varlen_attention.pto:36:37
-            TSTORE(scores_scaledGm4, t88);  // varlen_attention.pto:36:37
-            TileT93 t93(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:37:27
-            TASSIGN(t93, 512);  // varlen_attention.pto:37:27
+            GmView4 scores_scaled_lastGm4(scores_scaled_last + _g172 * 16 * 16 + _g173 * 16, GmView4::Shape(t182.GetValidRow(), t182.GetValidCol()));  // varlen_attention.pto:36:37
+            TSTORE(scores_scaled_lastGm4, t182);  // varlen_attention.pto:36:37
+            TileT187 t187(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:37:27
+            TASSIGN(t187, 512);  // varlen_attention.pto:37:27
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // varlen_attention.pto:37:27
             TASSIGN(tmp0, 3072);  // varlen_attention.pto:37:27
-            TROWMAX(t93, t88, tmp0);  // varlen_attention.pto:37:27
+            TROWMAX(t187, t182, tmp0);  // varlen_attention.pto:37:27
             pipe_barrier(PIPE_V);
-            TMAX(t90, t90, t93);  // varlen_attention.pto:37:27
+            TMAX(t184, t184, t187);  // varlen_attention.pto:37:27
         }
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-        GmView5 mijGm5(mij + _g78 * 16, GmView5::Shape(t90.GetValidRow()));  // varlen_attention.pto:37:27
-        TSTORE(mijGm5, t90);  // varlen_attention.pto:37:27
-        TileT105 t105(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:39:27
-        TASSIGN(t105, 512);  // varlen_attention.pto:39:27
+        GmView5 mij_lastGm5(mij_last + _g172 * 16, GmView5::Shape(t184.GetValidRow()));  // varlen_attention.pto:37:27
+        TSTORE(mij_lastGm5, t184);  // varlen_attention.pto:37:27
+        TileT199 t199(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:39:27
+        TASSIGN(t199, 512);  // varlen_attention.pto:39:27
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TEXPANDS(t105, 0.0f);  // varlen_attention.pto:39:27
+        TEXPANDS(t199, 0.0f);  // varlen_attention.pto:39:27
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g95) {  // varlen_attention.pto:38:31
-            TileT96 t96(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(t96, 1024);  // varlen_attention.pto:38:31
+        for (int64_t _g189 = 0; _g189 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g189) {  // varlen_attention.pto:38:31
+            TileT190 t190(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:31
+            TASSIGN(t190, 1024);  // varlen_attention.pto:38:31
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
-            GmView6 scores_scaledGm6(scores_scaled + _g78 * 16 * 16 + _g95 * 16, GmView6::Shape(t96.GetValidRow(), t96.GetValidCol()));  // varlen_attention.pto:38:31
-            TLOAD(t96, scores_scaledGm6);  // varlen_attention.pto:38:31
+            GmView6 scores_scaled_lastGm6(scores_scaled_last + _g172 * 16 * 16 + _g189 * 16, GmView6::Shape(t190.GetValidRow(), t190.GetValidCol()));  // varlen_attention.pto:38:31
+            TLOAD(t190, scores_scaled_lastGm6);  // varlen_attention.pto:38:31
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT103 t103(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:27
-            TASSIGN(t103, 2048);  // varlen_attention.pto:38:27
+            TileT197 t197(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:27
+            TASSIGN(t197, 2048);  // varlen_attention.pto:38:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:38:27
+            TileTmp1 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:38:27
             TASSIGN(tmp1, 3072);  // varlen_attention.pto:38:27
-            TROWEXPAND(tmp1, t90);  // varlen_attention.pto:38:27
+            TROWEXPAND(tmp1, t184);  // varlen_attention.pto:38:27
             pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-            TROWEXPANDEXPDIF(t103, t96, tmp1);  // varlen_attention.pto:38:27
+            TROWEXPANDEXPDIF(t197, t190, tmp1);  // varlen_attention.pto:38:27
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-            GmView7 pijGm7(pij + _g78 * 16 * 16 + _g95 * 16, GmView7::Shape(t103.GetValidRow(), t103.GetValidCol()));  // varlen_attention.pto:38:27
-            TSTORE(pijGm7, t103);  // varlen_attention.pto:38:27
-            TileT108 t108(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:39:27
-            TASSIGN(t108, 1024);  // varlen_attention.pto:39:27
+            GmView7 pij_lastGm7(pij_last + _g172 * 16 * 16 + _g189 * 16, GmView7::Shape(t197.GetValidRow(), t197.GetValidCol()));  // varlen_attention.pto:38:27
+            TSTORE(pij_lastGm7, t197);  // varlen_attention.pto:38:27
+            TileT202 t202(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:39:27
+            TASSIGN(t202, 1024);  // varlen_attention.pto:39:27
             pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // varlen_attention.pto:39:27
             TASSIGN(tmp2, 3072);  // varlen_attention.pto:39:27
-            TROWSUM(t108, t103, tmp2);  // varlen_attention.pto:39:27
+            TROWSUM(t202, t197, tmp2);  // varlen_attention.pto:39:27
             pipe_barrier(PIPE_V);
-            TADD(t105, t105, t108);  // varlen_attention.pto:39:27
+            TADD(t199, t199, t202);  // varlen_attention.pto:39:27
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -173,107 +176,98 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* q_
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-        GmView8 lijGm8(lij + _g78 * 16, GmView8::Shape(t105.GetValidRow()));  // varlen_attention.pto:39:27
-        TSTORE(lijGm8, t105);  // varlen_attention.pto:39:27
+        GmView8 lij_lastGm8(lij_last + _g172 * 16, GmView8::Shape(t199.GetValidRow()));  // varlen_attention.pto:39:27
+        TSTORE(lij_lastGm8, t199);  // varlen_attention.pto:39:27
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g110) {  // varlen_attention.pto:51:38
-            TileT111 t111(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
-            TASSIGN(t111, 0);  // varlen_attention.pto:51:38
+        for (int64_t _g204 = 0; _g204 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g204) {  // varlen_attention.pto:51:38
+            TileT205 t205(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
+            TASSIGN(t205, 0);  // varlen_attention.pto:51:38
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-            GmView9 pijGm9(pij + _g78 * 16 * 16 + _g110 * 16, GmView9::Shape(t111.GetValidRow(), t111.GetValidCol()));  // varlen_attention.pto:51:38
-            TLOAD(t111, pijGm9);  // varlen_attention.pto:51:38
+            GmView9 pij_lastGm9(pij_last + _g172 * 16 * 16 + _g204 * 16, GmView9::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
+            TLOAD(t205, pij_lastGm9);  // varlen_attention.pto:51:38
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT112 t112(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
-            TASSIGN(t112, 1024);  // varlen_attention.pto:51:38
+            TileT206 t206(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
+            TASSIGN(t206, 1024);  // varlen_attention.pto:51:38
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t112, t111, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+            TCVT(t206, t205, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-            GmView10 t6Gm10(t6 + _g78 * 16 * 16 + _g110 * 16, GmView10::Shape(t112.GetValidRow(), t112.GetValidCol()));  // varlen_attention.pto:51:38
-            TSTORE(t6Gm10, t112);  // varlen_attention.pto:51:38
+            GmView10 t6_lastGm10(t6_last + _g172 * 16 * 16 + _g204 * 16, GmView10::Shape(t206.GetValidRow(), t206.GetValidCol()));  // varlen_attention.pto:51:38
+            TSTORE(t6_lastGm10, t206);  // varlen_attention.pto:51:38
         }
-    }
-    set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g113) {  // varlen_attention.pto:51:31
-        TileT114 t114(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16));  // varlen_attention.pto:51:31
-        TASSIGN(t114, 0);  // varlen_attention.pto:51:31
-        TileT115 t115(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
-        TASSIGN(t115, 0);  // varlen_attention.pto:51:31
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        TileT208 t208(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:51:31
+        TASSIGN(t208, 0);  // varlen_attention.pto:51:31
+        TileT209 t209(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TASSIGN(t209, 0);  // varlen_attention.pto:51:31
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-        GmView11 t6Gm11(t6 + _g113 * 16 * 16, GmView11::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
-        TLOAD(t115, t6Gm11);  // varlen_attention.pto:51:31
+        GmView11 t6_lastGm11(t6_last + _g172 * 16 * 16, GmView11::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
+        TLOAD(t209, t6_lastGm11);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
-        TASSIGN(t116, 0);  // varlen_attention.pto:51:31
+        TileT210 t210(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TASSIGN(t210, 0);  // varlen_attention.pto:51:31
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TMOV(t116, t115);  // varlen_attention.pto:51:31
+        TMOV(t210, t209);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT117 t117(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
-        TASSIGN(t117, 0);  // varlen_attention.pto:51:31
+        TileT211 t211(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TASSIGN(t211, 0);  // varlen_attention.pto:51:31
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-        GmView12 v_tile_viewGm12(v_tile_view, GmView12::Shape(t117.GetValidRow()), GmView12::Stride(v_tile_view_stride0));  // varlen_attention.pto:51:31
-        TLOAD(t117, v_tile_viewGm12);  // varlen_attention.pto:51:31
+        GmView12 v_tile_view_lastGm12(v_tile_view_last, GmView12::Shape(t211.GetValidRow()), GmView12::Stride(v_tile_view_last_stride0));  // varlen_attention.pto:51:31
+        TLOAD(t211, v_tile_view_lastGm12);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT118 t118(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
-        TASSIGN(t118, 0);  // varlen_attention.pto:51:31
+        TileT212 t212(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TASSIGN(t212, 0);  // varlen_attention.pto:51:31
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TMOV(t118, t117);  // varlen_attention.pto:51:31
+        TMOV(t212, t211);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        TMATMUL(t114, t116, t118);  // varlen_attention.pto:51:31
+        TMATMUL(t208, t210, t212);  // varlen_attention.pto:51:31
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_k119) {  // varlen_attention.pto:51:31
-            TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
-            TASSIGN(t120, 0);  // varlen_attention.pto:51:31
+        for (int64_t _k213 = 1; _k213 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_k213) {  // varlen_attention.pto:51:31
+            TileT214 t214(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
+            TASSIGN(t214, 0);  // varlen_attention.pto:51:31
             using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-            GmView13 t6Gm13(t6 + _g113 * 16 * 16 + _k119 * 16, GmView13::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
-            TLOAD(t120, t6Gm13);  // varlen_attention.pto:51:31
+            GmView13 t6_lastGm13(t6_last + _g172 * 16 * 16 + _k213 * 16, GmView13::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
+            TLOAD(t214, t6_lastGm13);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT121 t121(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
-            TASSIGN(t121, 0);  // varlen_attention.pto:51:31
+            TileT215 t215(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
+            TASSIGN(t215, 0);  // varlen_attention.pto:51:31
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t121, t120);  // varlen_attention.pto:51:31
+            TMOV(t215, t214);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT122 t122(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
-            TASSIGN(t122, 0);  // varlen_attention.pto:51:31
+            TileT216 t216(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
+            TASSIGN(t216, 0);  // varlen_attention.pto:51:31
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-            GmView14 v_tile_viewGm14(v_tile_view + _k119 * 16 * v_tile_view_stride0, GmView14::Shape(t122.GetValidRow()), GmView14::Stride(v_tile_view_stride0));  // varlen_attention.pto:51:31
-            TLOAD(t122, v_tile_viewGm14);  // varlen_attention.pto:51:31
+            GmView14 v_tile_view_lastGm14(v_tile_view_last + _k213 * 16 * v_tile_view_last_stride0, GmView14::Shape(t216.GetValidRow()), GmView14::Stride(v_tile_view_last_stride0));  // varlen_attention.pto:51:31
+            TLOAD(t216, v_tile_view_lastGm14);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT123 t123(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
-            TASSIGN(t123, 0);  // varlen_attention.pto:51:31
+            TileT217 t217(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
+            TASSIGN(t217, 0);  // varlen_attention.pto:51:31
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t123, t122);  // varlen_attention.pto:51:31
+            TMOV(t217, t216);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL_ACC(t114, t114, t121, t123);  // varlen_attention.pto:51:31
+            TMATMUL_ACC(t208, t208, t215, t217);  // varlen_attention.pto:51:31
         }
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-        GmView15 oij_1Gm15(oij_1 + _g113 * 16 * 64, GmView15::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
-        TSTORE(oij_1Gm15, t114);  // varlen_attention.pto:51:31
+        GmView15 oij_1_lastGm15(oij_1_last + _g172 * 16 * 64, GmView15::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
+        TSTORE(oij_1_lastGm15, t208);  // varlen_attention.pto:51:31
     }
 }

@@ -25,63 +25,68 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ float* mi, __gm__ float* mij, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* li, __gm__ float* t9, __gm__ float* lij, __gm__ float* t10, __gm__ float* li_new, __gm__ float* oi, __gm__ float* t11, __gm__ float* oij_1, __gm__ float* t12, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0)
+extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ float* mi_last, __gm__ float* mij_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* li_last, __gm__ float* t9_last, __gm__ float* lij_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* oi_last, __gm__ float* t11_last, __gm__ float* oij_1_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD)
 {
-    using TileT125 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT126 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT127 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT129 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT130 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT131 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT134 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT136 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT137 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT138 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT141 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT143 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT144 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT145 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT147 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT149 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT151 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT152 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT153 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT155 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT156 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT157 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT158 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT160 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT161 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT162 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT163 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT165 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT166 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT167 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT169 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT171 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT219 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT220 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT221 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT223 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT224 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT225 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT228 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT230 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT231 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT232 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT235 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT237 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT238 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT239 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT241 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT242 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT243 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT245 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT246 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT247 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT249 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT250 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT251 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT252 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT254 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT255 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT256 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT257 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT259 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT260 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT261 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT263 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT265 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT267 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT268 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT269 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT270 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT273 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
 
-    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g124) {  // varlen_attention.pto:55:34
-        TileT125 t125(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g124 * 16, 0), 16));  // varlen_attention.pto:55:34
-        TASSIGN(t125, 0);  // varlen_attention.pto:55:34
+    for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g218) {  // varlen_attention.pto:55:34
+        TileT219 t219(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g218 * 16, 0), 16));  // varlen_attention.pto:55:34
+        TASSIGN(t219, 0);  // varlen_attention.pto:55:34
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-        GmView0 miGm0(mi + _g124 * 16, GmView0::Shape(t125.GetValidRow()));  // varlen_attention.pto:55:34
-        TLOAD(t125, miGm0);  // varlen_attention.pto:55:34
-        TileT126 t126(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 0), 16));  // varlen_attention.pto:55:34
-        TASSIGN(t126, 512);  // varlen_attention.pto:55:34
+        GmView0 mi_lastGm0(mi_last + _g218 * 16, GmView0::Shape(t219.GetValidRow()));  // varlen_attention.pto:55:34
+        TLOAD(t219, mi_lastGm0);  // varlen_attention.pto:55:34
+        TileT220 t220(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g218 * 16, 0), 16));  // varlen_attention.pto:55:34
+        TASSIGN(t220, 512);  // varlen_attention.pto:55:34
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-        GmView1 mijGm1(mij + _g124 * 16, GmView1::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
-        TLOAD(t126, mijGm1);  // varlen_attention.pto:55:34
+        GmView1 mij_lastGm1(mij_last + _g218 * 16, GmView1::Shape(t220.GetValidRow()));  // varlen_attention.pto:55:34
+        TLOAD(t220, mij_lastGm1);  // varlen_attention.pto:55:34
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT127 t127(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g124 * 16, 16));  // varlen_attention.pto:55:34
-        TASSIGN(t127, 1024);  // varlen_attention.pto:55:34
+        TileT221 t221(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g218 * 16, 16));  // varlen_attention.pto:55:34
+        TASSIGN(t221, 1024);  // varlen_attention.pto:55:34
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t127, t125, t126);  // varlen_attention.pto:55:34
+        TMAX(t221, t219, t220);  // varlen_attention.pto:55:34
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-        GmView2 mi_newGm2(mi_new + _g124 * 16, GmView2::Shape(t127.GetValidRow()));  // varlen_attention.pto:55:34
-        TSTORE(mi_newGm2, t127);  // varlen_attention.pto:55:34
+        GmView2 mi_new_lastGm2(mi_new_last + _g218 * 16, GmView2::Shape(t221.GetValidRow()));  // varlen_attention.pto:55:34
+        TSTORE(mi_new_lastGm2, t221);  // varlen_attention.pto:55:34
     }
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -90,116 +95,116 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ float* mi, __g
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g128 = 0; _g128 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g128) {  // varlen_attention.pto:56:34
-        TileT129 t129(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g128 * 16, 0), 16));  // varlen_attention.pto:56:34
-        TASSIGN(t129, 0);  // varlen_attention.pto:56:34
+    for (int64_t _g222 = 0; _g222 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g222) {  // varlen_attention.pto:56:34
+        TileT223 t223(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g222 * 16, 0), 16));  // varlen_attention.pto:56:34
+        TASSIGN(t223, 0);  // varlen_attention.pto:56:34
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-        GmView3 miGm3(mi + _g128 * 16, GmView3::Shape(t129.GetValidRow()));  // varlen_attention.pto:56:34
-        TLOAD(t129, miGm3);  // varlen_attention.pto:56:34
-        TileT130 t130(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g128 * 16, 0), 16));  // varlen_attention.pto:56:34
-        TASSIGN(t130, 512);  // varlen_attention.pto:56:34
+        GmView3 mi_lastGm3(mi_last + _g222 * 16, GmView3::Shape(t223.GetValidRow()));  // varlen_attention.pto:56:34
+        TLOAD(t223, mi_lastGm3);  // varlen_attention.pto:56:34
+        TileT224 t224(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g222 * 16, 0), 16));  // varlen_attention.pto:56:34
+        TASSIGN(t224, 512);  // varlen_attention.pto:56:34
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-        GmView4 mi_newGm4(mi_new + _g128 * 16, GmView4::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
-        TLOAD(t130, mi_newGm4);  // varlen_attention.pto:56:34
+        GmView4 mi_new_lastGm4(mi_new_last + _g222 * 16, GmView4::Shape(t224.GetValidRow()));  // varlen_attention.pto:56:34
+        TLOAD(t224, mi_new_lastGm4);  // varlen_attention.pto:56:34
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT131 t131(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g128 * 16, 16));  // varlen_attention.pto:56:34
-        TASSIGN(t131, 1024);  // varlen_attention.pto:56:34
+        TileT225 t225(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g222 * 16, 16));  // varlen_attention.pto:56:34
+        TASSIGN(t225, 1024);  // varlen_attention.pto:56:34
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t131, t129, t130);  // varlen_attention.pto:56:34
-        TileT134 t134(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g128 * 16, 16));  // varlen_attention.pto:56:30
-        TASSIGN(t134, 0);  // varlen_attention.pto:56:30
+        TSUB(t225, t223, t224);  // varlen_attention.pto:56:34
+        TileT228 t228(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g222 * 16, 16));  // varlen_attention.pto:56:30
+        TASSIGN(t228, 0);  // varlen_attention.pto:56:30
         pipe_barrier(PIPE_V);
-        TEXP(t134, t131);  // varlen_attention.pto:56:30
+        TEXP(t228, t225);  // varlen_attention.pto:56:30
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
-        GmView5 t2_1Gm5(t2_1 + _g128 * 16, GmView5::Shape(t134.GetValidRow()));  // varlen_attention.pto:56:30
-        TSTORE(t2_1Gm5, t134);  // varlen_attention.pto:56:30
+        GmView5 t2_1_lastGm5(t2_1_last + _g222 * 16, GmView5::Shape(t228.GetValidRow()));  // varlen_attention.pto:56:30
+        TSTORE(t2_1_lastGm5, t228);  // varlen_attention.pto:56:30
     }
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g135 = 0; _g135 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g135) {  // varlen_attention.pto:57:34
-        TileT136 t136(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g135 * 16, 0), 16));  // varlen_attention.pto:57:34
-        TASSIGN(t136, 0);  // varlen_attention.pto:57:34
+    for (int64_t _g229 = 0; _g229 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g229) {  // varlen_attention.pto:57:34
+        TileT230 t230(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g229 * 16, 0), 16));  // varlen_attention.pto:57:34
+        TASSIGN(t230, 0);  // varlen_attention.pto:57:34
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-        GmView6 mijGm6(mij + _g135 * 16, GmView6::Shape(t136.GetValidRow()));  // varlen_attention.pto:57:34
-        TLOAD(t136, mijGm6);  // varlen_attention.pto:57:34
-        TileT137 t137(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g135 * 16, 0), 16));  // varlen_attention.pto:57:34
-        TASSIGN(t137, 512);  // varlen_attention.pto:57:34
+        GmView6 mij_lastGm6(mij_last + _g229 * 16, GmView6::Shape(t230.GetValidRow()));  // varlen_attention.pto:57:34
+        TLOAD(t230, mij_lastGm6);  // varlen_attention.pto:57:34
+        TileT231 t231(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g229 * 16, 0), 16));  // varlen_attention.pto:57:34
+        TASSIGN(t231, 512);  // varlen_attention.pto:57:34
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-        GmView7 mi_newGm7(mi_new + _g135 * 16, GmView7::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
-        TLOAD(t137, mi_newGm7);  // varlen_attention.pto:57:34
+        GmView7 mi_new_lastGm7(mi_new_last + _g229 * 16, GmView7::Shape(t231.GetValidRow()));  // varlen_attention.pto:57:34
+        TLOAD(t231, mi_new_lastGm7);  // varlen_attention.pto:57:34
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT138 t138(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g135 * 16, 16));  // varlen_attention.pto:57:34
-        TASSIGN(t138, 1024);  // varlen_attention.pto:57:34
+        TileT232 t232(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g229 * 16, 16));  // varlen_attention.pto:57:34
+        TASSIGN(t232, 1024);  // varlen_attention.pto:57:34
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t138, t136, t137);  // varlen_attention.pto:57:34
-        TileT141 t141(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g135 * 16, 16));  // varlen_attention.pto:57:30
-        TASSIGN(t141, 0);  // varlen_attention.pto:57:30
+        TSUB(t232, t230, t231);  // varlen_attention.pto:57:34
+        TileT235 t235(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g229 * 16, 16));  // varlen_attention.pto:57:30
+        TASSIGN(t235, 0);  // varlen_attention.pto:57:30
         pipe_barrier(PIPE_V);
-        TEXP(t141, t138);  // varlen_attention.pto:57:30
+        TEXP(t235, t232);  // varlen_attention.pto:57:30
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
-        GmView8 t4_1Gm8(t4_1 + _g135 * 16, GmView8::Shape(t141.GetValidRow()));  // varlen_attention.pto:57:30
-        TSTORE(t4_1Gm8, t141);  // varlen_attention.pto:57:30
+        GmView8 t4_1_lastGm8(t4_1_last + _g229 * 16, GmView8::Shape(t235.GetValidRow()));  // varlen_attention.pto:57:30
+        TSTORE(t4_1_lastGm8, t235);  // varlen_attention.pto:57:30
     }
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g142 = 0; _g142 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), 16); ++_g142) {  // varlen_attention.pto:58:34
-        TileT143 t143(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g142 * 16, 0), 16));  // varlen_attention.pto:58:34
-        TASSIGN(t143, 0);  // varlen_attention.pto:58:34
+    for (int64_t _g236 = 0; _g236 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), 16); ++_g236) {  // varlen_attention.pto:58:34
+        TileT237 t237(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g236 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t237, 0);  // varlen_attention.pto:58:34
         using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-        GmView9 t2_1Gm9(t2_1 + _g142 * 16, GmView9::Shape(t143.GetValidRow()));  // varlen_attention.pto:58:34
-        TLOAD(t143, t2_1Gm9);  // varlen_attention.pto:58:34
-        TileT144 t144(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g142 * 16, 0), 16));  // varlen_attention.pto:58:34
-        TASSIGN(t144, 512);  // varlen_attention.pto:58:34
+        GmView9 t2_1_lastGm9(t2_1_last + _g236 * 16, GmView9::Shape(t237.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t237, t2_1_lastGm9);  // varlen_attention.pto:58:34
+        TileT238 t238(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g236 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t238, 512);  // varlen_attention.pto:58:34
         using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-        GmView10 liGm10(li + _g142 * 16, GmView10::Shape(t144.GetValidRow()));  // varlen_attention.pto:58:34
-        TLOAD(t144, liGm10);  // varlen_attention.pto:58:34
+        GmView10 li_lastGm10(li_last + _g236 * 16, GmView10::Shape(t238.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t238, li_lastGm10);  // varlen_attention.pto:58:34
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT145 t145(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g142 * 16, 16));  // varlen_attention.pto:58:34
-        TASSIGN(t145, 1024);  // varlen_attention.pto:58:34
+        TileT239 t239(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g236 * 16, 16));  // varlen_attention.pto:58:34
+        TASSIGN(t239, 1024);  // varlen_attention.pto:58:34
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t145, t143, t144);  // varlen_attention.pto:58:34
+        TMUL(t239, t237, t238);  // varlen_attention.pto:58:34
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-        GmView11 t9Gm11(t9 + _g142 * 16, GmView11::Shape(t145.GetValidRow()));  // varlen_attention.pto:58:34
-        TSTORE(t9Gm11, t145);  // varlen_attention.pto:58:34
+        GmView11 t9_lastGm11(t9_last + _g236 * 16, GmView11::Shape(t239.GetValidRow()));  // varlen_attention.pto:58:34
+        TSTORE(t9_lastGm11, t239);  // varlen_attention.pto:58:34
     }
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g146 = 0; _g146 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g146) {  // varlen_attention.pto:58:44
-        TileT147 t147(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g146 * 16, 0), 16));  // varlen_attention.pto:58:44
-        TASSIGN(t147, 0);  // varlen_attention.pto:58:44
+    for (int64_t _g240 = 0; _g240 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g240) {  // varlen_attention.pto:58:44
+        TileT241 t241(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g240 * 16, 0), 16));  // varlen_attention.pto:58:44
+        TASSIGN(t241, 0);  // varlen_attention.pto:58:44
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-        GmView12 t4_1Gm12(t4_1 + _g146 * 16, GmView12::Shape(t147.GetValidRow()));  // varlen_attention.pto:58:44
-        TLOAD(t147, t4_1Gm12);  // varlen_attention.pto:58:44
-        TileT148 t148(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g146 * 16, 0), 16));  // varlen_attention.pto:58:44
-        TASSIGN(t148, 512);  // varlen_attention.pto:58:44
+        GmView12 t4_1_lastGm12(t4_1_last + _g240 * 16, GmView12::Shape(t241.GetValidRow()));  // varlen_attention.pto:58:44
+        TLOAD(t241, t4_1_lastGm12);  // varlen_attention.pto:58:44
+        TileT242 t242(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g240 * 16, 0), 16));  // varlen_attention.pto:58:44
+        TASSIGN(t242, 512);  // varlen_attention.pto:58:44
         using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-        GmView13 lijGm13(lij + _g146 * 16, GmView13::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
-        TLOAD(t148, lijGm13);  // varlen_attention.pto:58:44
+        GmView13 lij_lastGm13(lij_last + _g240 * 16, GmView13::Shape(t242.GetValidRow()));  // varlen_attention.pto:58:44
+        TLOAD(t242, lij_lastGm13);  // varlen_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT149 t149(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g146 * 16, 16));  // varlen_attention.pto:58:44
-        TASSIGN(t149, 1024);  // varlen_attention.pto:58:44
+        TileT243 t243(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g240 * 16, 16));  // varlen_attention.pto:58:44
+        TASSIGN(t243, 1024);  // varlen_attention.pto:58:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t149, t147, t148);  // varlen_attention.pto:58:44
+        TMUL(t243, t241, t242);  // varlen_attention.pto:58:44
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-        GmView14 t10Gm14(t10 + _g146 * 16, GmView14::Shape(t149.GetValidRow()));  // varlen_attention.pto:58:44
-        TSTORE(t10Gm14, t149);  // varlen_attention.pto:58:44
+        GmView14 t10_lastGm14(t10_last + _g240 * 16, GmView14::Shape(t243.GetValidRow()));  // varlen_attention.pto:58:44
+        TSTORE(t10_lastGm14, t243);  // varlen_attention.pto:58:44
     }
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -208,89 +213,88 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ float* mi, __g
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g150 = 0; _g150 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g150) {  // varlen_attention.pto:58:34
-        TileT151 t151(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g150 * 16, 0), 16));  // varlen_attention.pto:58:34
-        TASSIGN(t151, 0);  // varlen_attention.pto:58:34
+    for (int64_t _g244 = 0; _g244 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g244) {  // varlen_attention.pto:58:34
+        TileT245 t245(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g244 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t245, 0);  // varlen_attention.pto:58:34
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-        GmView15 t9Gm15(t9 + _g150 * 16, GmView15::Shape(t151.GetValidRow()));  // varlen_attention.pto:58:34
-        TLOAD(t151, t9Gm15);  // varlen_attention.pto:58:34
-        TileT152 t152(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g150 * 16, 0), 16));  // varlen_attention.pto:58:34
-        TASSIGN(t152, 512);  // varlen_attention.pto:58:34
+        GmView15 t9_lastGm15(t9_last + _g244 * 16, GmView15::Shape(t245.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t245, t9_lastGm15);  // varlen_attention.pto:58:34
+        TileT246 t246(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g244 * 16, 0), 16));  // varlen_attention.pto:58:34
+        TASSIGN(t246, 512);  // varlen_attention.pto:58:34
         using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-        GmView16 t10Gm16(t10 + _g150 * 16, GmView16::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
-        TLOAD(t152, t10Gm16);  // varlen_attention.pto:58:34
+        GmView16 t10_lastGm16(t10_last + _g244 * 16, GmView16::Shape(t246.GetValidRow()));  // varlen_attention.pto:58:34
+        TLOAD(t246, t10_lastGm16);  // varlen_attention.pto:58:34
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT153 t153(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g150 * 16, 16));  // varlen_attention.pto:58:34
-        TASSIGN(t153, 1024);  // varlen_attention.pto:58:34
+        TileT247 t247(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g244 * 16, 16));  // varlen_attention.pto:58:34
+        TASSIGN(t247, 1024);  // varlen_attention.pto:58:34
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t153, t151, t152);  // varlen_attention.pto:58:34
+        TADD(t247, t245, t246);  // varlen_attention.pto:58:34
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-        GmView17 li_newGm17(li_new + _g150 * 16, GmView17::Shape(t153.GetValidRow()));  // varlen_attention.pto:58:34
-        TSTORE(li_newGm17, t153);  // varlen_attention.pto:58:34
+        GmView17 li_new_lastGm17(li_new_last + _g244 * 16, GmView17::Shape(t247.GetValidRow()));  // varlen_attention.pto:58:34
+        TSTORE(li_new_lastGm17, t247);  // varlen_attention.pto:58:34
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g154 = 0; _g154 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g154) {  // varlen_attention.pto:59:34
-        TileT155 t155(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g154 * 16, 0), 16));  // varlen_attention.pto:59:34
-        TASSIGN(t155, 0);  // varlen_attention.pto:59:34
+    for (int64_t _g248 = 0; _g248 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g248) {  // varlen_attention.pto:59:34
+        TileT249 t249(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g248 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t249, 0);  // varlen_attention.pto:59:34
         using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-        GmView18 oiGm18(oi + _g154 * 16 * 64, GmView18::Shape(t155.GetValidRow()));  // varlen_attention.pto:59:34
-        TLOAD(t155, oiGm18);  // varlen_attention.pto:59:34
-        TileT156 t156(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g154 * 16, 0), 16));  // varlen_attention.pto:59:34
-        TASSIGN(t156, 4096);  // varlen_attention.pto:59:34
+        GmView18 oi_lastGm18(oi_last + _g248 * 16 * 64, GmView18::Shape(t249.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t249, oi_lastGm18);  // varlen_attention.pto:59:34
+        TileT250 t250(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g248 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t250, 4096);  // varlen_attention.pto:59:34
         using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
-        GmView19 t2_1Gm19(t2_1 + _g154 * 16, GmView19::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
-        TLOAD(t156, t2_1Gm19);  // varlen_attention.pto:59:34
+        GmView19 t2_1_lastGm19(t2_1_last + _g248 * 16, GmView19::Shape(t250.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t250, t2_1_lastGm19);  // varlen_attention.pto:59:34
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT157 t157(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g154 * 16, 16));  // varlen_attention.pto:59:34
-        TASSIGN(t157, 4608);  // varlen_attention.pto:59:34
+        TileT251 t251(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g248 * 16, 16));  // varlen_attention.pto:59:34
+        TASSIGN(t251, 4608);  // varlen_attention.pto:59:34
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t157, t156);  // varlen_attention.pto:59:34
-        TileT158 t158(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g154 * 16, 16));  // varlen_attention.pto:59:34
-        TASSIGN(t158, 8704);  // varlen_attention.pto:59:34
+        TROWEXPAND(t251, t250);  // varlen_attention.pto:59:34
+        TileT252 t252(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g248 * 16, 16));  // varlen_attention.pto:59:34
+        TASSIGN(t252, 8704);  // varlen_attention.pto:59:34
         pipe_barrier(PIPE_V);
-        TMUL(t158, t155, t157);  // varlen_attention.pto:59:34
+        TMUL(t252, t249, t251);  // varlen_attention.pto:59:34
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-        GmView20 t11Gm20(t11 + _g154 * 16 * 64, GmView20::Shape(t158.GetValidRow()));  // varlen_attention.pto:59:34
-        TSTORE(t11Gm20, t158);  // varlen_attention.pto:59:34
+        GmView20 t11_lastGm20(t11_last + _g248 * 16 * 64, GmView20::Shape(t252.GetValidRow()));  // varlen_attention.pto:59:34
+        TSTORE(t11_lastGm20, t252);  // varlen_attention.pto:59:34
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g159) {  // varlen_attention.pto:59:44
-        TileT160 t160(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g159 * 16, 0), 16));  // varlen_attention.pto:59:44
-        TASSIGN(t160, 0);  // varlen_attention.pto:59:44
+    for (int64_t _g253 = 0; _g253 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g253) {  // varlen_attention.pto:59:44
+        TileT254 t254(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g253 * 16, 0), 16));  // varlen_attention.pto:59:44
+        TASSIGN(t254, 0);  // varlen_attention.pto:59:44
         using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-        GmView21 oij_1Gm21(oij_1 + _g159 * 16 * 64, GmView21::Shape(t160.GetValidRow()));  // varlen_attention.pto:59:44
-        TLOAD(t160, oij_1Gm21);  // varlen_attention.pto:59:44
-        TileT161 t161(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g159 * 16, 0), 16));  // varlen_attention.pto:59:44
-        TASSIGN(t161, 4096);  // varlen_attention.pto:59:44
+        GmView21 oij_1_lastGm21(oij_1_last + _g253 * 16 * 64, GmView21::Shape(t254.GetValidRow()));  // varlen_attention.pto:59:44
+        TLOAD(t254, oij_1_lastGm21);  // varlen_attention.pto:59:44
+        TileT255 t255(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g253 * 16, 0), 16));  // varlen_attention.pto:59:44
+        TASSIGN(t255, 4096);  // varlen_attention.pto:59:44
         using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
-        GmView22 t4_1Gm22(t4_1 + _g159 * 16, GmView22::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
-        TLOAD(t161, t4_1Gm22);  // varlen_attention.pto:59:44
+        GmView22 t4_1_lastGm22(t4_1_last + _g253 * 16, GmView22::Shape(t255.GetValidRow()));  // varlen_attention.pto:59:44
+        TLOAD(t255, t4_1_lastGm22);  // varlen_attention.pto:59:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT162 t162(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g159 * 16, 16));  // varlen_attention.pto:59:44
-        TASSIGN(t162, 4608);  // varlen_attention.pto:59:44
+        TileT256 t256(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g253 * 16, 16));  // varlen_attention.pto:59:44
+        TASSIGN(t256, 4608);  // varlen_attention.pto:59:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t162, t161);  // varlen_attention.pto:59:44
-        TileT163 t163(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g159 * 16, 16));  // varlen_attention.pto:59:44
-        TASSIGN(t163, 8704);  // varlen_attention.pto:59:44
+        TROWEXPAND(t256, t255);  // varlen_attention.pto:59:44
+        TileT257 t257(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g253 * 16, 16));  // varlen_attention.pto:59:44
+        TASSIGN(t257, 8704);  // varlen_attention.pto:59:44
         pipe_barrier(PIPE_V);
-        TMUL(t163, t160, t162);  // varlen_attention.pto:59:44
+        TMUL(t257, t254, t256);  // varlen_attention.pto:59:44
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-        GmView23 t12Gm23(t12 + _g159 * 16 * 64, GmView23::Shape(t163.GetValidRow()));  // varlen_attention.pto:59:44
-        TSTORE(t12Gm23, t163);  // varlen_attention.pto:59:44
+        GmView23 t12_lastGm23(t12_last + _g253 * 16 * 64, GmView23::Shape(t257.GetValidRow()));  // varlen_attention.pto:59:44
+        TSTORE(t12_lastGm23, t257);  // varlen_attention.pto:59:44
     }
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -298,60 +302,98 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ float* mi, __g
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), 16); ++_g164) {  // varlen_attention.pto:59:34
-        TileT165 t165(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g164 * 16, 0), 16));  // varlen_attention.pto:59:34
-        TASSIGN(t165, 0);  // varlen_attention.pto:59:34
+    for (int64_t _g258 = 0; _g258 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), 16); ++_g258) {  // varlen_attention.pto:59:34
+        TileT259 t259(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g258 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t259, 0);  // varlen_attention.pto:59:34
         using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-        GmView24 t11Gm24(t11 + _g164 * 16 * 64, GmView24::Shape(t165.GetValidRow()));  // varlen_attention.pto:59:34
-        TLOAD(t165, t11Gm24);  // varlen_attention.pto:59:34
-        TileT166 t166(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g164 * 16, 0), 16));  // varlen_attention.pto:59:34
-        TASSIGN(t166, 4096);  // varlen_attention.pto:59:34
+        GmView24 t11_lastGm24(t11_last + _g258 * 16 * 64, GmView24::Shape(t259.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t259, t11_lastGm24);  // varlen_attention.pto:59:34
+        TileT260 t260(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g258 * 16, 0), 16));  // varlen_attention.pto:59:34
+        TASSIGN(t260, 4096);  // varlen_attention.pto:59:34
         using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-        GmView25 t12Gm25(t12 + _g164 * 16 * 64, GmView25::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
-        TLOAD(t166, t12Gm25);  // varlen_attention.pto:59:34
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT167 t167(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g164 * 16, 16));  // varlen_attention.pto:59:34
-        TASSIGN(t167, 8192);  // varlen_attention.pto:59:34
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t167, t165, t166);  // varlen_attention.pto:59:34
+        GmView25 t12_lastGm25(t12_last + _g258 * 16 * 64, GmView25::Shape(t260.GetValidRow()));  // varlen_attention.pto:59:34
+        TLOAD(t260, t12_lastGm25);  // varlen_attention.pto:59:34
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT261 t261(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g258 * 16, 16));  // varlen_attention.pto:59:34
+        TASSIGN(t261, 8192);  // varlen_attention.pto:59:34
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TADD(t261, t259, t260);  // varlen_attention.pto:59:34
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-        GmView26 oi_updateGm26(oi_update + _g164 * 16 * 64, GmView26::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
-        TSTORE(oi_updateGm26, t167);  // varlen_attention.pto:59:34
+        GmView26 oi_tmp_lastGm26(oi_tmp_last + _g258 * 16 * 64, GmView26::Shape(t261.GetValidRow()));  // varlen_attention.pto:59:34
+        TSTORE(oi_tmp_lastGm26, t261);  // varlen_attention.pto:59:34
     }
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g168 = 0; _g168 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g168) {  // varlen_attention.pto:66:29
-        TileT169 t169(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g168 * 16, 16));  // varlen_attention.pto:66:29
-        TASSIGN(t169, 0);  // varlen_attention.pto:66:29
-        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-        GmView27 li_newGm27(li_new + _g168 * 16, GmView27::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-        TLOAD(t169, li_newGm27);  // varlen_attention.pto:66:29
+    for (int64_t _g262 = 0; _g262 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g262) {  // varlen_attention.pto:61:29
+        TileT263 t263(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g262 * 16, 16));  // varlen_attention.pto:61:29
+        TASSIGN(t263, 0);  // varlen_attention.pto:61:29
+        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:61:29
+        GmView27 li_new_lastGm27(li_new_last + _g262 * 16, GmView27::Shape(t263.GetValidRow()));  // varlen_attention.pto:61:29
+        TLOAD(t263, li_new_lastGm27);  // varlen_attention.pto:61:29
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-        GmView28 li_updateGm28(li_update + _g168 * 16, GmView28::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-        TSTORE(li_updateGm28, t169);  // varlen_attention.pto:66:29
+        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+        GmView28 l_outputGm28(l_output + (q_start + q_tile_idx * 16 + _g262 * 16) * NH + h, GmView28::Shape(t263.GetValidRow()), GmView28::Stride(NH));  // varlen_attention.pto:61:29
+        TSTORE(l_outputGm28, t263);  // varlen_attention.pto:61:29
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g170 = 0; _g170 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g170) {  // varlen_attention.pto:67:29
-        TileT171 t171(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g170 * 16, 16));  // varlen_attention.pto:67:29
-        TASSIGN(t171, 0);  // varlen_attention.pto:67:29
-        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-        GmView29 mi_newGm29(mi_new + _g170 * 16, GmView29::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-        TLOAD(t171, mi_newGm29);  // varlen_attention.pto:67:29
+    for (int64_t _g264 = 0; _g264 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g264) {  // varlen_attention.pto:62:29
+        TileT265 t265(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g264 * 16, 16));  // varlen_attention.pto:62:29
+        TASSIGN(t265, 0);  // varlen_attention.pto:62:29
+        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:62:29
+        GmView29 mi_new_lastGm29(mi_new_last + _g264 * 16, GmView29::Shape(t265.GetValidRow()));  // varlen_attention.pto:62:29
+        TLOAD(t265, mi_new_lastGm29);  // varlen_attention.pto:62:29
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-        GmView30 mi_updateGm30(mi_update + _g170 * 16, GmView30::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-        TSTORE(mi_updateGm30, t171);  // varlen_attention.pto:67:29
+        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+        GmView30 m_outputGm30(m_output + (q_start + q_tile_idx * 16 + _g264 * 16) * NH + h, GmView30::Shape(t265.GetValidRow()), GmView30::Stride(NH));  // varlen_attention.pto:62:29
+        TSTORE(m_outputGm30, t265);  // varlen_attention.pto:62:29
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g266 = 0; _g266 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g266) {  // varlen_attention.pto:63:76
+        TileT267 t267(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g266 * 16, 0), 16));  // varlen_attention.pto:63:76
+        TASSIGN(t267, 0);  // varlen_attention.pto:63:76
+        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:63:76
+        GmView31 oi_tmp_lastGm31(oi_tmp_last + _g266 * 16 * 64, GmView31::Shape(t267.GetValidRow()));  // varlen_attention.pto:63:76
+        TLOAD(t267, oi_tmp_lastGm31);  // varlen_attention.pto:63:76
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        TileT268 t268(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g266 * 16, 0), 16));  // varlen_attention.pto:63:76
+        TASSIGN(t268, 4096);  // varlen_attention.pto:63:76
+        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:63:76
+        GmView32 li_new_lastGm32(li_new_last + _g266 * 16, GmView32::Shape(t268.GetValidRow()));  // varlen_attention.pto:63:76
+        TLOAD(t268, li_new_lastGm32);  // varlen_attention.pto:63:76
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT269 t269(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g266 * 16, 16));  // varlen_attention.pto:63:76
+        TASSIGN(t269, 4608);  // varlen_attention.pto:63:76
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TROWEXPAND(t269, t268);  // varlen_attention.pto:63:76
+        TileT270 t270(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g266 * 16, 16));  // varlen_attention.pto:63:76
+        TASSIGN(t270, 8704);  // varlen_attention.pto:63:76
+        pipe_barrier(PIPE_V);
+        TDIV(t270, t267, t269);  // varlen_attention.pto:63:76
+        TileT273 t273(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g266 * 16, 16));  // varlen_attention.pto:63:71
+        TASSIGN(t273, 0);  // varlen_attention.pto:63:71
+        pipe_barrier(PIPE_V);
+        TCVT(t273, t270, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+        GmView33 outputGm33(output + (q_start + q_tile_idx * 16 + _g266 * 16) * HD + h * 64, GmView33::Shape(t273.GetValidRow()), GmView33::Stride(HD));  // varlen_attention.pto:63:71
+        TSTORE(outputGm33, t273);  // varlen_attention.pto:63:71
     }
 }

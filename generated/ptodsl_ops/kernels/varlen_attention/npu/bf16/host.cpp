@@ -15,14 +15,12 @@
 #include <vector>
 
 extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, float* scores_first, float* scores_scaled_first, float* mij_first, float* pij_first, float* lij_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
-extern "C" void varlen_attention_bf16_k1_launch(uint32_t block_dim, void* stream, float* pij_first, float* lij_first, bfloat16_t* t1_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
-extern "C" void varlen_attention_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* t1_first, bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, float* oij_first, float* lij_first, float* l_output, float* mij_first, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, int64_t h, int64_t NH, int64_t HD);
-extern "C" void varlen_attention_bf16_k3_launch(uint32_t block_dim, void* stream, float* pij_first, bfloat16_t* t5_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
-extern "C" void varlen_attention_bf16_k4_launch(uint32_t block_dim, void* stream, bfloat16_t* t5_first, bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, float* oi_update, float* lij_first, float* li_update, float* mij_first, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
-extern "C" void varlen_attention_bf16_k5_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, float* scores, float* scores_scaled, float* mij, float* pij, float* lij, bfloat16_t* t6, bfloat16_t* v_tile_view, int64_t v_tile_view_stride0, float* oij_1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, float softmax_scale);
-extern "C" void varlen_attention_bf16_k6_launch(uint32_t block_dim, void* stream, float* mi, float* mij, float* mi_new, float* t2_1, float* t4_1, float* li, float* t9, float* lij, float* t10, float* li_new, float* oi, float* t11, float* oij_1, float* t12, float* oi_update, float* li_update, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0);
-extern "C" void varlen_attention_bf16_k7_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view_last, int64_t q_tile_view_last_stride0, bfloat16_t* k_tile_view_last, int64_t k_tile_view_last_stride0, float* scores_last, float* scores_scaled_last, float* mij_last, float* pij_last, float* lij_last, bfloat16_t* t6_last, bfloat16_t* v_tile_view_last, int64_t v_tile_view_last_stride0, float* oij_1_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
-extern "C" void varlen_attention_bf16_k8_launch(uint32_t block_dim, void* stream, float* mi_last, float* mij_last, float* mi_new_last, float* t2_1_last, float* t4_1_last, float* li_last, float* t9_last, float* lij_last, float* t10_last, float* li_new_last, float* oi_last, float* t11_last, float* oij_1_last, float* t12_last, float* oi_tmp_last, float* l_output, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD);
+extern "C" void varlen_attention_bf16_k1_launch(uint32_t block_dim, void* stream, float* pij_first, float* lij_first, bfloat16_t* t1_first, bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, float* oij_first, float* l_output, float* mij_first, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, int64_t h, int64_t NH, int64_t HD);
+extern "C" void varlen_attention_bf16_k2_launch(uint32_t block_dim, void* stream, float* pij_first, bfloat16_t* t5_first, bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, float* oi_update, float* lij_first, float* li_update, float* mij_first, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
+extern "C" void varlen_attention_bf16_k3_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, float* scores, float* scores_scaled, float* mij, float* pij, float* lij, bfloat16_t* t6, bfloat16_t* v_tile_view, int64_t v_tile_view_stride0, float* oij_1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, float softmax_scale);
+extern "C" void varlen_attention_bf16_k4_launch(uint32_t block_dim, void* stream, float* mi, float* mij, float* mi_new, float* t2_1, float* t4_1, float* li, float* t9, float* lij, float* t10, float* li_new, float* oi, float* t11, float* oij_1, float* t12, float* oi_update, float* li_update, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0);
+extern "C" void varlen_attention_bf16_k5_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view_last, int64_t q_tile_view_last_stride0, bfloat16_t* k_tile_view_last, int64_t k_tile_view_last_stride0, float* scores_last, float* scores_scaled_last, float* mij_last, float* pij_last, float* lij_last, bfloat16_t* t6_last, bfloat16_t* v_tile_view_last, int64_t v_tile_view_last_stride0, float* oij_1_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
+extern "C" void varlen_attention_bf16_k6_launch(uint32_t block_dim, void* stream, float* mi_last, float* mij_last, float* mi_new_last, float* t2_1_last, float* t4_1_last, float* li_last, float* t9_last, float* lij_last, float* t10_last, float* li_new_last, float* oi_last, float* t11_last, float* oij_1_last, float* t12_last, float* oi_tmp_last, float* l_output, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -382,13 +380,9 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                                 varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
                                 return 10;  // varlen_attention.pto:45:29
                             }
-                            varlen_attention_bf16_k1_launch(1, ptodsl_stream, pij_first, lij_first, t1_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:42:47
+                            varlen_attention_bf16_k1_launch(1, ptodsl_stream, pij_first, lij_first, t1_first, v_tile_view_first, HD, oij_first, l_output, mij_first, m_output, output, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, h, NH, HD);  // varlen_attention.pto:42:47
                             if (!launched("the launch of varlen_attention_bf16_k1")) {  // varlen_attention.pto:42:47
                                 return -1;  // varlen_attention.pto:42:47
-                            }
-                            varlen_attention_bf16_k2_launch(1, ptodsl_stream, t1_first, v_tile_view_first, HD, oij_first, lij_first, l_output, mij_first, m_output, output, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, h, NH, HD);  // varlen_attention.pto:42:35
-                            if (!launched("the launch of varlen_attention_bf16_k2")) {  // varlen_attention.pto:42:35
-                                return -1;  // varlen_attention.pto:42:35
                             }
                         } else {
                             DeviceWorkspace t5_first_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
@@ -396,13 +390,9 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                                 return -1;  // varlen_attention.pto:47:51
                             }
                             bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
-                            varlen_attention_bf16_k3_launch(1, ptodsl_stream, pij_first, t5_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:51
-                            if (!launched("the launch of varlen_attention_bf16_k3")) {  // varlen_attention.pto:47:51
+                            varlen_attention_bf16_k2_launch(1, ptodsl_stream, pij_first, t5_first, v_tile_view_first, HD, oi_update, lij_first, li_update, mij_first, mi_update, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:51
+                            if (!launched("the launch of varlen_attention_bf16_k2")) {  // varlen_attention.pto:47:51
                                 return -1;  // varlen_attention.pto:47:51
-                            }
-                            varlen_attention_bf16_k4_launch(1, ptodsl_stream, t5_first, v_tile_view_first, HD, oi_update, lij_first, li_update, mij_first, mi_update, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:44
-                            if (!launched("the launch of varlen_attention_bf16_k4")) {  // varlen_attention.pto:47:44
-                                return -1;  // varlen_attention.pto:47:44
                             }
                         }
                     }
@@ -472,8 +462,8 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                         return -1;  // varlen_attention.pto:55:34
                     }
                     float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
-                    varlen_attention_bf16_k5_launch(1, ptodsl_stream, q_tile_view, HD, k_tile_view, HD, scores, scores_scaled, mij, pij, lij, t6, v_tile_view, HD, oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1, softmax_scale);  // varlen_attention.pto:35:30
-                    if (!launched("the launch of varlen_attention_bf16_k5")) {  // varlen_attention.pto:35:30
+                    varlen_attention_bf16_k3_launch(1, ptodsl_stream, q_tile_view, HD, k_tile_view, HD, scores, scores_scaled, mij, pij, lij, t6, v_tile_view, HD, oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1, softmax_scale);  // varlen_attention.pto:35:30
+                    if (!launched("the launch of varlen_attention_bf16_k3")) {  // varlen_attention.pto:35:30
                         return -1;  // varlen_attention.pto:35:30
                     }
                     DeviceWorkspace t2_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
@@ -511,8 +501,8 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                         return -1;  // varlen_attention.pto:59:44
                     }
                     float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
-                    varlen_attention_bf16_k6_launch(1, ptodsl_stream, mi, mij, mi_new, t2_1, t4_1, li, t9, lij, t10, li_new, oi, t11, oij_1, t12, oi_update, li_update, mi_update, v_TQ, q_start, q_tile_idx, s0);  // varlen_attention.pto:55:34
-                    if (!launched("the launch of varlen_attention_bf16_k6")) {  // varlen_attention.pto:55:34
+                    varlen_attention_bf16_k4_launch(1, ptodsl_stream, mi, mij, mi_new, t2_1, t4_1, li, t9, lij, t10, li_new, oi, t11, oij_1, t12, oi_update, li_update, mi_update, v_TQ, q_start, q_tile_idx, s0);  // varlen_attention.pto:55:34
+                    if (!launched("the launch of varlen_attention_bf16_k4")) {  // varlen_attention.pto:55:34
                         return -1;  // varlen_attention.pto:55:34
                     }
                 }
@@ -582,8 +572,8 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                             return -1;  // varlen_attention.pto:55:34
                         }
                         float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
-                        varlen_attention_bf16_k7_launch(1, ptodsl_stream, q_tile_view_last, HD, k_tile_view_last, HD, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, softmax_scale);  // varlen_attention.pto:35:30
-                        if (!launched("the launch of varlen_attention_bf16_k7")) {  // varlen_attention.pto:35:30
+                        varlen_attention_bf16_k5_launch(1, ptodsl_stream, q_tile_view_last, HD, k_tile_view_last, HD, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, softmax_scale);  // varlen_attention.pto:35:30
+                        if (!launched("the launch of varlen_attention_bf16_k5")) {  // varlen_attention.pto:35:30
                             return -1;  // varlen_attention.pto:35:30
                         }
                         DeviceWorkspace t2_1_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
@@ -656,8 +646,8 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
                             varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
                             return 21;  // varlen_attention.pto:63:29
                         }
-                        varlen_attention_bf16_k8_launch(1, ptodsl_stream, mi_last, mij_last, mi_new_last, t2_1_last, t4_1_last, li_last, t9_last, lij_last, t10_last, li_new_last, oi_last, t11_last, oij_1_last, t12_last, oi_tmp_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
-                        if (!launched("the launch of varlen_attention_bf16_k8")) {  // varlen_attention.pto:55:34
+                        varlen_attention_bf16_k6_launch(1, ptodsl_stream, mi_last, mij_last, mi_new_last, t2_1_last, t4_1_last, li_last, t9_last, lij_last, t10_last, li_new_last, oi_last, t11_last, oij_1_last, t12_last, oi_tmp_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
+                        if (!launched("the launch of varlen_attention_bf16_k6")) {  // varlen_attention.pto:55:34
                             return -1;  // varlen_attention.pto:55:34
                         }
                     }

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/varlen_attention_bf16_k2.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches varlen_attention_bf16_k2 on an NPU stream (cube core).
-extern "C" void varlen_attention_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* t1_first, bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, float* oij_first, float* lij_first, float* l_output, float* mij_first, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, int64_t h, int64_t NH, int64_t HD)
+extern "C" void varlen_attention_bf16_k2_launch(uint32_t block_dim, void* stream, float* pij_first, bfloat16_t* t5_first, bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, float* oi_update, float* lij_first, float* li_update, float* mij_first, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1)
 {
-    varlen_attention_bf16_k2<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)t1_first, (__gm__ bfloat16_t*)v_tile_view_first, v_tile_view_first_stride0, (__gm__ float*)oij_first, (__gm__ float*)lij_first, (__gm__ float*)l_output, (__gm__ float*)mij_first, (__gm__ float*)m_output, (__gm__ bfloat16_t*)output, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, h, NH, HD);
+    varlen_attention_bf16_k2<<<block_dim, nullptr, stream>>>((__gm__ float*)pij_first, (__gm__ bfloat16_t*)t5_first, (__gm__ bfloat16_t*)v_tile_view_first, v_tile_view_first_stride0, (__gm__ float*)oi_update, (__gm__ float*)lij_first, (__gm__ float*)li_update, (__gm__ float*)mij_first, (__gm__ float*)mi_update, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);
 }
