@@ -9,7 +9,10 @@ Produces: the same computation in which
      iteration sees another's data) and no tile carried across the first (an accumulator) is
      touched by the second. Ops between the two that touch nothing the first loop touches (the
      accumulator set-up of a reduction) move above it, so a reduction's grid fuses into the grid
-     of the elementwise chain that produces its operand;
+     of the elementwise chain that produces its operand. Where both nests' column loops run at
+     most once (a block one tile wide, attention's KV block), the second may read what a sibling
+     column loop of the first stored, and a tile such a loop stored at its one trip's offsets
+     (a matmul's first K tile); a load in a loop that never runs reads nothing;
   3. inside one straight-line region, and from a region into the grid loops it holds, a load of
      exactly the tile a store just wrote, or an earlier load just read, reuses that tile
      (forwarding), so an elementwise chain loads each input tile once;

@@ -11,6 +11,11 @@ of a grid loop to the next (the next load overwriting a tile the previous iterat
 gets a wait in the body right before the consumer's enclosing op and a set right after the
 producer's, primed by a set before the loop and drained by a wait after it; a loop that provably
 runs at most once carries nothing (its dependencies are carried by the loop around it). Event ids are coloured per pipe pair, at most ``max_event_ids``.
+
+In a ``mixed`` kernel the pipes are named by core (``cube.FIX``, ``vec.MTE2``: ``ir/queues.py``),
+and a pair between the cores is a cross-core flag (the set on the producer's core, the wait on the
+consumer's; ids from one space of ``cross_core_flags``), each hand-over inside a loop answered by a
+credit flag back (:meth:`_Deps.credits`).
 """
 
 from __future__ import annotations
@@ -131,7 +136,7 @@ class _Deps:
         bit), so a producer core that nothing holds back could run iterations ahead and overflow
         it. Each hand-over inside a loop that can run again therefore gets a credit back: the
         consumer's flag that the producer waits for before its next hand-over (pto-isa's TPipe
-        frees a slot the same way), so at most one set of each flag is ever pending."""
+        frees a slot the same way), so a flag's sets never pile up (the checker proves it)."""
         for a, b in list(self.direct.values()):
             if is_cross(self.unit(a), self.unit(b)):
                 loop = next((x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:] and x.name == "loop"
