@@ -139,19 +139,24 @@ class _Deps:
         frees a slot the same way), so a flag's sets never pile up (the checker proves it)."""
         for a, b in list(self.direct.values()):
             if is_cross(self.unit(a), self.unit(b)):
-                loop = next((x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:] and x.name == "loop"
-                             and not self.once(x)), None)
+                loop = self.repeating_loop(a, b)
                 if loop is not None:
                     self.carried.setdefault((id(loop), id(b), id(a)), (loop, b, a))
         for _loop, a, b in list(self.carried.values()):
             if is_cross(self.unit(a), self.unit(b)):
                 self.direct.setdefault((id(b), id(a)), (b, a))
 
-    def carrier(self, a: Op, b: Op) -> Op:
-        """The loop that carries a dependency of b on a later op a of its previous iteration: the
-        innermost loop holding both that can run again (a loop of at most one trip cannot)."""
+    def repeating_loop(self, a: Op, b: Op) -> Op | None:
+        """The innermost loop holding both ops that can run again (a loop of at most one trip
+        cannot), if any."""
         common = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]]
-        return next(x for x in common if not self.once(x))
+        return next((x for x in common if not self.once(x)), None)
+
+    def carrier(self, a: Op, b: Op) -> Op:
+        """The loop that carries a dependency of b on a later op a of its previous iteration."""
+        loop = self.repeating_loop(a, b)
+        assert loop is not None, "a dependency on a later op is carried by a loop"
+        return loop
 
     def once(self, loop: Op) -> bool:
         if id(loop) not in self._once:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ...ir import Op
 from ...ir.queues import CUBE_SPACES, is_cross, split_unit, unit_of
+from .cxx import format_lines
 
 # The FFTS message of a flag between a cube core and its vector cores (pto-isa's
 # TPipe::getFFTSMsgCfg with mode CV_CORES_SYNC = 2): bits 0..3 = 1, 4..5 = mode, 8..11 = flag id.
@@ -75,7 +76,6 @@ def flag_lines(op: Op, pipe) -> list[tuple[Tag, str]]:
 def layout(lines: list[tuple[int, str, str]], tags: list[Tag], head: list[str], cpu_guard: str, ffts: str,
            aiv0: str) -> list[str]:
     """The body of a mixed kernel: the CPU build's lines, then the cube's and the vector cores'."""
-    from .cxx import format_lines
 
     def part(core: str) -> list[str]:
         out: list[tuple[int, str, str]] = []

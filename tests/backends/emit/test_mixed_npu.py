@@ -14,8 +14,10 @@ import ptodsl
 from ptodsl.backends.cpp.build import HEADER_DIR
 from ptodsl.backends.cpp.emit import emit_npu_variant
 from ptodsl.passes import syncheck
+from ptodsl.targets import load_target
 
 # cube -> vector (the first product), vector -> cube (its exp feeds the second)
+TARGET = load_target("ascend910b")
 MIX_PTO = ("kernel mix(x: f32[S, K], w: f32[K, N], u: f32[N, N], y: out f32[S, N]):\n"
            "    for j in loop(3, name=\"steps\"):\n"
            "        y[:] = matmul(exp(matmul(x, w)), u)\n")
@@ -108,14 +110,14 @@ def _regions(ops):
 
 def test_every_hand_over_between_the_cores_is_proved(mix):
     block, kernels = _mixed_kernels(mix)
-    assert kernels and syncheck.check(block, 8) == []
+    assert kernels and syncheck.check(block, TARGET.max_event_ids, TARGET.cross_core_flags) == []
     for kernel in kernels:
         waits = [(r, op) for r in _regions(kernel.body) for op in r if _is_cross(op) and op.name == "sync.wait"]
         assert waits  # the cube's results reach the vector core and back through flags
         for region, wait in waits:  # dropping any one leaves a hand-over unordered or a set unconsumed
             k = next(i for i, x in enumerate(region) if x is wait)
             del region[k]
-            assert syncheck.check_kernel(kernel, 8), "a dropped cross-core wait went unnoticed"
+            assert syncheck.check_kernel(kernel, TARGET.max_event_ids, None, TARGET.cross_core_flags), "a dropped cross-core wait went unnoticed"
             region.insert(k, wait)
 
 
@@ -127,5 +129,5 @@ def test_a_producer_core_running_ahead_of_its_consumer_is_refused(mix):
     kernel = kernels[0]
     for region in _regions(kernel.body):
         region[:] = [op for op in region if not (_is_cross(op) and op.attrs["dst"].startswith("cube."))]
-    problems = [str(p) for p in syncheck.check_kernel(kernel, 8)]
+    problems = [str(p) for p in syncheck.check_kernel(kernel, TARGET.max_event_ids, None, TARGET.cross_core_flags)]
     assert any("set again before the producer knows" in p for p in problems), problems
