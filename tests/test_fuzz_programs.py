@@ -407,3 +407,11 @@ def test_programs_the_fuzzer_found_this_round(seed):
     when the loop had to launch a kernel per iteration (an internal compiler error)."""
     outcome = run_programs([generate(seed, ALL_FEATURES)], ("sim", "cpu"))[0]
     assert outcome.kind == "ok", outcome
+
+
+def test_a_select_of_two_scalars_has_arms_of_one_dtype(tmp_path):
+    """Seed 7530220 drew `where(c, a1, s)` with a1 a bf16 element read and s the f32 scalar, which the
+    checker rightly refuses (E0303); the generator now gives the two arms one dtype."""
+    program = generate(7530220, ALL_FEATURES, max_blocks=3)
+    assert "where(x1[r, :] > -0.25, a1, " in program.pto()
+    assert isinstance(prepare(program, str(tmp_path)), Prepared)

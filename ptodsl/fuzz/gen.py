@@ -398,6 +398,8 @@ class Gen:
             if self.has("where_scalars") and (dtype == "f32" or self.has("casts")) and r.random() < 0.3:
                 # two scalar arms: the select makes an f32 tensor of the condition's shape
                 a, b = self.scalar_operand(ctx), self.scalar_operand(ctx)
+                if "lit" not in (a.dtype, b.dtype) and a.dtype != b.dtype:
+                    b = self.literal()  # the arms must agree: an element read of T and the f32 scalar s do not
                 sel = Ex("where({} " + r.choice([">", "<", ">="]) + " " + thr + ", {}, {})", (c, a, b), "f32",
                          cls, max(abs(a.bound), abs(b.bound)))
                 return sel if dtype == "f32" else Ex("cast({}, " + dtype + ")", (sel,), dtype, cls, sel.bound)
@@ -466,7 +468,7 @@ class Gen:
         if not self.has("scalars"):
             return []
         self.param("s", "f32 = 0.5", "scalar", "f32")
-        return [leaf("s", "scal", "scalar", 2.0)]
+        return [leaf("s", "f32", "scalar", 2.0)]
 
     def input2(self, name: str, dtype: str = "T") -> str:
         return self.param(name, f"{dtype}[M, N]", "in", dtype, ("M", "N"))
@@ -592,10 +594,10 @@ class Gen:
                 ctx.conds.append(leaf(f"row{k}"))
             if reads:
                 lines.append((1, f"a{k} = x1[r, {r.choice(['0', 'N - 1'])}]"))
-                ctx.scalars = ctx.scalars + [leaf(f"a{k}", "scal", "scalar", 1.0)] * 3
+                ctx.scalars = ctx.scalars + [leaf(f"a{k}", "T", "scalar", 1.0)] * 3
             e = self.expr(ctx)
             if reads and f"a{k}" not in e.render():
-                e = Ex("({} * {})", (e, leaf(f"a{k}", "scal", "scalar", 1.0)), e.dtype, e.cls, e.bound)
+                e = Ex("({} * {})", (e, leaf(f"a{k}", "T", "scalar", 1.0)), e.dtype, e.cls, e.bound)
             # a row statistic applied back over the row, a norm's shape, whose loop the compiler
             # compiles twice (passes/tile_fit.py); drawn from its own stream, so the rest of the
             # seed's program stays what it was
@@ -714,10 +716,10 @@ class Gen:
                 lines.append((1, f"e{k} = {element} * 0.5"))
                 element = f"e{k}"
             if form != "none":  # "inline": the read inside the expression that uses it
-                ctx.scalars = ctx.scalars + [leaf(element, "scal", "scalar", 1.0)] * 3
+                ctx.scalars = ctx.scalars + [leaf(element, "T", "scalar", 1.0)] * 3
             e = self.use(v, self.expr(ctx, depth=2))
             if form != "none" and element not in e.render():
-                e = Ex("({} * {})", (e, leaf(element, "scal", "scalar", 1.0)), e.dtype, e.cls, e.bound)
+                e = Ex("({} * {})", (e, leaf(element, "T", "scalar", 1.0)), e.dtype, e.cls, e.bound)
             lines.append((1, [f"{y}[r, :] = ", e, ""]))
             return Block(kind, lines, [y, "x0", "x1", *self._names(ctx), gidx], {loop: settings})
         if kind == "ragged":
