@@ -10,7 +10,11 @@ blocks (``S``: the first dim of the first tensor it stores to that has row grids
 tiles' rows; one loop per run of the statement between branches, which stay outside), marked
 ``parallel = 1`` and ``rows_interchanged = 1``, every grid loop over those row blocks inlined with
 its index replaced by ``_qbN`` (a grid of finer row tiles narrowed to the block's); the
-statement's GM workspaces are allocated once, before it. Partitioning runs such a loop needing
+statement's GM workspaces are allocated once, before it. In the functions it changes, a grid loop
+that the ranges of the loops around it prove runs exactly once (a KV block one tile wide, inside
+its KV loop) then becomes its body, and the row block's straight-line work is forwarded
+(``fuse.forward``) and swept, so a score block stored by one op and loaded by the next stays in UB.
+Partitioning runs such a loop needing
 cube and vector work as one ``mixed`` kernel (``passes/persistent.py``). Without the option, or
 where the proof fails, the module is unchanged.
 
@@ -48,8 +52,10 @@ from ..ir.gm import Origin, walk_ops
 from ..ir.opdefs import IR_OPS, indexed_gm
 from ..ir.schedule import schedule_of
 from .context import Pass, PassContext
+from .fuse import forward, sweep
 from .parallel import origins_of
 from .persistent import bound_within
+from .remat import bases
 from .unroll import _subst_attr, _subst_type
 
 OUTER = "_qb"
@@ -350,11 +356,55 @@ def interchange(func: Func) -> Func | None:
     return Func(func.name, func.params, body, func.kind, dict(func.attrs), func.span)
 
 
+def unwrap_one_trip(ops: list[Op], ranges: dict[str, tuple[sym.Expr, sym.Expr]] | None = None) -> list[Op]:
+    """``ops`` with every grid loop that runs exactly once, as the ranges of the loops around it
+    prove (attention's KV block, one tile wide, inside its KV loop), replaced by its body at the
+    loop's first index; the values its body defines keep their objects, retyped in place.
+
+    Inlining row grids leaves a row block's work as sibling grid loops of one trip each; as loops,
+    what one stores another must load back (forwarding stops at a loop's region), as straight-line
+    code it is forwarded and stays in UB."""
+    ranges = dict(ranges or {})
+    out: list[Op] = []
+    for op in ops:
+        if op.name != "loop":
+            op.regions = [unwrap_one_trip(r, ranges) for r in op.regions]
+            out.append(op)
+            continue
+        a = op.attrs
+        trips = sym.sub(a["hi"], a["lo"])
+        if a.get("kind") == "grid" and a["step"] == 1 and sym.prove_le(trips, 1, ranges) and \
+                sym.prove_le(1, trips, ranges):
+            env = {a["index"]: a["lo"]}
+            for o in walk_ops(op.regions[0]):
+                o.attrs = {k: (v if k in ("index", "name", "kind", "sym") else _subst_attr(v, env))
+                           for k, v in o.attrs.items()}
+                for r in o.results:
+                    r.type = _subst_type(r.type, env)
+            out.extend(unwrap_one_trip(op.regions[0], ranges))
+            continue
+        inner = dict(ranges)
+        if a["step"] == 1:
+            inner[a["index"]] = (a["lo"], sym.sub(a["hi"], 1))
+        op.regions = [unwrap_one_trip(r, inner) for r in op.regions]
+        out.append(op)
+    return out
+
+
 def run(module: Module, ctx: PassContext) -> Module:
     fresh = module.clone()
     if not schedule_of(module).pass_options.get("row_interchange", 0):
         return fresh
-    funcs = [interchange(f) or f for f in fresh.funcs]
+    funcs = []
+    for f in fresh.funcs:
+        g = interchange(f)
+        if g is not None:
+            # the statements fusion saw apart are now one row block's straight-line work: a tile one
+            # of them stored and the next loads again is forwarded (attention's rescaled accumulator)
+            base = bases(g)
+            g.body = forward(unwrap_one_trip(g.body), {}, base)
+            sweep(g)
+        funcs.append(g or f)
     return Module(fresh.name, fresh.level, funcs, dict(fresh.attrs))
 
 

@@ -21,9 +21,9 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* p_1, __gm__ float* l, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* p_1, __gm__ float* l, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT79 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -43,17 +43,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT86 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT90 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT93 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT103 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT105 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT111 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT112 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT119 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT122 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT125 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT126 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT129 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT130 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -67,161 +64,137 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT141 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT142 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT145 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:10:14
             TileT79 t79(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t79, 0);  // flash_attn.pto:18:32
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TEXPANDS(t79, -__builtin_inff());  // flash_attn.pto:18:32
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t64, 0);  // flash_attn.pto:11:13
+            TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TASSIGN(t65, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g63) {  // flash_attn.pto:11:13
-                TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t64, 0);  // flash_attn.pto:11:13
-                TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-                TASSIGN(t65, 0);  // flash_attn.pto:11:13
-                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t65, qGm0);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-                TASSIGN(t66, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t66, t65);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t67, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView1 kjGm1(kj + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t67, kjGm1);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t68, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t68, t67);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t64, t66, t68);  // flash_attn.pto:11:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
-                    TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t70, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                    GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                    TLOAD(t70, qGm2);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t71, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t71, t70);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t72, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                    GmView3 kjGm3(kj + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                    TLOAD(t72, kjGm3);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t73, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t73, t72);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t64, t64, t71, t73);  // flash_attn.pto:11:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView4 t0Gm4(t0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
-                TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
-                TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t76, 2048);  // flash_attn.pto:11:13
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView5 t0Gm5(t0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t77, 18432);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMULS(t77, t76, scale);  // flash_attn.pto:11:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView6 sGm6(s + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77.GetValidRow(), t77.GetValidCol()));  // flash_attn.pto:11:13
-                TSTORE(sGm6, t77);  // flash_attn.pto:11:13
-                TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t82, 2048);  // flash_attn.pto:18:32
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
-                TROWMAX(t82, t77, tmp0);  // flash_attn.pto:18:32
-                pipe_barrier(PIPE_V);
-                TMAX(t79, t79, t82);  // flash_attn.pto:18:32
-            }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t65, qGm0);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TASSIGN(t66, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t66, t65);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t67, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+            GmView1 kjGm1(kj, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t67, kjGm1);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t68, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t68, t67);  // flash_attn.pto:11:13
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t64, t66, t68);  // flash_attn.pto:11:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
+                TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t70, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, qGm2);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t71, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t71, t70);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t72, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView3 kjGm3(kj + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t72, kjGm3);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t73, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t73, t72);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t64, t64, t71, t73);  // flash_attn.pto:11:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView4 t0Gm4(t0 + _qb2 * 64 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t76, 2048);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView5 t0Gm5(t0 + _qb2 * 64 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
+            TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t77, 18432);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMULS(t77, t76, scale);  // flash_attn.pto:11:13
+            TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t82, 2048);  // flash_attn.pto:18:32
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // flash_attn.pto:18:32
+            TASSIGN(tmp0, 67584);  // flash_attn.pto:18:32
+            TROWMAX(t82, t77, tmp0);  // flash_attn.pto:18:32
+            pipe_barrier(PIPE_V);
+            TMAX(t79, t79, t82);  // flash_attn.pto:18:32
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t84, 2048);  // flash_attn.pto:18:21
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView7 mGm7(m + _qb2 * 64, GmView7::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(t84, mGm7);  // flash_attn.pto:18:21
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+            GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
+            TLOAD(t84, mGm6);  // flash_attn.pto:18:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT86 t86(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t86, 4096);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMAX(t86, t84, t79);  // flash_attn.pto:18:21
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView8 m_newGm8(m_new + _qb2 * 64, GmView8::Shape(t86.GetValidRow()));  // flash_attn.pto:18:21
-            TSTORE(m_newGm8, t86);  // flash_attn.pto:18:21
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileT90 t90(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
             TASSIGN(t90, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
@@ -230,208 +203,163 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t93, 2048);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             TEXP(t93, t90);  // flash_attn.pto:19:21
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
-                TileT96 t96(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t96, 6144);  // flash_attn.pto:20:21
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                GmView9 sGm9(s + _qb2 * 64 * 64 + _g95 * 64, GmView9::Shape(t96.GetValidRow(), t96.GetValidCol()));  // flash_attn.pto:20:21
-                TLOAD(t96, sGm9);  // flash_attn.pto:20:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t103, 22528);  // flash_attn.pto:20:17
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(tmp1, 49152);  // flash_attn.pto:20:17
-                TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                TROWEXPANDEXPDIF(t103, t96, tmp1);  // flash_attn.pto:20:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                GmView10 p_1Gm10(p_1 + _qb2 * 64 * 64 + _g95 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // flash_attn.pto:20:17
-                TSTORE(p_1Gm10, t103);  // flash_attn.pto:20:17
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
+            TASSIGN(t103, 34816);  // flash_attn.pto:20:17
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
+            TASSIGN(tmp1, 67584);  // flash_attn.pto:20:17
+            TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:17
+            pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+            TROWEXPANDEXPDIF(t103, t77, tmp1);  // flash_attn.pto:20:17
             TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t105, 0);  // flash_attn.pto:21:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView11 lGm11(l + _qb2 * 64, GmView11::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t105, lGm11);  // flash_attn.pto:21:20
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(t105, lGm7);  // flash_attn.pto:21:20
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t107, 4096);  // flash_attn.pto:21:20
+            TASSIGN(t107, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMUL(t107, t105, t93);  // flash_attn.pto:21:20
             TileT109 t109(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t109, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TEXPANDS(t109, 0.0f);  // flash_attn.pto:21:32
+            TileT112 t112(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
+            TASSIGN(t112, 8192);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k110) {  // flash_attn.pto:21:32
-                TileT111 t111(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k110 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t111, 6144);  // flash_attn.pto:21:32
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                GmView12 p_1Gm12(p_1 + _qb2 * 64 * 64 + _k110 * 64, GmView12::Shape(t111.GetValidRow(), t111.GetValidCol()));  // flash_attn.pto:21:32
-                TLOAD(t111, p_1Gm12);  // flash_attn.pto:21:32
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT112 t112(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t112, 22528);  // flash_attn.pto:21:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp0 tmp2;  // flash_attn.pto:21:32
-                TASSIGN(tmp2, 49152);  // flash_attn.pto:21:32
-                TROWSUM(t112, t111, tmp2);  // flash_attn.pto:21:32
-                pipe_barrier(PIPE_V);
-                TADD(t109, t109, t112);  // flash_attn.pto:21:32
-            }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp0 tmp2;  // flash_attn.pto:21:32
+            TASSIGN(tmp2, 67584);  // flash_attn.pto:21:32
+            TROWSUM(t112, t103, tmp2);  // flash_attn.pto:21:32
+            pipe_barrier(PIPE_V);
+            TADD(t109, t109, t112);  // flash_attn.pto:21:32
             TileT116 t116(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t116, 6144);  // flash_attn.pto:21:20
+            TASSIGN(t116, 8192);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TADD(t116, t107, t109);  // flash_attn.pto:21:20
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView13 lGm13(l + _qb2 * 64, GmView13::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm13, t116);  // flash_attn.pto:21:20
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(lGm8, t116);  // flash_attn.pto:21:20
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT119 t119(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t119, 4096);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView14 accGm14(acc + _qb2 * 64 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t119, accGm14);  // flash_attn.pto:22:22
+                TASSIGN(t119, 6144);  // flash_attn.pto:22:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView9 accGm9(acc + _qb2 * 64 * D + _g118 * 64, GmView9::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t119, accGm9);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT122 t122(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t122, 20480);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TASSIGN(t122, 51200);  // flash_attn.pto:22:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(tmp3, 49152);  // flash_attn.pto:22:22
+                TASSIGN(tmp3, 67584);  // flash_attn.pto:22:22
                 TROWEXPAND(tmp3, t93);  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
                 TROWEXPANDMUL(t122, t119, tmp3);  // flash_attn.pto:22:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView15 t13Gm15(t13 + _qb2 * 64 * D + _g118 * 64, GmView15::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(t13Gm15, t122);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
-                TileT125 t125(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t125, 0);  // flash_attn.pto:22:43
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView16 p_1Gm16(p_1 + _qb2 * 64 * 64 + _g124 * 64, GmView16::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
-                TLOAD(t125, p_1Gm16);  // flash_attn.pto:22:43
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t126, 16384);  // flash_attn.pto:22:43
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t126, t125, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _g124 * 64, GmView17::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15Gm17, t126);  // flash_attn.pto:22:43
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView10 t13Gm10(t13 + _qb2 * 64 * D + _g118 * 64, GmView10::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(t13Gm10, t122);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:43
+            TASSIGN(t126, 6144);  // flash_attn.pto:22:43
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TCVT(t126, t103, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+            GmView11 t15Gm11(t15 + _qb2 * 64 * 64, GmView11::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
+            TSTORE(t15Gm11, t126);  // flash_attn.pto:22:43
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
                 TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t129, 0);  // flash_attn.pto:22:36
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView18 t15Gm18(t15 + _qb2 * 64 * 64, GmView18::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t130, t15Gm18);  // flash_attn.pto:22:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView12 t15Gm12(t15 + _qb2 * 64 * 64, GmView12::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t130, t15Gm12);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t131, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t131, t130);  // flash_attn.pto:22:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT132 t132(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t132, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView19 vjGm19(vj + _g128 * 64, GmView19::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t132, vjGm19);  // flash_attn.pto:22:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView13 vjGm13(vj + _g128 * 64, GmView13::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t132, vjGm13);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT133 t133(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t133, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t133, t132);  // flash_attn.pto:22:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t129, t131, t133);  // flash_attn.pto:22:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t135, 0);  // flash_attn.pto:22:36
-                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView20 t15Gm20(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView20::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t135, t15Gm20);  // flash_attn.pto:22:36
+                    using GmView14 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView14 t15Gm14(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView14::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t135, t15Gm14);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t136, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t136, t135);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT137 t137(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t137, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView21 vjGm21(vj + _k134 * 64 * D + _g128 * 64, GmView21::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t137, vjGm21);  // flash_attn.pto:22:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView15 vjGm15(vj + _k134 * 64 * D + _g128 * 64, GmView15::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t137, vjGm15);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t138, 0);  // flash_attn.pto:22:36
@@ -442,21 +370,22 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                     TMATMUL_ACC(t129, t129, t136, t138);  // flash_attn.pto:22:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView22 t14Gm22(t14 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm22, t129);  // flash_attn.pto:22:36
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView16 t14Gm16(t14 + _qb2 * 64 * D + _g128 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm16, t129);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -464,62 +393,51 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT141 t141(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t141, 0);  // flash_attn.pto:22:22
+                TASSIGN(t141, 6144);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g140 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t141, t13Gm23);  // flash_attn.pto:22:22
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView17 t13Gm17(t13 + _qb2 * 64 * D + _g140 * 64, GmView17::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t141, t13Gm17);  // flash_attn.pto:22:22
                 TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t142, 16384);  // flash_attn.pto:22:22
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView24 t14Gm24(t14 + _qb2 * 64 * D + _g140 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t142, t14Gm24);  // flash_attn.pto:22:22
+                TASSIGN(t142, 22528);  // flash_attn.pto:22:22
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView18 t14Gm18(t14 + _qb2 * 64 * D + _g140 * 64, GmView18::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t142, t14Gm18);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t143, 32768);  // flash_attn.pto:22:22
+                TASSIGN(t143, 38912);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TADD(t143, t141, t142);  // flash_attn.pto:22:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView25 accGm25(acc + _qb2 * 64 * D + _g140 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm25, t143);  // flash_attn.pto:22:22
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView19 accGm19(acc + _qb2 * 64 * D + _g140 * 64, GmView19::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm19, t143);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT145 t145(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:23:13
-            TASSIGN(t145, 0);  // flash_attn.pto:23:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView26 m_newGm26(m_new + _qb2 * 64, GmView26::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
-            TLOAD(t145, m_newGm26);  // flash_attn.pto:23:13
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView27 mGm27(m + _qb2 * 64, GmView27::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm27, t145);  // flash_attn.pto:23:13
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView20 mGm20(m + _qb2 * 64, GmView20::Shape(t86.GetValidRow()));  // flash_attn.pto:23:13
+            TSTORE(mGm20, t86);  // flash_attn.pto:23:13
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
@@ -534,156 +452,148 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            wait_flag_dev(0);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t64, 0);  // flash_attn.pto:11:13
+            TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TASSIGN(t65, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g63) {  // flash_attn.pto:11:13
-                TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t64, 0);  // flash_attn.pto:11:13
-                TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-                TASSIGN(t65, 0);  // flash_attn.pto:11:13
-                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t65, qGm0);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-                TASSIGN(t66, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t66, t65);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t67, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView1 kjGm1(kj + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t67, kjGm1);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t68, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t68, t67);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t64, t66, t68);  // flash_attn.pto:11:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
-                    TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t70, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                    GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                    TLOAD(t70, qGm2);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t71, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t71, t70);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t72, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                    GmView3 kjGm3(kj + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                    TLOAD(t72, kjGm3);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t73, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t73, t72);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t64, t64, t71, t73);  // flash_attn.pto:11:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView4 t0Gm4(t0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
-                TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
-                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t65, qGm0);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TASSIGN(t66, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t66, t65);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
+            TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t67, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+            GmView1 kjGm1(kj, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t67, kjGm1);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t68, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t68, t67);  // flash_attn.pto:11:13
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t64, t66, t68);  // flash_attn.pto:11:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
+                TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t70, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, qGm2);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t71, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t71, t70);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t72, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView3 kjGm3(kj + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t72, kjGm3);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t73, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t73, t72);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t64, t64, t71, t73);  // flash_attn.pto:11:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
-            for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k110) {  // flash_attn.pto:21:32
-            }
+            wait_flag_dev(0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView4 t0Gm4(t0 + _qb2 * 64 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
-            }
-            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
             }
             wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag_dev(3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
                 TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t129, 0);  // flash_attn.pto:22:36
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView18 t15Gm18(t15 + _qb2 * 64 * 64, GmView18::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t130, t15Gm18);  // flash_attn.pto:22:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView12 t15Gm12(t15 + _qb2 * 64 * 64, GmView12::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t130, t15Gm12);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t131, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t131, t130);  // flash_attn.pto:22:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT132 t132(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t132, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView19 vjGm19(vj + _g128 * 64, GmView19::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t132, vjGm19);  // flash_attn.pto:22:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView13 vjGm13(vj + _g128 * 64, GmView13::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t132, vjGm13);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT133 t133(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t133, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t133, t132);  // flash_attn.pto:22:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t129, t131, t133);  // flash_attn.pto:22:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t135, 0);  // flash_attn.pto:22:36
-                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView20 t15Gm20(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView20::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t135, t15Gm20);  // flash_attn.pto:22:36
+                    using GmView14 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView14 t15Gm14(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView14::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t135, t15Gm14);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t136, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t136, t135);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT137 t137(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t137, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView21 vjGm21(vj + _k134 * 64 * D + _g128 * 64, GmView21::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t137, vjGm21);  // flash_attn.pto:22:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView15 vjGm15(vj + _k134 * 64 * D + _g128 * 64, GmView15::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t137, vjGm15);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t138, 0);  // flash_attn.pto:22:36
@@ -694,17 +604,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                     TMATMUL_ACC(t129, t129, t136, t138);  // flash_attn.pto:22:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView22 t14Gm22(t14 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm22, t129);  // flash_attn.pto:22:36
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView16 t14Gm16(t14 + _qb2 * 64 * D + _g128 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm16, t129);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -724,80 +634,63 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:10:14
             TileT79 t79(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t79, 0);  // flash_attn.pto:18:32
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
                 TEXPANDS(t79, -__builtin_inff());  // flash_attn.pto:18:32
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g63) {  // flash_attn.pto:11:13
-                for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
-                }
-                TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t76, 2048);  // flash_attn.pto:11:13
-                wait_flag_dev(3);
-                if (ptodsl_aiv0) {
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                    GmView5 t0Gm5(t0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
-                    TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t77, 18432);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TMULS(t77, t76, scale);  // flash_attn.pto:11:13
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                    GmView6 sGm6(s + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77.GetValidRow(), t77.GetValidCol()));  // flash_attn.pto:11:13
-                    TSTORE(sGm6, t77);  // flash_attn.pto:11:13
-                }
-                TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t82, 2048);  // flash_attn.pto:18:32
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TileTmp0 tmp0;  // flash_attn.pto:18:32
-                    TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
-                    TROWMAX(t82, t77, tmp0);  // flash_attn.pto:18:32
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TMAX(t79, t79, t82);  // flash_attn.pto:18:32
-                }
+            for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t76, 2048);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag_dev(3);
+            if (ptodsl_aiv0) {
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+                GmView5 t0Gm5(t0 + _qb2 * 64 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
+                TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
+            }
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t77, 18432);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMULS(t77, t76, scale);  // flash_attn.pto:11:13
+            }
+            TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t82, 2048);  // flash_attn.pto:18:32
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp0 tmp0;  // flash_attn.pto:18:32
+                TASSIGN(tmp0, 67584);  // flash_attn.pto:18:32
+                TROWMAX(t82, t77, tmp0);  // flash_attn.pto:18:32
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TMAX(t79, t79, t82);  // flash_attn.pto:18:32
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t84, 2048);  // flash_attn.pto:18:21
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView7 mGm7(m + _qb2 * 64, GmView7::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(t84, mGm7);  // flash_attn.pto:18:21
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(t84, mGm6);  // flash_attn.pto:18:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT86 t86(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
@@ -807,16 +700,6 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TMAX(t86, t84, t79);  // flash_attn.pto:18:21
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView8 m_newGm8(m_new + _qb2 * 64, GmView8::Shape(t86.GetValidRow()));  // flash_attn.pto:18:21
-                TSTORE(m_newGm8, t86);  // flash_attn.pto:18:21
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileT90 t90(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
             TASSIGN(t90, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
@@ -829,53 +712,31 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TEXP(t93, t90);  // flash_attn.pto:19:21
             }
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
-                TileT96 t96(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t96, 6144);  // flash_attn.pto:20:21
-                if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                    GmView9 sGm9(s + _qb2 * 64 * 64 + _g95 * 64, GmView9::Shape(t96.GetValidRow(), t96.GetValidCol()));  // flash_attn.pto:20:21
-                    TLOAD(t96, sGm9);  // flash_attn.pto:20:21
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t103, 22528);  // flash_attn.pto:20:17
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
-                    TASSIGN(tmp1, 49152);  // flash_attn.pto:20:17
-                    TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:17
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                    TROWEXPANDEXPDIF(t103, t96, tmp1);  // flash_attn.pto:20:17
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                    GmView10 p_1Gm10(p_1 + _qb2 * 64 * 64 + _g95 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // flash_attn.pto:20:17
-                    TSTORE(p_1Gm10, t103);  // flash_attn.pto:20:17
-                }
+            TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
+            TASSIGN(t103, 34816);  // flash_attn.pto:20:17
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(tmp1, 67584);  // flash_attn.pto:20:17
+                TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+                TROWEXPANDEXPDIF(t103, t77, tmp1);  // flash_attn.pto:20:17
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t105, 0);  // flash_attn.pto:21:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView11 lGm11(l + _qb2 * 64, GmView11::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t105, lGm11);  // flash_attn.pto:21:20
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(t105, lGm7);  // flash_attn.pto:21:20
             }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t107, 4096);  // flash_attn.pto:21:20
+            TASSIGN(t107, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TMUL(t107, t105, t93);  // flash_attn.pto:21:20
@@ -886,133 +747,103 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TEXPANDS(t109, 0.0f);  // flash_attn.pto:21:32
             }
+            TileT112 t112(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
+            TASSIGN(t112, 8192);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k110) {  // flash_attn.pto:21:32
-                TileT111 t111(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k110 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t111, 6144);  // flash_attn.pto:21:32
-                if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                    GmView12 p_1Gm12(p_1 + _qb2 * 64 * 64 + _k110 * 64, GmView12::Shape(t111.GetValidRow(), t111.GetValidCol()));  // flash_attn.pto:21:32
-                    TLOAD(t111, p_1Gm12);  // flash_attn.pto:21:32
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT112 t112(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t112, 22528);  // flash_attn.pto:21:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp0 tmp2;  // flash_attn.pto:21:32
-                    TASSIGN(tmp2, 49152);  // flash_attn.pto:21:32
-                    TROWSUM(t112, t111, tmp2);  // flash_attn.pto:21:32
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t109, t109, t112);  // flash_attn.pto:21:32
-                }
+            if (ptodsl_aiv0) {
+                TileTmp0 tmp2;  // flash_attn.pto:21:32
+                TASSIGN(tmp2, 67584);  // flash_attn.pto:21:32
+                TROWSUM(t112, t103, tmp2);  // flash_attn.pto:21:32
             }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT116 t116(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t116, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TADD(t109, t109, t112);  // flash_attn.pto:21:32
+            }
+            TileT116 t116(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t116, 8192);  // flash_attn.pto:21:20
+            pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TADD(t116, t107, t109);  // flash_attn.pto:21:20
             }
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView13 lGm13(l + _qb2 * 64, GmView13::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm13, t116);  // flash_attn.pto:21:20
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm8, t116);  // flash_attn.pto:21:20
             }
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT119 t119(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t119, 4096);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TASSIGN(t119, 6144);  // flash_attn.pto:22:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView14 accGm14(acc + _qb2 * 64 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t119, accGm14);  // flash_attn.pto:22:22
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView9 accGm9(acc + _qb2 * 64 * D + _g118 * 64, GmView9::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t119, accGm9);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT122 t122(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t122, 20480);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TASSIGN(t122, 51200);  // flash_attn.pto:22:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-                    TASSIGN(tmp3, 49152);  // flash_attn.pto:22:22
+                    TASSIGN(tmp3, 67584);  // flash_attn.pto:22:22
                     TROWEXPAND(tmp3, t93);  // flash_attn.pto:22:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
                     TROWEXPANDMUL(t122, t119, tmp3);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView15 t13Gm15(t13 + _qb2 * 64 * D + _g118 * 64, GmView15::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(t13Gm15, t122);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            }
-            wait_flag_dev(1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
-                TileT125 t125(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t125, 0);  // flash_attn.pto:22:43
-                if (ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView16 p_1Gm16(p_1 + _qb2 * 64 * 64 + _g124 * 64, GmView16::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
-                    TLOAD(t125, p_1Gm16);  // flash_attn.pto:22:43
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t126, 16384);  // flash_attn.pto:22:43
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TCVT(t126, t125, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
-                }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _g124 * 64, GmView17::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
-                    TSTORE(t15Gm17, t126);  // flash_attn.pto:22:43
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView10 t13Gm10(t13 + _qb2 * 64 * D + _g118 * 64, GmView10::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(t13Gm10, t122);  // flash_attn.pto:22:22
                 }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:43
+            TASSIGN(t126, 6144);  // flash_attn.pto:22:43
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TCVT(t126, t103, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+            }
+            wait_flag_dev(1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView11 t15Gm11(t15 + _qb2 * 64 * 64, GmView11::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15Gm11, t126);  // flash_attn.pto:22:43
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
                 }
             }
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag_dev(4);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1021,23 +852,23 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT141 t141(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t141, 0);  // flash_attn.pto:22:22
+                TASSIGN(t141, 6144);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView23 t13Gm23(t13 + _qb2 * 64 * D + _g140 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t141, t13Gm23);  // flash_attn.pto:22:22
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView17 t13Gm17(t13 + _qb2 * 64 * D + _g140 * 64, GmView17::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t141, t13Gm17);  // flash_attn.pto:22:22
                 }
                 TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t142, 16384);  // flash_attn.pto:22:22
+                TASSIGN(t142, 22528);  // flash_attn.pto:22:22
                 if (ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView24 t14Gm24(t14 + _qb2 * 64 * D + _g140 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t142, t14Gm24);  // flash_attn.pto:22:22
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView18 t14Gm18(t14 + _qb2 * 64 * D + _g140 * 64, GmView18::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t142, t14Gm18);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t143, 32768);  // flash_attn.pto:22:22
+                TASSIGN(t143, 38912);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
@@ -1047,47 +878,34 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView25 accGm25(acc + _qb2 * 64 * D + _g140 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(accGm25, t143);  // flash_attn.pto:22:22
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView19 accGm19(acc + _qb2 * 64 * D + _g140 * 64, GmView19::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(accGm19, t143);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT145 t145(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:23:13
-            TASSIGN(t145, 0);  // flash_attn.pto:23:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            if (ptodsl_aiv0) {
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView26 m_newGm26(m_new + _qb2 * 64, GmView26::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
-                TLOAD(t145, m_newGm26);  // flash_attn.pto:23:13
-            }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             if (ptodsl_aiv0) {
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView27 mGm27(m + _qb2 * 64, GmView27::Shape(t145.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm27, t145);  // flash_attn.pto:23:13
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView20 mGm20(m + _qb2 * 64, GmView20::Shape(t86.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm20, t86);  // flash_attn.pto:23:13
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag_dev(1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 #endif
 #endif

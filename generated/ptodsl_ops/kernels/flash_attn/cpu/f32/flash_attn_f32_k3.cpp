@@ -21,9 +21,9 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT163 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -66,33 +66,31 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT225 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT226 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT227 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT229 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT232 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT233 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT235 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
@@ -182,8 +180,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t161, 18432);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMULS(t161, t160, scale);  // flash_attn.pto:11:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                 GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g147 * 64, GmView6::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
                 TSTORE(s_lastGm6, t161);  // flash_attn.pto:11:13
@@ -191,7 +189,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t166, 2048);  // flash_attn.pto:18:32
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
+                TASSIGN(tmp0, 59392);  // flash_attn.pto:18:32
                 TROWMAX(t166, t161, tmp0);  // flash_attn.pto:18:32
                 pipe_barrier(PIPE_V);
                 TMAX(t163, t163, t166);  // flash_attn.pto:18:32
@@ -199,9 +197,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT168 t168(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t168, 2048);  // flash_attn.pto:18:21
@@ -215,13 +213,6 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMAX(t170, t168, t163);  // flash_attn.pto:18:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView8 m_new_lastGm8(m_new_last + _qb3 * 64, GmView8::Shape(t170.GetValidRow()));  // flash_attn.pto:18:21
-            TSTORE(m_new_lastGm8, t170);  // flash_attn.pto:18:21
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileT174 t174(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
             TASSIGN(t174, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
@@ -232,43 +223,43 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TEXP(t177, t174);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g179 = 0; _g179 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
                 TileT180 t180(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
                 TASSIGN(t180, 6144);  // flash_attn.pto:20:21
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                GmView9 s_lastGm9(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView9::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
-                TLOAD(t180, s_lastGm9);  // flash_attn.pto:20:21
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                GmView8 s_lastGm8(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView8::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
+                TLOAD(t180, s_lastGm8);  // flash_attn.pto:20:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT187 t187(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:17
                 TASSIGN(t187, 22528);  // flash_attn.pto:20:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(tmp1, 49152);  // flash_attn.pto:20:17
+                TASSIGN(tmp1, 59392);  // flash_attn.pto:20:17
                 TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
                 TROWEXPANDEXPDIF(t187, t180, tmp1);  // flash_attn.pto:20:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                GmView10 p_1_lastGm10(p_1_last + _qb3 * 64 * 64 + _g179 * 64, GmView10::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
-                TSTORE(p_1_lastGm10, t187);  // flash_attn.pto:20:17
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                GmView9 p_1_lastGm9(p_1_last + _qb3 * 64 * 64 + _g179 * 64, GmView9::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
+                TSTORE(p_1_lastGm9, t187);  // flash_attn.pto:20:17
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t189, 0);  // flash_attn.pto:21:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView11 lGm11(l + _qb3 * 64, GmView11::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t189, lGm11);  // flash_attn.pto:21:20
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(t189, lGm10);  // flash_attn.pto:21:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT191 t191(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t191, 4096);  // flash_attn.pto:21:20
+            TASSIGN(t191, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMUL(t191, t189, t177);  // flash_attn.pto:21:20
             TileT193 t193(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
@@ -276,91 +267,85 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             pipe_barrier(PIPE_V);
             TEXPANDS(t193, 0.0f);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k194 = 0; _k194 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
                 TileT195 t195(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t195, 6144);  // flash_attn.pto:21:32
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                GmView12 p_1_lastGm12(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView12::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
-                TLOAD(t195, p_1_lastGm12);  // flash_attn.pto:21:32
+                TASSIGN(t195, 8192);  // flash_attn.pto:21:32
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                GmView11 p_1_lastGm11(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView11::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
+                TLOAD(t195, p_1_lastGm11);  // flash_attn.pto:21:32
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t196, 22528);  // flash_attn.pto:21:32
+                TASSIGN(t196, 24576);  // flash_attn.pto:21:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp0 tmp2;  // flash_attn.pto:21:32
-                TASSIGN(tmp2, 49152);  // flash_attn.pto:21:32
+                TASSIGN(tmp2, 59392);  // flash_attn.pto:21:32
                 TROWSUM(t196, t195, tmp2);  // flash_attn.pto:21:32
                 pipe_barrier(PIPE_V);
                 TADD(t193, t193, t196);  // flash_attn.pto:21:32
             }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT200 t200(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t200, 6144);  // flash_attn.pto:21:20
+            TASSIGN(t200, 8192);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TADD(t200, t191, t193);  // flash_attn.pto:21:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView13 lGm13(l + _qb3 * 64, GmView13::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm13, t200);  // flash_attn.pto:21:20
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(lGm12, t200);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT203 t203(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t203, 4096);  // flash_attn.pto:22:22
+                TASSIGN(t203, 10240);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView14 accGm14(acc + _qb3 * 64 * D + _g202 * 64, GmView14::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t203, accGm14);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView13 accGm13(acc + _qb3 * 64 * D + _g202 * 64, GmView13::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t203, accGm13);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT206 t206(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t206, 20480);  // flash_attn.pto:22:22
+                TASSIGN(t206, 26624);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(tmp3, 49152);  // flash_attn.pto:22:22
+                TASSIGN(tmp3, 59392);  // flash_attn.pto:22:22
                 TROWEXPAND(tmp3, t177);  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
                 TROWEXPANDMUL(t206, t203, tmp3);  // flash_attn.pto:22:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView15 t13_lastGm15(t13_last + _qb3 * 64 * D + _g202 * 64, GmView15::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(t13_lastGm15, t206);  // flash_attn.pto:22:22
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView14 t13_lastGm14(t13_last + _qb3 * 64 * D + _g202 * 64, GmView14::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(t13_lastGm14, t206);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g208 = 0; _g208 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g208) {  // flash_attn.pto:22:43
                 TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t209, 0);  // flash_attn.pto:22:43
+                TASSIGN(t209, 10240);  // flash_attn.pto:22:43
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView15 p_1_lastGm15(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView15::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+                TLOAD(t209, p_1_lastGm15);  // flash_attn.pto:22:43
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView16 p_1_lastGm16(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                TLOAD(t209, p_1_lastGm16);  // flash_attn.pto:22:43
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView17 t15_lastGm17(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView17::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15_lastGm17, t209);  // flash_attn.pto:22:43
+                GmView16 t15_lastGm16(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15_lastGm16, t209);  // flash_attn.pto:22:43
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -375,9 +360,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t214, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView18 t15_lastGm18(t15_last + _qb3 * 64 * 64, GmView18::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t214, t15_lastGm18);  // flash_attn.pto:22:36
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView17 t15_lastGm17(t15_last + _qb3 * 64 * 64, GmView17::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t214, t15_lastGm17);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t215, 0);  // flash_attn.pto:22:36
@@ -388,9 +373,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t216, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView19 vj_lastGm19(vj_last + _g212 * 64, GmView19::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t216, vj_lastGm19);  // flash_attn.pto:22:36
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView18 vj_lastGm18(vj_last + _g212 * 64, GmView18::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t216, vj_lastGm18);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t217, 0);  // flash_attn.pto:22:36
@@ -407,9 +392,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
                     TileT219 t219(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t219, 0);  // flash_attn.pto:22:36
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView20 t15_lastGm20(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView20::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t219, t15_lastGm20);  // flash_attn.pto:22:36
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView19 t15_lastGm19(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView19::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t219, t15_lastGm19);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t220, 0);  // flash_attn.pto:22:36
@@ -419,9 +404,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TileT221 t221(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t221, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView21 vj_lastGm21(vj_last + _k218 * 64 * D + _g212 * 64, GmView21::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t221, vj_lastGm21);  // flash_attn.pto:22:36
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView20 vj_lastGm20(vj_last + _k218 * 64 * D + _g212 * 64, GmView20::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t221, vj_lastGm20);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t222, 0);  // flash_attn.pto:22:36
@@ -435,126 +420,108 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView22 t14_lastGm22(t14_last + _qb3 * 64 * D + _g212 * 64, GmView22::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14_lastGm22, t213);  // flash_attn.pto:22:36
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView21 t14_lastGm21(t14_last + _qb3 * 64 * D + _g212 * 64, GmView21::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14_lastGm21, t213);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT225 t225(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t225, 0);  // flash_attn.pto:22:22
+                TASSIGN(t225, 10240);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g224 * 64, GmView23::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t225, t13_lastGm23);  // flash_attn.pto:22:22
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView22 t13_lastGm22(t13_last + _qb3 * 64 * D + _g224 * 64, GmView22::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t225, t13_lastGm22);  // flash_attn.pto:22:22
                 TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t226, 16384);  // flash_attn.pto:22:22
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView24 t14_lastGm24(t14_last + _qb3 * 64 * D + _g224 * 64, GmView24::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t226, t14_lastGm24);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TASSIGN(t226, 26624);  // flash_attn.pto:22:22
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView23 t14_lastGm23(t14_last + _qb3 * 64 * D + _g224 * 64, GmView23::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t226, t14_lastGm23);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t227, 32768);  // flash_attn.pto:22:22
+                TASSIGN(t227, 43008);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TADD(t227, t225, t226);  // flash_attn.pto:22:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView25 accGm25(acc + _qb3 * 64 * D + _g224 * 64, GmView25::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm25, t227);  // flash_attn.pto:22:22
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView24 accGm24(acc + _qb3 * 64 * D + _g224 * 64, GmView24::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm24, t227);  // flash_attn.pto:22:22
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT229 t229(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:23:13
-            TASSIGN(t229, 0);  // flash_attn.pto:23:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView26 m_new_lastGm26(m_new_last + _qb3 * 64, GmView26::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
-            TLOAD(t229, m_new_lastGm26);  // flash_attn.pto:23:13
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView27 mGm27(m + _qb3 * 64, GmView27::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm27, t229);  // flash_attn.pto:23:13
+            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t170.GetValidRow()));  // flash_attn.pto:23:13
+            TSTORE(mGm25, t170);  // flash_attn.pto:23:13
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g231 = 0; _g231 < (D + 63) / 64; ++_g231) {  // flash_attn.pto:25:25
                 pipe_barrier(PIPE_V);
                 TileT232 t232(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t232, 0);  // flash_attn.pto:25:25
+                TASSIGN(t232, 10240);  // flash_attn.pto:25:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-                GmView28 accGm28(acc + _qb3 * 64 * D + _g231 * 64, GmView28::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:25:25
-                TLOAD(t232, accGm28);  // flash_attn.pto:25:25
-                TileT233 t233(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t233, 16384);  // flash_attn.pto:25:25
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
-                GmView29 lGm29(l + _qb3 * 64, GmView29::Shape(t233.GetValidRow()));  // flash_attn.pto:25:25
-                TLOAD(t233, lGm29);  // flash_attn.pto:25:25
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
+                GmView26 accGm26(acc + _qb3 * 64 * D + _g231 * 64, GmView26::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView26::Stride(D));  // flash_attn.pto:25:25
+                TLOAD(t232, accGm26);  // flash_attn.pto:25:25
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t235, 18432);  // flash_attn.pto:25:25
+                TASSIGN(t235, 26624);  // flash_attn.pto:25:25
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(tmp4, 49152);  // flash_attn.pto:25:25
-                TROWEXPAND(tmp4, t233);  // flash_attn.pto:25:25
+                TASSIGN(tmp4, 59392);  // flash_attn.pto:25:25
+                TROWEXPAND(tmp4, t200);  // flash_attn.pto:25:25
                 pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
                 TROWEXPANDDIV(t235, t232, tmp4);  // flash_attn.pto:25:25
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-                GmView30 oGm30(o + _qb3 * 64 * D + _g231 * 64, GmView30::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:25:20
-                TSTORE(oGm30, t235);  // flash_attn.pto:25:20
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+                GmView27 oGm27(o + _qb3 * 64 * D + _g231 * 64, GmView27::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:25:20
+                TSTORE(oGm27, t235);  // flash_attn.pto:25:20
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
@@ -670,9 +637,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t214, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView18 t15_lastGm18(t15_last + _qb3 * 64 * 64, GmView18::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t214, t15_lastGm18);  // flash_attn.pto:22:36
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView17 t15_lastGm17(t15_last + _qb3 * 64 * 64, GmView17::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t214, t15_lastGm17);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t215, 0);  // flash_attn.pto:22:36
@@ -683,9 +650,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t216, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView19 vj_lastGm19(vj_last + _g212 * 64, GmView19::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t216, vj_lastGm19);  // flash_attn.pto:22:36
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView18 vj_lastGm18(vj_last + _g212 * 64, GmView18::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t216, vj_lastGm18);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t217, 0);  // flash_attn.pto:22:36
@@ -702,9 +669,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
                     TileT219 t219(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t219, 0);  // flash_attn.pto:22:36
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView20 t15_lastGm20(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView20::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t219, t15_lastGm20);  // flash_attn.pto:22:36
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView19 t15_lastGm19(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView19::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t219, t15_lastGm19);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t220, 0);  // flash_attn.pto:22:36
@@ -714,9 +681,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TileT221 t221(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t221, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView21 vj_lastGm21(vj_last + _k218 * 64 * D + _g212 * 64, GmView21::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t221, vj_lastGm21);  // flash_attn.pto:22:36
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView20 vj_lastGm20(vj_last + _k218 * 64 * D + _g212 * 64, GmView20::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t221, vj_lastGm20);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t222, 0);  // flash_attn.pto:22:36
@@ -730,9 +697,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView22 t14_lastGm22(t14_last + _qb3 * 64 * D + _g212 * 64, GmView22::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14_lastGm22, t213);  // flash_attn.pto:22:36
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView21 t14_lastGm21(t14_last + _qb3 * 64 * D + _g212 * 64, GmView21::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14_lastGm21, t213);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -756,22 +723,22 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
 #endif
 #if defined(__DAV_VEC__)
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
@@ -799,8 +766,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 if (ptodsl_aiv0) {
                     TMULS(t161, t160, scale);  // flash_attn.pto:11:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                     GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g147 * 64, GmView6::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
@@ -811,7 +778,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // flash_attn.pto:18:32
-                    TASSIGN(tmp0, 49152);  // flash_attn.pto:18:32
+                    TASSIGN(tmp0, 59392);  // flash_attn.pto:18:32
                     TROWMAX(t166, t161, tmp0);  // flash_attn.pto:18:32
                 }
                 pipe_barrier(PIPE_V);
@@ -819,9 +786,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TMAX(t163, t163, t166);  // flash_attn.pto:18:32
                 }
             }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT168 t168(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
             TASSIGN(t168, 2048);  // flash_attn.pto:18:21
@@ -839,15 +806,6 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TMAX(t170, t168, t163);  // flash_attn.pto:18:21
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView8 m_new_lastGm8(m_new_last + _qb3 * 64, GmView8::Shape(t170.GetValidRow()));  // flash_attn.pto:18:21
-                TSTORE(m_new_lastGm8, t170);  // flash_attn.pto:18:21
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileT174 t174(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
             TASSIGN(t174, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
@@ -862,15 +820,16 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g179 = 0; _g179 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
                 TileT180 t180(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
                 TASSIGN(t180, 6144);  // flash_attn.pto:20:21
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                    GmView9 s_lastGm9(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView9::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
-                    TLOAD(t180, s_lastGm9);  // flash_attn.pto:20:21
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                    GmView8 s_lastGm8(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView8::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
+                    TLOAD(t180, s_lastGm8);  // flash_attn.pto:20:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT187 t187(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:17
@@ -878,7 +837,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:17
-                    TASSIGN(tmp1, 49152);  // flash_attn.pto:20:17
+                    TASSIGN(tmp1, 59392);  // flash_attn.pto:20:17
                     TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
                     TROWEXPANDEXPDIF(t187, t180, tmp1);  // flash_attn.pto:20:17
@@ -886,27 +845,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                    GmView10 p_1_lastGm10(p_1_last + _qb3 * 64 * 64 + _g179 * 64, GmView10::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
-                    TSTORE(p_1_lastGm10, t187);  // flash_attn.pto:20:17
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                    GmView9 p_1_lastGm9(p_1_last + _qb3 * 64 * 64 + _g179 * 64, GmView9::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
+                    TSTORE(p_1_lastGm9, t187);  // flash_attn.pto:20:17
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
             TASSIGN(t189, 0);  // flash_attn.pto:21:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView11 lGm11(l + _qb3 * 64, GmView11::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t189, lGm11);  // flash_attn.pto:21:20
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(t189, lGm10);  // flash_attn.pto:21:20
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT191 t191(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t191, 4096);  // flash_attn.pto:21:20
+            TASSIGN(t191, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TMUL(t191, t189, t177);  // flash_attn.pto:21:20
@@ -918,24 +876,24 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TEXPANDS(t193, 0.0f);  // flash_attn.pto:21:32
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k194 = 0; _k194 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
                 TileT195 t195(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t195, 6144);  // flash_attn.pto:21:32
+                TASSIGN(t195, 8192);  // flash_attn.pto:21:32
                 if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                    GmView12 p_1_lastGm12(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView12::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
-                    TLOAD(t195, p_1_lastGm12);  // flash_attn.pto:21:32
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                    GmView11 p_1_lastGm11(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView11::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
+                    TLOAD(t195, p_1_lastGm11);  // flash_attn.pto:21:32
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t196, 22528);  // flash_attn.pto:21:32
+                TASSIGN(t196, 24576);  // flash_attn.pto:21:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp2;  // flash_attn.pto:21:32
-                    TASSIGN(tmp2, 49152);  // flash_attn.pto:21:32
+                    TASSIGN(tmp2, 59392);  // flash_attn.pto:21:32
                     TROWSUM(t196, t195, tmp2);  // flash_attn.pto:21:32
                 }
                 pipe_barrier(PIPE_V);
@@ -943,85 +901,79 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TADD(t193, t193, t196);  // flash_attn.pto:21:32
                 }
             }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT200 t200(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t200, 6144);  // flash_attn.pto:21:20
+            TASSIGN(t200, 8192);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TADD(t200, t191, t193);  // flash_attn.pto:21:20
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView13 lGm13(l + _qb3 * 64, GmView13::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm13, t200);  // flash_attn.pto:21:20
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm12, t200);  // flash_attn.pto:21:20
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT203 t203(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t203, 4096);  // flash_attn.pto:22:22
+                TASSIGN(t203, 10240);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView14 accGm14(acc + _qb3 * 64 * D + _g202 * 64, GmView14::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t203, accGm14);  // flash_attn.pto:22:22
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView13 accGm13(acc + _qb3 * 64 * D + _g202 * 64, GmView13::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t203, accGm13);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT206 t206(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t206, 20480);  // flash_attn.pto:22:22
+                TASSIGN(t206, 26624);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
-                    TASSIGN(tmp3, 49152);  // flash_attn.pto:22:22
+                    TASSIGN(tmp3, 59392);  // flash_attn.pto:22:22
                     TROWEXPAND(tmp3, t177);  // flash_attn.pto:22:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
                     TROWEXPANDMUL(t206, t203, tmp3);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView15 t13_lastGm15(t13_last + _qb3 * 64 * D + _g202 * 64, GmView15::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(t13_lastGm15, t206);  // flash_attn.pto:22:22
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView14 t13_lastGm14(t13_last + _qb3 * 64 * D + _g202 * 64, GmView14::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(t13_lastGm14, t206);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g208 = 0; _g208 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g208) {  // flash_attn.pto:22:43
                 TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t209, 0);  // flash_attn.pto:22:43
+                TASSIGN(t209, 10240);  // flash_attn.pto:22:43
+                if (ptodsl_aiv0) {
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView15 p_1_lastGm15(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView15::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+                    TLOAD(t209, p_1_lastGm15);  // flash_attn.pto:22:43
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView16 p_1_lastGm16(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                    TLOAD(t209, p_1_lastGm16);  // flash_attn.pto:22:43
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView17 t15_lastGm17(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView17::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                    TSTORE(t15_lastGm17, t209);  // flash_attn.pto:22:43
+                    GmView16 t15_lastGm16(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+                    TSTORE(t15_lastGm16, t209);  // flash_attn.pto:22:43
                 }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1031,9 +983,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag_dev(3);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1041,25 +991,25 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);
                 TileT225 t225(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t225, 0);  // flash_attn.pto:22:22
+                TASSIGN(t225, 10240);  // flash_attn.pto:22:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView23 t13_lastGm23(t13_last + _qb3 * 64 * D + _g224 * 64, GmView23::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t225, t13_lastGm23);  // flash_attn.pto:22:22
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView22 t13_lastGm22(t13_last + _qb3 * 64 * D + _g224 * 64, GmView22::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t225, t13_lastGm22);  // flash_attn.pto:22:22
                 }
                 TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t226, 16384);  // flash_attn.pto:22:22
+                TASSIGN(t226, 26624);  // flash_attn.pto:22:22
                 if (ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView24 t14_lastGm24(t14_last + _qb3 * 64 * D + _g224 * 64, GmView24::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t226, t14_lastGm24);  // flash_attn.pto:22:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView23 t14_lastGm23(t14_last + _qb3 * 64 * D + _g224 * 64, GmView23::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t226, t14_lastGm23);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t227, 32768);  // flash_attn.pto:22:22
+                TASSIGN(t227, 43008);  // flash_attn.pto:22:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TADD(t227, t225, t226);  // flash_attn.pto:22:22
                 }
@@ -1067,67 +1017,47 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView25 accGm25(acc + _qb3 * 64 * D + _g224 * 64, GmView25::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(accGm25, t227);  // flash_attn.pto:22:22
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView24 accGm24(acc + _qb3 * 64 * D + _g224 * 64, GmView24::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(accGm24, t227);  // flash_attn.pto:22:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT229 t229(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:23:13
-            TASSIGN(t229, 0);  // flash_attn.pto:23:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView26 m_new_lastGm26(m_new_last + _qb3 * 64, GmView26::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
-                TLOAD(t229, m_new_lastGm26);  // flash_attn.pto:23:13
-            }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView27 mGm27(m + _qb3 * 64, GmView27::Shape(t229.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm27, t229);  // flash_attn.pto:23:13
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t170.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm25, t170);  // flash_attn.pto:23:13
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g231 = 0; _g231 < (D + 63) / 64; ++_g231) {  // flash_attn.pto:25:25
                 pipe_barrier(PIPE_V);
                 TileT232 t232(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t232, 0);  // flash_attn.pto:25:25
+                TASSIGN(t232, 10240);  // flash_attn.pto:25:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-                    GmView28 accGm28(acc + _qb3 * 64 * D + _g231 * 64, GmView28::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:25:25
-                    TLOAD(t232, accGm28);  // flash_attn.pto:25:25
-                }
-                TileT233 t233(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t233, 16384);  // flash_attn.pto:25:25
-                if (ptodsl_aiv0) {
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
-                    GmView29 lGm29(l + _qb3 * 64, GmView29::Shape(t233.GetValidRow()));  // flash_attn.pto:25:25
-                    TLOAD(t233, lGm29);  // flash_attn.pto:25:25
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
+                    GmView26 accGm26(acc + _qb3 * 64 * D + _g231 * 64, GmView26::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView26::Stride(D));  // flash_attn.pto:25:25
+                    TLOAD(t232, accGm26);  // flash_attn.pto:25:25
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t235, 18432);  // flash_attn.pto:25:25
+                TASSIGN(t235, 26624);  // flash_attn.pto:25:25
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
-                    TASSIGN(tmp4, 49152);  // flash_attn.pto:25:25
-                    TROWEXPAND(tmp4, t233);  // flash_attn.pto:25:25
+                    TASSIGN(tmp4, 59392);  // flash_attn.pto:25:25
+                    TROWEXPAND(tmp4, t200);  // flash_attn.pto:25:25
                     pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
                     TROWEXPANDDIV(t235, t232, tmp4);  // flash_attn.pto:25:25
                 }
@@ -1135,30 +1065,30 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-                    GmView30 oGm30(o + _qb3 * 64 * D + _g231 * 64, GmView30::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:25:20
-                    TSTORE(oGm30, t235);  // flash_attn.pto:25:20
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+                    GmView27 oGm27(o + _qb3 * 64 * D + _g231 * 64, GmView27::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:25:20
+                    TSTORE(oGm27, t235);  // flash_attn.pto:25:20
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
     wait_flag_dev(1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 #endif
 #endif
 }

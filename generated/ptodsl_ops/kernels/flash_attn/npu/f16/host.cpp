@@ -16,8 +16,8 @@
 
 extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void flash_attn_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
-extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0, float* s, float* m, float* m_new, float* p_1, float* l, float* acc, float* t13, half* t15, float* t14, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* m_new_last, float* p_1_last, float* l, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0, float* m, float* l, float* acc, float* t13, half* t15, float* t14, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -293,21 +293,6 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:11:13
     }
     float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace s_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    if (ptodsl_failed) {  // flash_attn.pto:11:13
-        return -1;  // flash_attn.pto:11:13
-    }
-    float* s = reinterpret_cast<float*>(s_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace m_new_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
-    if (ptodsl_failed) {  // flash_attn.pto:18:21
-        return -1;  // flash_attn.pto:18:21
-    }
-    float* m_new = reinterpret_cast<float*>(m_new_bytes.data());  // flash_attn.pto:18:21
-    DeviceWorkspace p_1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
-    if (ptodsl_failed) {  // flash_attn.pto:20:17
-        return -1;  // flash_attn.pto:20:17
-    }
-    float* p_1 = reinterpret_cast<float*>(p_1_bytes.data());  // flash_attn.pto:20:17
     DeviceWorkspace t13_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
     if (ptodsl_failed) {  // flash_attn.pto:22:22
         return -1;  // flash_attn.pto:22:22
@@ -329,7 +314,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         if (ptodsl_failed) {  // flash_attn.pto:8:5
             return -1;  // flash_attn.pto:8:5
         }
-        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, s, m, m_new, p_1, l, acc, t13, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
+        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, m, l, acc, t13, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
         if (!launched("the launch of flash_attn_f16_k2")) {  // flash_attn.pto:8:5
             return -1;  // flash_attn.pto:8:5
         }
@@ -344,11 +329,6 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:11:13
     }
     float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
-    if (ptodsl_failed) {  // flash_attn.pto:18:21
-        return -1;  // flash_attn.pto:18:21
-    }
-    float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // flash_attn.pto:18:21
     DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
     if (ptodsl_failed) {  // flash_attn.pto:20:17
         return -1;  // flash_attn.pto:20:17
@@ -376,7 +356,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
             if (ptodsl_failed) {  // flash_attn.pto:8:5
                 return -1;  // flash_attn.pto:8:5
             }
-            flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_last, s_last, m, m_new_last, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // flash_attn.pto:8:5
+            flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_last, s_last, m, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // flash_attn.pto:8:5
             if (!launched("the launch of flash_attn_f16_k3")) {  // flash_attn.pto:8:5
                 return -1;  // flash_attn.pto:8:5
             }
