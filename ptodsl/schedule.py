@@ -55,3 +55,5 @@ class Schedule:
     loops: dict[str, LoopSchedule] = field(default_factory=dict)
     valid_shapes: dict[str, tuple[int | str, ...]] = field(default_factory=dict)
     pass_options: dict[str, int] = field(default_factory=lambda: dict(PASS_OPTION_DEFAULTS))
+    # the spec's `max_dims:`: dim -> its largest value at a call, which tiling may rely on
+    max_dims: dict[str, int] = field(default_factory=dict)

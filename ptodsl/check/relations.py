@@ -9,12 +9,14 @@ and each test case's dims must satisfy the definitions (E0866), as every call's 
 from __future__ import annotations
 
 from .. import sym
-from ..diagnostics import Diagnostics
+from ..diagnostics import Diagnostics, Label
 from ..frontend import ast
 from ..frontend.relations import E_DEFINITION
 from ..frontend.spec import Spec
 
 E_UNSATISFIED = "E0866"
+E_ABOVE_MAX = "E0867"
+E_MAX_UNBOUND = "E0868"
 
 
 def check_relations(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> bool:
@@ -48,9 +50,39 @@ def check_relations(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> bool:
     return True
 
 
+def check_max_dims(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> None:
+    """Report ``max_dims:`` entries no call binds (E0868) and cases whose dims leave the bounds
+    (E0867), as every call's are."""
+    dims = {d.value for p in kernel.params for d in p.dims or () if isinstance(d.value, str)}
+    bounds = spec.schedule.max_dims
+    for name in bounds:
+        if name in spec.symbols:
+            why, label = f"`symbols:` fixes `{name}` to {spec.symbols[name]}", "fixed when compiling"
+        elif name not in dims and name not in spec.defined:
+            why, label = f"no parameter of `{kernel.name}` has a dim `{name}`", "no call binds this"
+        else:
+            continue
+        diags.error(E_MAX_UNBOUND, f"`max_dims:` bounds `{name}`, but {why}", spec.spans.key(("max_dims", name)),
+                    label, help=f"bound a dim of the parameters' shapes ({', '.join(sorted(dims - set(spec.symbols))) or 'none'}), "
+                    "or remove the entry")
+    for case in spec.tests:
+        values = dict(spec.symbols) | dict(case.shapes)
+        if sym.bind_defined(spec.defined, values) is not None:
+            continue  # (reported as E0866)
+        for name, top in bounds.items():
+            v = values.get(name)
+            if isinstance(v, int) and not 1 <= v <= top:
+                key = ("tests", case.index, "shapes", name)
+                diags.error(E_ABOVE_MAX, f"test {case.index}: `{name}` is {v}, outside the 1 to {top} that "
+                            f"`max_dims:` allows", spec.spans.value(key) if key in spec.spans else
+                            spec.spans.at(("tests", case.index)), "outside the bound",
+                            secondary=[Label(spec.spans.value(("max_dims", name)), "bounded here")],
+                            help=f"give `{name}` a value from 1 to {top}, or raise the bound")
+
+
 def fixed_and_defined(spec: Spec) -> dict[str, sym.Expr]:
     """What the checker substitutes for dims: the fixed values and the definitions."""
     return {**spec.symbols, **spec.defined}
 
 
-__all__ = ["check_relations", "fixed_and_defined"]
+__all__ = ["check_max_dims", "check_relations", "fixed_and_defined"]

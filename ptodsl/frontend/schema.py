@@ -158,6 +158,11 @@ def spec_schema() -> Obj:
                              placeholder="<symbol>",
                              desc="symbols fixed at compile time (an integer), or defined by other dims "
                                   "(a linear expression such as `2*H`, checked at every call)"),
+            "max_dims": MapOf(key=Ident(role="dim name"), value=Int(min=1, max=DIM_MAX),
+                              placeholder="<dim>",
+                              desc="the largest value a dim of the parameters' shapes takes at a call (each call "
+                                   "is checked: 1 <= dim <= max); tiles along it then span the whole dim, so "
+                                   "what a row of it holds can stay on chip"),
             "schedule": schedule,
             "target": Enum(values=target_names, what="target", code=E_TARGET, default=DEFAULT_TARGET,
                            desc="hardware model (a file in ptodsl/targets)"),

@@ -233,6 +233,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap, defined: di
         valid_shapes={name: tuple(dims) for name, dims in sched.get("valid_shapes", {}).items()},
         # booleans become 0/1: the options travel as integers in the IR's attributes
         pass_options={**PASS_OPTION_DEFAULTS, **{k: int(v) for k, v in sched.get("pass_options", {}).items()}},
+        max_dims=dict(data.get("max_dims", {})),
     )
     reference = None
     if "reference" in data:

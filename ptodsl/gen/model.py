@@ -89,6 +89,7 @@ class OpModel:
     cases: tuple[CaseModel, ...]
     backward: str | None = None  # the op of its spec's `backward:`, an op of the same package
     defined: dict[str, str] = field(default_factory=dict)  # dims defined by others, `D: 2*H`
+    max_dims: dict[str, int] = field(default_factory=dict)  # `max_dims:`, checked at each call
 
     @property
     def inputs(self) -> tuple[ParamModel, ...]:
@@ -156,6 +157,7 @@ class OpModel:
                          + ".")
         parts = [f"{k} = {v} (fixed)" for k, v in self.symbols.items()]
         parts += [f"{k} = {v} (checked at each call)" for k, v in self.defined.items()]
+        parts += [f"{k} from 1 to {v} (checked at each call)" for k, v in self.max_dims.items()]
         if self.runtime_symbols:
             parts.append(f"{', '.join(self.runtime_symbols)} from the arguments' shapes")
         if parts:
@@ -222,6 +224,7 @@ def op_model(compiled: Compiled, spec_rel: str, files: dict[str, str], kernels: 
         params=params,
         symbols=dict(sorted(spec.symbols.items())),
         defined={k: sym.to_text(v) for k, v in spec.defined.items()},
+        max_dims=dict(sorted(spec.schedule.max_dims.items())),
         dtype_vars={k: tuple(v) for k, v in sorted(spec.dtypes.items())},
         variants=tuple(variants),
         cases=tuple(CaseModel(c.index, case_id(spec, c)) for c in spec.tests),

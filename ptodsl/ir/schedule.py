@@ -4,6 +4,7 @@ Keys are flat so the textual IR needs no nested attribute syntax::
 
     vec_tile = [8, 128]            cube_tile.m = [64, 128]        cube_tile.split_k = 2
     loop.b.unroll = [4, 2, 1]      loop.b.vec_tile = [1, 256]      option.max_paths = 64
+    max_dim.D = 128
 
 The module also names its target (``target``) and the passes already applied (``passes``), so a
 printed module is a complete input for the rest of the pipeline (``ptodsl ir --from``)."""
@@ -34,6 +35,8 @@ def schedule_attrs(s: Schedule) -> dict[str, Any]:
                 out[f"loop.{name}.{f}"] = tuple(v) if isinstance(v, tuple) else v
     for k, v in sorted(s.pass_options.items()):
         out[f"option.{k}"] = v
+    for k, v in sorted(s.max_dims.items()):
+        out[f"max_dim.{k}"] = v
     return out
 
 
@@ -51,6 +54,7 @@ def schedule_of(module: Module) -> Schedule:
     loops: dict[str, dict[str, Any]] = {}
     options = dict(PASS_OPTION_DEFAULTS)
     split_k = 1
+    max_dims: dict[str, int] = {}
     for key, v in module.attrs.items():
         head, _, rest = key.partition(".")
         if key == "vec_tile":
@@ -65,8 +69,10 @@ def schedule_of(module: Module) -> Schedule:
                 loops.setdefault(name, {})[f] = bool(v) if f == "submit_before_loop" else tuple(int(x) for x in v)
         elif head == "option" and rest:
             options[rest] = int(v)
+        elif head == "max_dim" and rest:
+            max_dims[rest] = int(v)
     return Schedule(vec_tile, cube or None, split_k, {n: LoopSchedule(**fs) for n, fs in loops.items()},
-                    pass_options=options)
+                    pass_options=options, max_dims=max_dims)
 
 
 def passes_applied(module: Module) -> tuple[str, ...]:

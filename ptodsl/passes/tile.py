@@ -52,7 +52,9 @@ class _Tiler(CubeTiling):
         # version, the dim's range [1, cap] (tiles of cap columns along it, no grid loop)
         self.versions: dict[int, tuple[str, int]] = {}
         self.only_fit = False  # measuring: emit the fit version alone
-        self.fit: dict[str, tuple[int, int]] = {}
+        # the dims the spec bounds (`max_dims:`) are fit everywhere: every call has 1 <= dim <= max
+        self.bounded = frozenset(schedule.max_dims)
+        self.fit: dict[str, tuple[int, int]] = {d: (1, m) for d, m in schedule.max_dims.items()}
 
     # ------------------------------------------------------------ plumbing
     def emit(self, op: Op) -> Op:
@@ -118,7 +120,7 @@ class _Tiler(CubeTiling):
     @TILING.on("loop", "if")
     def structure(self, op: Op, nxt: Op | None) -> None:
         plan = self.versions.get(id(op))
-        if plan is not None and not self.fit:
+        if plan is not None and self.fit.keys() <= self.bounded:
             self.versioned(op, *plan)
             return
         name = op.name
@@ -152,9 +154,13 @@ class _Tiler(CubeTiling):
         self.emit(Op("if", [], {"cond": tile_fit.condition(dim, cap)}, [], [fit, rest], loop.span))
 
     def fit_width(self, extent: sym.Expr) -> int | None:
-        """The tile width along a dim of ``extent`` inside a fit version, else None."""
+        """The tile width along a dim of ``extent`` inside a fit version or bounded by the spec,
+        else None: the dim's largest value, rounded up to a multiple of the UB block's bytes in
+        columns, so that a row of any dtype (one byte an element at least) stays aligned (a fit
+        version's cap is such a multiple already)."""
         if isinstance(extent, sym.Sym) and extent.name in self.fit:
-            return int(self.fit[extent.name][1])
+            block = self.ctx.target.ub_block_bytes
+            return -(-int(self.fit[extent.name][1]) // block) * block
         return None
 
     @TILING.on("view", "reshape", "read", "print", "guard")
@@ -503,8 +509,8 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
         if loop.attrs["index"] in inner_shares:
             continue  # a split reduction's share (passes/splitred.py): its partials run as blocks
         dim = tile_fit.row_dim(loop, dims)
-        if dim is None:
-            continue
+        if dim is None or dim in sched.max_dims:
+            continue  # (a bounded dim is tiled whole already: the loop is one pass as it is)
         tiler.loop_names = [loop.attrs["name"]]
         width = tiler.vec_tile(1, loop, pad=True)
         tiler.loop_names = []

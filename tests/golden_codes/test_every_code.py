@@ -166,6 +166,11 @@ def e0702_weights_of_another_width(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(x32(), w32(128), alpha=2.0))
 
 
+def e0867_row_longer_than_max_dims(env: Env) -> Diagnostic:
+    op = ptodsl.load("tests/golden_codes/ops/bounded_rows.yaml")
+    return argument_error(lambda: op(x32(cols=300)))
+
+
 def e0715_rows_not_a_multiple_of_the_block(env: Env) -> Diagnostic:
     op = ptodsl.load("tests/golden_codes/ops/row_blocks.yaml")
     return argument_error(lambda: op(x32(rows=20, cols=64)))
@@ -839,6 +844,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0700_float64_input,
     e0701_row_without_batch_dim,
     e0702_weights_of_another_width,
+    e0867_row_longer_than_max_dims,
     e0703_scalar_not_passed,
     e0703_output_size_unknown,
     e0704_output_passed_by_position,

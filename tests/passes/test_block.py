@@ -170,9 +170,10 @@ def test_attention_paths_are_specialised_not_multiplied():
 
 
 def test_flash_attention_block_fits_by_its_plan():
-    # a 64x64 f32 score block per KV step: the retired all-tiles-live estimate refused it at
-    # 210 KiB; the memory plan, which reuses the tiles of dead values, needs under half the UB
-    # (single buffered; double buffering then takes two sets of tiles where they still fit)
+    # a 64x64 f32 score block per KV step and [64, 128] rows of the bounded head dim: the retired
+    # all-tiles-live estimate refused the 64x64 form alone at 210 KiB; the memory plan, which reuses
+    # the tiles of dead values, needs at most half the UB (single buffered; double buffering then
+    # takes two sets of tiles where they still fit)
     c = compile_spec("specs/flash_attn.yaml")
 
     def peaks(double_buffer: int) -> list[int]:
@@ -181,7 +182,7 @@ def test_flash_attention_block_fits_by_its_plan():
         return [f.attrs["ub_bytes"] for f in with_schedule(c, schedule).stages["block"].funcs if f.kind == "vector"]
 
     single, doubled = peaks(0), peaks(1)
-    assert single and max(single) < c.target.ub_bytes // 2
+    assert single and max(single) <= c.target.ub_bytes // 2
     assert max(single) < max(doubled) <= c.target.ub_bytes
 
 

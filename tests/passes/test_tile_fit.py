@@ -120,3 +120,31 @@ def test_the_copy_takes_no_name_of_the_loop_it_copies(write_spec):
     assert "fit" in [o for o in choice.regions[0] if o.name == "loop"][0].attrs
     x = np.random.default_rng(2).standard_normal((3, 200)).astype(np.float32)
     np.testing.assert_allclose(op(x), 2 * x - (2 * x).max(1, keepdims=True))
+
+
+RMS = ("kernel k(x: f32[R, H], g: f32[H], y: out f32[R, H]):\n"
+       "    for r in loop(R, name=\"rows\"):\n"
+       "        y[r, :] = x[r, :] * rsqrt(mean(x[r, :] * x[r, :], dim=-1, keepdim=True) + 1e-6) * g\n")
+
+
+@pytest.mark.parametrize("backend", ["sim", "cpu"])
+def test_a_bounded_dim_is_tiled_whole_without_versions(write_spec, backend: str):
+    """`max_dims: {H: 100}`: one tile of 128 columns (100 rounded up to whole UB blocks) spans the
+    row, no grid loop runs along it and no call-time choice is compiled; rows up to the bound, a
+    partial tile included, compute numpy's answer, and a longer one is refused at the call."""
+    op = ptodsl.load(write_spec("k", RMS, "op: k\nmax_dims: {H: 100}\nschedule:\n  vec_tile: [1, 64]\n"))
+    tile = op.compiled.stages["tile"].funcs[0]
+    assert not [o for o in tile.walk() if o.name == "if" or "fit" in o.attrs]
+    assert not [o for o in tile.walk() if o.name == "loop" and o.attrs.get("kind") == "grid"]
+    assert {o.result.type.shape[-1] for o in tile.walk() if o.name == "tile.alloc"} - {1} == {128}
+    assert "max_dim.H = 100" in str(op.compiled.stages["tensor"])  # carried by the IR's text
+    rng = np.random.default_rng(5)
+    for h in (1, 37, 100):
+        x = rng.standard_normal((3, h)).astype(np.float32)
+        g = rng.standard_normal(h).astype(np.float32)
+        want = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * g
+        np.testing.assert_allclose(op(x, g, backend=backend), want, rtol=2e-5, atol=2e-6)
+    with pytest.raises(ptodsl.ArgumentValueError, match="E0867"):
+        op(np.ones((3, 101), np.float32), np.ones(101, np.float32), backend=backend)
+    with pytest.raises(ptodsl.ArgumentValueError, match="E0867"):
+        op(np.ones((3, 0), np.float32), np.ones(0, np.float32), backend=backend)

@@ -35,7 +35,7 @@ def flash_attn(
         o, a numpy array or torch tensor like the inputs.
 
     Dtype variants: T in f16, f32.
-    Symbols: BL = 64 (fixed); S, D, L from the arguments' shapes.
+    Symbols: BL = 64 (fixed); D from 1 to 128 (checked at each call); S, D, L from the arguments' shapes.
     """
     return _PTODSL_OP(
         (q, k, v),

@@ -87,6 +87,7 @@ CASES = [
     pytest.param("flash_attn", 0, id="flash_attn[f16-S64-D64-L256]"),
     pytest.param("flash_attn", 1, id="flash_attn[f16-tails]"),
     pytest.param("flash_attn", 2, id="flash_attn[f32-partial-block]"),
+    pytest.param("flash_attn", 3, id="flash_attn[f16-largest-head-dim]"),
     pytest.param("gather_last", 0, id="gather_last[f32-repeats]"),
     pytest.param("gather_last", 1, id="gather_last[f16-tails]"),
     pytest.param("gather_last", 2, id="gather_last[f32-negative]"),

@@ -240,6 +240,17 @@ class Operator:
                               f"`{problem.dim}` is bound here" if at == origin.get(problem.dim) else "bound here",
                               f"pass tensors whose dims satisfy `{problem.dim} = {sym.to_text(problem.definition)}` "
                               "(the YAML's `symbols:`)")
+        for dim, top in prog.max_dims.items():
+            n = symbols.get(dim)
+            if n is not None and not 1 <= n <= top:
+                p = prog.param(origin[dim]) if dim in origin else None
+                span = p.span if p is not None else prog.span
+                if p is not None and dim in (p.dims or ()) and len(p.dim_spans) == len(p.dims or ()):
+                    span = p.dim_spans[list(p.dims or ()).index(dim)] or span  # at the dim itself
+                raise ArgumentValueError(Diagnostic(
+                    "E0867", f"`{dim}` is {n}, outside the 1 to {top} that the spec's `max_dims:` allows", span,
+                    f"`{dim}` is bound here", (), (),
+                    f"pass tensors whose `{dim}` is from 1 to {top}: the kernels are tiled for at most {top}"))
         return index, arrays, symbols
 
     def output_shape(self, index: int, p: ParamInfo, symbols: Mapping[str, int]) -> tuple[str, tuple[int, ...]]:

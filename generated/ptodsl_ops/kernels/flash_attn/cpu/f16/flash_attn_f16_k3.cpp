@@ -21,58 +21,57 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileT163 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT149 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT150 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT151 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT152 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT154 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT155 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT156 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT157 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT160 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT159 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT144 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT145 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT146 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT147 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT148 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT150 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT151 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT152 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT153 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT157 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT162 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT164 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT166 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT168 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT170 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT174 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT177 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT180 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT173 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT176 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT183 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT185 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT189 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT191 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT195 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT191 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT192 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT196 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT200 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT209 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT210 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT213 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT198 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT201 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT204 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT205 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT208 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT209 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT210 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT211 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT212 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT214 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT215 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT216 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT217 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT219 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT220 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT221 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT222 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT225 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT232 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT235 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT239 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT220 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT221 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT228 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT231 = Tile<TileType::Vec, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -81,9 +80,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -92,77 +91,76 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
-            TileT163 t163(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t163, 0);  // flash_attn.pto:18:32
-            TEXPANDS(t163, -__builtin_inff());  // flash_attn.pto:18:32
+            TileT159 t159(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t159, 0);  // flash_attn.pto:18:32
+            TEXPANDS(t159, -__builtin_inff());  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
-            for (int64_t _g147 = 0; _g147 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g147) {  // flash_attn.pto:11:13
-                TileT148 t148(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t148, 0);  // flash_attn.pto:11:13
-                TileT149 t149(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-                TASSIGN(t149, 0);  // flash_attn.pto:11:13
+            for (int64_t _g143 = 0; _g143 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g143) {  // flash_attn.pto:11:13
+                TileT144 t144(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t144, 0);  // flash_attn.pto:11:13
+                TileT145 t145(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+                TASSIGN(t145, 0);  // flash_attn.pto:11:13
                 using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t149, qGm0);  // flash_attn.pto:11:13
+                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t145.GetValidRow(), t145.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t145, qGm0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-                TASSIGN(t150, 0);  // flash_attn.pto:11:13
+                TileT146 t146(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+                TASSIGN(t146, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t150, t149);  // flash_attn.pto:11:13
+                TMOV(t146, t145);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t151, 0);  // flash_attn.pto:11:13
+                TileT147 t147(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t147, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView1 kj_lastGm1(kj_last + _g147 * 64 * D, GmView1::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t151, kj_lastGm1);  // flash_attn.pto:11:13
+                GmView1 kj_lastGm1(kj_last + _g143 * 64 * D, GmView1::Shape(t147.GetValidRow(), t147.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t147, kj_lastGm1);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t152, 0);  // flash_attn.pto:11:13
+                TileT148 t148(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t148, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t152, t151);  // flash_attn.pto:11:13
+                TMOV(t148, t147);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t148, t150, t152);  // flash_attn.pto:11:13
+                TMATMUL(t144, t146, t148);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // flash_attn.pto:11:13
-                    TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(D - _k153 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t154, 0);  // flash_attn.pto:11:13
+                for (int64_t _k149 = 1; _k149 < (D + 63) / 64; ++_k149) {  // flash_attn.pto:11:13
+                    TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t150, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                    GmView2 qGm2(q + _qb3 * 64 * D + _k153 * 64, GmView2::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                    TLOAD(t154, qGm2);  // flash_attn.pto:11:13
+                    GmView2 qGm2(q + _qb3 * 64 * D + _k149 * 64, GmView2::Shape(t150.GetValidRow(), t150.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t150, qGm2);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT155 t155(min_i64(S - _qb3 * 64, 64), min_i64(D - _k153 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t155, 0);  // flash_attn.pto:11:13
+                    TileT151 t151(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t151, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t155, t154);  // flash_attn.pto:11:13
+                    TMOV(t151, t150);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t156, 0);  // flash_attn.pto:11:13
+                    TileT152 t152(min_i64(D - _k149 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t152, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                    GmView3 kj_lastGm3(kj_last + _g147 * 64 * D + _k153 * 64, GmView3::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                    TLOAD(t156, kj_lastGm3);  // flash_attn.pto:11:13
+                    GmView3 kj_lastGm3(kj_last + _g143 * 64 * D + _k149 * 64, GmView3::Shape(t152.GetValidRow(), t152.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t152, kj_lastGm3);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t157, 0);  // flash_attn.pto:11:13
+                    TileT153 t153(min_i64(D - _k149 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t153, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t157, t156);  // flash_attn.pto:11:13
+                    TMOV(t153, t152);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t148, t148, t155, t157);  // flash_attn.pto:11:13
+                    TMATMUL_ACC(t144, t144, t151, t153);  // flash_attn.pto:11:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 }
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -170,31 +168,31 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g147 * 64, GmView4::Shape(t148.GetValidRow(), t148.GetValidCol()));  // flash_attn.pto:11:13
-                TSTORE(t0_lastGm4, t148);  // flash_attn.pto:11:13
-                TileT160 t160(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t160, 2048);  // flash_attn.pto:11:13
+                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView4::Shape(t144.GetValidRow(), t144.GetValidCol()));  // flash_attn.pto:11:13
+                TSTORE(t0_lastGm4, t144);  // flash_attn.pto:11:13
+                TileT156 t156(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t156, 2048);  // flash_attn.pto:11:13
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g147 * 64, GmView5::Shape(t160.GetValidRow(), t160.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t160, t0_lastGm5);  // flash_attn.pto:11:13
+                GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView5::Shape(t156.GetValidRow(), t156.GetValidCol()));  // flash_attn.pto:11:13
+                TLOAD(t156, t0_lastGm5);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT161 t161(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t161, 18432);  // flash_attn.pto:11:13
+                TileT157 t157(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t157, 18432);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMULS(t161, t160, scale);  // flash_attn.pto:11:13
+                TMULS(t157, t156, scale);  // flash_attn.pto:11:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g147 * 64, GmView6::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
-                TSTORE(s_lastGm6, t161);  // flash_attn.pto:11:13
-                TileT166 t166(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t166, 2048);  // flash_attn.pto:18:32
+                GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g143 * 64, GmView6::Shape(t157.GetValidRow(), t157.GetValidCol()));  // flash_attn.pto:11:13
+                TSTORE(s_lastGm6, t157);  // flash_attn.pto:11:13
+                TileT162 t162(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
+                TASSIGN(t162, 2048);  // flash_attn.pto:18:32
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 59392);  // flash_attn.pto:18:32
-                TROWMAX(t166, t161, tmp0);  // flash_attn.pto:18:32
+                TASSIGN(tmp0, 108544);  // flash_attn.pto:18:32
+                TROWMAX(t162, t157, tmp0);  // flash_attn.pto:18:32
                 pipe_barrier(PIPE_V);
-                TMAX(t163, t163, t166);  // flash_attn.pto:18:32
+                TMAX(t159, t159, t162);  // flash_attn.pto:18:32
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -203,326 +201,265 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT168 t168(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t168, 2048);  // flash_attn.pto:18:21
+            TileT164 t164(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
+            TASSIGN(t164, 2048);  // flash_attn.pto:18:21
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView7 mGm7(m + _qb3 * 64, GmView7::Shape(t168.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(t168, mGm7);  // flash_attn.pto:18:21
+            GmView7 mGm7(m + _qb3 * 64, GmView7::Shape(t164.GetValidRow()));  // flash_attn.pto:18:21
+            TLOAD(t164, mGm7);  // flash_attn.pto:18:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT170 t170(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t170, 4096);  // flash_attn.pto:18:21
+            TileT166 t166(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
+            TASSIGN(t166, 4096);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMAX(t170, t168, t163);  // flash_attn.pto:18:21
-            TileT174 t174(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t174, 0);  // flash_attn.pto:19:25
+            TMAX(t166, t164, t159);  // flash_attn.pto:18:21
+            TileT170 t170(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
+            TASSIGN(t170, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
-            TSUB(t174, t168, t170);  // flash_attn.pto:19:25
-            TileT177 t177(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t177, 2048);  // flash_attn.pto:19:21
+            TSUB(t170, t164, t166);  // flash_attn.pto:19:25
+            TileT173 t173(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:21
+            TASSIGN(t173, 2048);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
-            TEXP(t177, t174);  // flash_attn.pto:19:21
+            TEXP(t173, t170);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g179 = 0; _g179 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
-                TileT180 t180(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t180, 6144);  // flash_attn.pto:20:21
+            for (int64_t _g175 = 0; _g175 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g175) {  // flash_attn.pto:20:21
+                TileT176 t176(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:21
+                TASSIGN(t176, 6144);  // flash_attn.pto:20:21
                 using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                GmView8 s_lastGm8(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView8::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
-                TLOAD(t180, s_lastGm8);  // flash_attn.pto:20:21
+                GmView8 s_lastGm8(s_last + _qb3 * 64 * 64 + _g175 * 64, GmView8::Shape(t176.GetValidRow(), t176.GetValidCol()));  // flash_attn.pto:20:21
+                TLOAD(t176, s_lastGm8);  // flash_attn.pto:20:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT187 t187(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t187, 22528);  // flash_attn.pto:20:17
+                TileT183 t183(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t183, 22528);  // flash_attn.pto:20:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(tmp1, 59392);  // flash_attn.pto:20:17
-                TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:17
+                TASSIGN(tmp1, 108544);  // flash_attn.pto:20:17
+                TROWEXPAND(tmp1, t166);  // flash_attn.pto:20:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                TROWEXPANDEXPDIF(t187, t180, tmp1);  // flash_attn.pto:20:17
+                TROWEXPANDEXPDIF(t183, t176, tmp1);  // flash_attn.pto:20:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                GmView9 p_1_lastGm9(p_1_last + _qb3 * 64 * 64 + _g179 * 64, GmView9::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
-                TSTORE(p_1_lastGm9, t187);  // flash_attn.pto:20:17
+                GmView9 p_1_lastGm9(p_1_last + _qb3 * 64 * 64 + _g175 * 64, GmView9::Shape(t183.GetValidRow(), t183.GetValidCol()));  // flash_attn.pto:20:17
+                TSTORE(p_1_lastGm9, t183);  // flash_attn.pto:20:17
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t189, 0);  // flash_attn.pto:21:20
+            TileT185 t185(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t185, 0);  // flash_attn.pto:21:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t189, lGm10);  // flash_attn.pto:21:20
+            GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t185.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(t185, lGm10);  // flash_attn.pto:21:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT191 t191(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t191, 6144);  // flash_attn.pto:21:20
+            TileT187 t187(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t187, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t191, t189, t177);  // flash_attn.pto:21:20
-            TileT193 t193(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t193, 0);  // flash_attn.pto:21:32
+            TMUL(t187, t185, t173);  // flash_attn.pto:21:20
+            TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
+            TASSIGN(t189, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            TEXPANDS(t193, 0.0f);  // flash_attn.pto:21:32
+            TEXPANDS(t189, 0.0f);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k194 = 0; _k194 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
-                TileT195 t195(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t195, 8192);  // flash_attn.pto:21:32
+            for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
+                TileT191 t191(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
+                TASSIGN(t191, 8192);  // flash_attn.pto:21:32
                 using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                GmView11 p_1_lastGm11(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView11::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
-                TLOAD(t195, p_1_lastGm11);  // flash_attn.pto:21:32
+                GmView11 p_1_lastGm11(p_1_last + _qb3 * 64 * 64 + _k190 * 64, GmView11::Shape(t191.GetValidRow(), t191.GetValidCol()));  // flash_attn.pto:21:32
+                TLOAD(t191, p_1_lastGm11);  // flash_attn.pto:21:32
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t196, 24576);  // flash_attn.pto:21:32
+                TileT192 t192(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
+                TASSIGN(t192, 24576);  // flash_attn.pto:21:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp0 tmp2;  // flash_attn.pto:21:32
-                TASSIGN(tmp2, 59392);  // flash_attn.pto:21:32
-                TROWSUM(t196, t195, tmp2);  // flash_attn.pto:21:32
+                TASSIGN(tmp2, 108544);  // flash_attn.pto:21:32
+                TROWSUM(t192, t191, tmp2);  // flash_attn.pto:21:32
                 pipe_barrier(PIPE_V);
-                TADD(t193, t193, t196);  // flash_attn.pto:21:32
+                TADD(t189, t189, t192);  // flash_attn.pto:21:32
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT200 t200(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t200, 8192);  // flash_attn.pto:21:20
+            TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t196, 8192);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t200, t191, t193);  // flash_attn.pto:21:20
+            TADD(t196, t187, t189);  // flash_attn.pto:21:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm12, t200);  // flash_attn.pto:21:20
-            pipe_barrier(PIPE_V);
+            GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t196.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(lGm12, t196);  // flash_attn.pto:21:20
+            TileT198 t198(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t198, 10240);  // flash_attn.pto:22:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);
-                TileT203 t203(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t203, 10240);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView13 accGm13(acc + _qb3 * 64 * D + _g202 * 64, GmView13::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t203, accGm13);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT206 t206(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t206, 26624);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(tmp3, 59392);  // flash_attn.pto:22:22
-                TROWEXPAND(tmp3, t177);  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                TROWEXPANDMUL(t206, t203, tmp3);  // flash_attn.pto:22:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView14 t13_lastGm14(t13_last + _qb3 * 64 * D + _g202 * 64, GmView14::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(t13_lastGm14, t206);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView13 accGm13(acc + _qb3 * 64 * D, GmView13::Shape(t198.GetValidRow(), t198.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t198, accGm13);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g208 = 0; _g208 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g208) {  // flash_attn.pto:22:43
-                TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t209, 10240);  // flash_attn.pto:22:43
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView15 p_1_lastGm15(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView15::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                TLOAD(t209, p_1_lastGm15);  // flash_attn.pto:22:43
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT201 t201(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t201, 43008);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(tmp3, 108544);  // flash_attn.pto:22:22
+            TROWEXPAND(tmp3, t173);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+            TROWEXPANDMUL(t201, t198, tmp3);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g203 = 0; _g203 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g203) {  // flash_attn.pto:22:43
+                TileT204 t204(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t204, 10240);  // flash_attn.pto:22:43
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView14 p_1_lastGm14(p_1_last + _qb3 * 64 * 64 + _g203 * 64, GmView14::Shape(t204.GetValidRow(), t204.GetValidCol()));  // flash_attn.pto:22:43
+                TLOAD(t204, p_1_lastGm14);  // flash_attn.pto:22:43
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT210 t210(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t210, 26624);  // flash_attn.pto:22:43
+                TileT205 t205(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t205, 26624);  // flash_attn.pto:22:43
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t210, t209, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+                TCVT(t205, t204, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView16 t15_lastGm16(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView16::Shape(t210.GetValidRow(), t210.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15_lastGm16, t210);  // flash_attn.pto:22:43
+                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView15 t15_lastGm15(t15_last + _qb3 * 64 * 64 + _g203 * 64, GmView15::Shape(t205.GetValidRow(), t205.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15_lastGm15, t205);  // flash_attn.pto:22:43
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // flash_attn.pto:22:36
-                TileT213 t213(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t213, 0);  // flash_attn.pto:22:36
-                TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t214, 0);  // flash_attn.pto:22:36
+            for (int64_t _g207 = 0; _g207 < (D + 63) / 64; ++_g207) {  // flash_attn.pto:22:36
+                TileT208 t208(min_i64(S - _qb3 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t208, 0);  // flash_attn.pto:22:36
+                TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
+                TASSIGN(t209, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView17 t15_lastGm17(t15_last + _qb3 * 64 * 64, GmView17::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t214, t15_lastGm17);  // flash_attn.pto:22:36
+                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView16 t15_lastGm16(t15_last + _qb3 * 64 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t209, t15_lastGm16);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t215, 0);  // flash_attn.pto:22:36
+                TileT210 t210(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
+                TASSIGN(t210, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t215, t214);  // flash_attn.pto:22:36
+                TMOV(t210, t209);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t216, 0);  // flash_attn.pto:22:36
+                TileT211 t211(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t211, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView18 vj_lastGm18(vj_last + _g212 * 64, GmView18::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t216, vj_lastGm18);  // flash_attn.pto:22:36
+                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView17 vj_lastGm17(vj_last + _g207 * 64, GmView17::Shape(t211.GetValidRow(), t211.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t211, vj_lastGm17);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t217, 0);  // flash_attn.pto:22:36
+                TileT212 t212(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t212, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t217, t216);  // flash_attn.pto:22:36
+                TMOV(t212, t211);  // flash_attn.pto:22:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t213, t215, t217);  // flash_attn.pto:22:36
+                TMATMUL(t208, t210, t212);  // flash_attn.pto:22:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
-                    TileT219 t219(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t219, 0);  // flash_attn.pto:22:36
-                    using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView19 t15_lastGm19(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView19::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t219, t15_lastGm19);  // flash_attn.pto:22:36
+                for (int64_t _k213 = 1; _k213 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k213) {  // flash_attn.pto:22:36
+                    TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t214, 0);  // flash_attn.pto:22:36
+                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView18 t15_lastGm18(t15_last + _qb3 * 64 * 64 + _k213 * 64, GmView18::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t214, t15_lastGm18);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT220 t220(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t220, 0);  // flash_attn.pto:22:36
+                    TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t215, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t220, t219);  // flash_attn.pto:22:36
+                    TMOV(t215, t214);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    TileT221 t221(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t221, 0);  // flash_attn.pto:22:36
+                    TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t216, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView20 vj_lastGm20(vj_last + _k218 * 64 * D + _g212 * 64, GmView20::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t221, vj_lastGm20);  // flash_attn.pto:22:36
+                    using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView19 vj_lastGm19(vj_last + _k213 * 64 * D + _g207 * 64, GmView19::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t216, vj_lastGm19);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT222 t222(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t222, 0);  // flash_attn.pto:22:36
+                    TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t217, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t222, t221);  // flash_attn.pto:22:36
+                    TMOV(t217, t216);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t213, t213, t220, t222);  // flash_attn.pto:22:36
+                    TMATMUL_ACC(t208, t208, t215, t217);  // flash_attn.pto:22:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView21 t14_lastGm21(t14_last + _qb3 * 64 * D + _g212 * 64, GmView21::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14_lastGm21, t213);  // flash_attn.pto:22:36
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView20 t14_lastGm20(t14_last + _qb3 * 64 * D + _g207 * 64, GmView20::Shape(t208.GetValidRow(), t208.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14_lastGm20, t208);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            TileT220 t220(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t220, 10240);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);
-                TileT225 t225(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t225, 10240);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView22 t13_lastGm22(t13_last + _qb3 * 64 * D + _g224 * 64, GmView22::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t225, t13_lastGm22);  // flash_attn.pto:22:22
-                TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t226, 26624);  // flash_attn.pto:22:22
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView23 t14_lastGm23(t14_last + _qb3 * 64 * D + _g224 * 64, GmView23::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t226, t14_lastGm23);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t227, 43008);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TADD(t227, t225, t226);  // flash_attn.pto:22:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView24 accGm24(acc + _qb3 * 64 * D + _g224 * 64, GmView24::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm24, t227);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView21 t14_lastGm21(t14_last + _qb3 * 64 * D, GmView21::Shape(t220.GetValidRow(), t220.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t220, t14_lastGm21);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t170.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm25, t170);  // flash_attn.pto:23:13
+            TileT221 t221(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t221, 75776);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g231 = 0; _g231 < (D + 63) / 64; ++_g231) {  // flash_attn.pto:25:25
-                pipe_barrier(PIPE_V);
-                TileT232 t232(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t232, 10240);  // flash_attn.pto:25:25
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-                GmView26 accGm26(acc + _qb3 * 64 * D + _g231 * 64, GmView26::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView26::Stride(D));  // flash_attn.pto:25:25
-                TLOAD(t232, accGm26);  // flash_attn.pto:25:25
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t235, 26624);  // flash_attn.pto:25:25
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(tmp4, 59392);  // flash_attn.pto:25:25
-                TROWEXPAND(tmp4, t200);  // flash_attn.pto:25:25
-                pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
-                TROWEXPANDDIV(t235, t232, tmp4);  // flash_attn.pto:25:25
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:20
-                TASSIGN(t239, 0);  // flash_attn.pto:25:20
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                TCVT(t239, t235, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-                GmView27 oGm27(o + _qb3 * 64 * D + _g231 * 64, GmView27::Shape(t239.GetValidRow(), t239.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:25:20
-                TSTORE(oGm27, t239);  // flash_attn.pto:25:20
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TADD(t221, t201, t220);  // flash_attn.pto:22:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView22 accGm22(acc + _qb3 * 64 * D, GmView22::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
+            TSTORE(accGm22, t221);  // flash_attn.pto:22:22
+            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t166.GetValidRow()));  // flash_attn.pto:23:13
+            TSTORE(mGm23, t166);  // flash_attn.pto:23:13
+            TileT228 t228(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:25:25
+            TASSIGN(t228, 10240);  // flash_attn.pto:25:25
+            pipe_barrier(PIPE_V);
+            TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(tmp4, 108544);  // flash_attn.pto:25:25
+            TROWEXPAND(tmp4, t196);  // flash_attn.pto:25:25
+            pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
+            TROWEXPANDDIV(t228, t221, tmp4);  // flash_attn.pto:25:25
+            TileT231 t231(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:25:20
+            TASSIGN(t231, 43008);  // flash_attn.pto:25:20
+            pipe_barrier(PIPE_V);
+            TCVT(t231, t228, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+            GmView24 oGm24(o + _qb3 * 64 * D, GmView24::Shape(t231.GetValidRow(), t231.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:25:20
+            TSTORE(oGm24, t231);  // flash_attn.pto:25:20
         }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -531,8 +468,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -541,7 +478,6 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
@@ -559,69 +495,69 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
-            for (int64_t _g147 = 0; _g147 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g147) {  // flash_attn.pto:11:13
-                TileT148 t148(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t148, 0);  // flash_attn.pto:11:13
-                TileT149 t149(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-                TASSIGN(t149, 0);  // flash_attn.pto:11:13
+            for (int64_t _g143 = 0; _g143 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g143) {  // flash_attn.pto:11:13
+                TileT144 t144(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t144, 0);  // flash_attn.pto:11:13
+                TileT145 t145(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+                TASSIGN(t145, 0);  // flash_attn.pto:11:13
                 using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t149, qGm0);  // flash_attn.pto:11:13
+                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t145.GetValidRow(), t145.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t145, qGm0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-                TASSIGN(t150, 0);  // flash_attn.pto:11:13
+                TileT146 t146(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+                TASSIGN(t146, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t150, t149);  // flash_attn.pto:11:13
+                TMOV(t146, t145);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t151, 0);  // flash_attn.pto:11:13
+                TileT147 t147(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t147, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView1 kj_lastGm1(kj_last + _g147 * 64 * D, GmView1::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t151, kj_lastGm1);  // flash_attn.pto:11:13
+                GmView1 kj_lastGm1(kj_last + _g143 * 64 * D, GmView1::Shape(t147.GetValidRow(), t147.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t147, kj_lastGm1);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t152, 0);  // flash_attn.pto:11:13
+                TileT148 t148(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t148, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t152, t151);  // flash_attn.pto:11:13
+                TMOV(t148, t147);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t148, t150, t152);  // flash_attn.pto:11:13
+                TMATMUL(t144, t146, t148);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // flash_attn.pto:11:13
-                    TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(D - _k153 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t154, 0);  // flash_attn.pto:11:13
+                for (int64_t _k149 = 1; _k149 < (D + 63) / 64; ++_k149) {  // flash_attn.pto:11:13
+                    TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t150, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                    GmView2 qGm2(q + _qb3 * 64 * D + _k153 * 64, GmView2::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                    TLOAD(t154, qGm2);  // flash_attn.pto:11:13
+                    GmView2 qGm2(q + _qb3 * 64 * D + _k149 * 64, GmView2::Shape(t150.GetValidRow(), t150.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t150, qGm2);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT155 t155(min_i64(S - _qb3 * 64, 64), min_i64(D - _k153 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t155, 0);  // flash_attn.pto:11:13
+                    TileT151 t151(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t151, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t155, t154);  // flash_attn.pto:11:13
+                    TMOV(t151, t150);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t156, 0);  // flash_attn.pto:11:13
+                    TileT152 t152(min_i64(D - _k149 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t152, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                    GmView3 kj_lastGm3(kj_last + _g147 * 64 * D + _k153 * 64, GmView3::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                    TLOAD(t156, kj_lastGm3);  // flash_attn.pto:11:13
+                    GmView3 kj_lastGm3(kj_last + _g143 * 64 * D + _k149 * 64, GmView3::Shape(t152.GetValidRow(), t152.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t152, kj_lastGm3);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                    TASSIGN(t157, 0);  // flash_attn.pto:11:13
+                    TileT153 t153(min_i64(D - _k149 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t153, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t157, t156);  // flash_attn.pto:11:13
+                    TMOV(t153, t152);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t148, t148, t155, t157);  // flash_attn.pto:11:13
+                    TMATMUL_ACC(t144, t144, t151, t153);  // flash_attn.pto:11:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 }
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -629,20 +565,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g147 * 64, GmView4::Shape(t148.GetValidRow(), t148.GetValidCol()));  // flash_attn.pto:11:13
-                TSTORE(t0_lastGm4, t148);  // flash_attn.pto:11:13
+                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView4::Shape(t144.GetValidRow(), t144.GetValidCol()));  // flash_attn.pto:11:13
+                TSTORE(t0_lastGm4, t144);  // flash_attn.pto:11:13
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g179 = 0; _g179 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
+            for (int64_t _g175 = 0; _g175 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g175) {  // flash_attn.pto:20:21
             }
-            for (int64_t _k194 = 0; _k194 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
+            for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
             }
-            for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
-            }
-            for (int64_t _g208 = 0; _g208 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g208) {  // flash_attn.pto:22:43
+            for (int64_t _g203 = 0; _g203 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g203) {  // flash_attn.pto:22:43
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -651,85 +585,81 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // flash_attn.pto:22:36
-                TileT213 t213(min_i64(S - _qb3 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t213, 0);  // flash_attn.pto:22:36
-                TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t214, 0);  // flash_attn.pto:22:36
+            for (int64_t _g207 = 0; _g207 < (D + 63) / 64; ++_g207) {  // flash_attn.pto:22:36
+                TileT208 t208(min_i64(S - _qb3 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t208, 0);  // flash_attn.pto:22:36
+                TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
+                TASSIGN(t209, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView17 t15_lastGm17(t15_last + _qb3 * 64 * 64, GmView17::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t214, t15_lastGm17);  // flash_attn.pto:22:36
+                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView16 t15_lastGm16(t15_last + _qb3 * 64 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t209, t15_lastGm16);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t215, 0);  // flash_attn.pto:22:36
+                TileT210 t210(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
+                TASSIGN(t210, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t215, t214);  // flash_attn.pto:22:36
+                TMOV(t210, t209);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t216, 0);  // flash_attn.pto:22:36
+                TileT211 t211(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t211, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView18 vj_lastGm18(vj_last + _g212 * 64, GmView18::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t216, vj_lastGm18);  // flash_attn.pto:22:36
+                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView17 vj_lastGm17(vj_last + _g207 * 64, GmView17::Shape(t211.GetValidRow(), t211.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t211, vj_lastGm17);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t217, 0);  // flash_attn.pto:22:36
+                TileT212 t212(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t212, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t217, t216);  // flash_attn.pto:22:36
+                TMOV(t212, t211);  // flash_attn.pto:22:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t213, t215, t217);  // flash_attn.pto:22:36
+                TMATMUL(t208, t210, t212);  // flash_attn.pto:22:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
-                    TileT219 t219(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t219, 0);  // flash_attn.pto:22:36
-                    using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView19 t15_lastGm19(t15_last + _qb3 * 64 * 64 + _k218 * 64, GmView19::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t219, t15_lastGm19);  // flash_attn.pto:22:36
+                for (int64_t _k213 = 1; _k213 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k213) {  // flash_attn.pto:22:36
+                    TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t214, 0);  // flash_attn.pto:22:36
+                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView18 t15_lastGm18(t15_last + _qb3 * 64 * 64 + _k213 * 64, GmView18::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t214, t15_lastGm18);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT220 t220(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t220, 0);  // flash_attn.pto:22:36
+                    TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t215, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t220, t219);  // flash_attn.pto:22:36
+                    TMOV(t215, t214);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    TileT221 t221(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t221, 0);  // flash_attn.pto:22:36
+                    TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t216, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView20 vj_lastGm20(vj_last + _k218 * 64 * D + _g212 * 64, GmView20::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t221, vj_lastGm20);  // flash_attn.pto:22:36
+                    using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView19 vj_lastGm19(vj_last + _k213 * 64 * D + _g207 * 64, GmView19::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t216, vj_lastGm19);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT222 t222(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t222, 0);  // flash_attn.pto:22:36
+                    TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t217, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t222, t221);  // flash_attn.pto:22:36
+                    TMOV(t217, t216);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t213, t213, t220, t222);  // flash_attn.pto:22:36
+                    TMATMUL_ACC(t208, t208, t215, t217);  // flash_attn.pto:22:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView21 t14_lastGm21(t14_last + _qb3 * 64 * D + _g212 * 64, GmView21::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14_lastGm21, t213);  // flash_attn.pto:22:36
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView20 t14_lastGm20(t14_last + _qb3 * 64 * D + _g207 * 64, GmView20::Shape(t208.GetValidRow(), t208.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14_lastGm20, t208);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // flash_attn.pto:22:22
-            }
-            for (int64_t _g231 = 0; _g231 < (D + 63) / 64; ++_g231) {  // flash_attn.pto:25:25
-            }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -743,394 +673,324 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
 #endif
 #if defined(__DAV_VEC__)
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
-            TileT163 t163(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t163, 0);  // flash_attn.pto:18:32
+            TileT159 t159(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t159, 0);  // flash_attn.pto:18:32
             if (ptodsl_aiv0) {
-                TEXPANDS(t163, -__builtin_inff());  // flash_attn.pto:18:32
+                TEXPANDS(t159, -__builtin_inff());  // flash_attn.pto:18:32
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _g147 = 0; _g147 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g147) {  // flash_attn.pto:11:13
-                for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // flash_attn.pto:11:13
+            for (int64_t _g143 = 0; _g143 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g143) {  // flash_attn.pto:11:13
+                for (int64_t _k149 = 1; _k149 < (D + 63) / 64; ++_k149) {  // flash_attn.pto:11:13
                 }
-                TileT160 t160(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t160, 2048);  // flash_attn.pto:11:13
+                TileT156 t156(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t156, 2048);  // flash_attn.pto:11:13
                 wait_flag_dev(2);
                 if (ptodsl_aiv0) {
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                    GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g147 * 64, GmView5::Shape(t160.GetValidRow(), t160.GetValidCol()));  // flash_attn.pto:11:13
-                    TLOAD(t160, t0_lastGm5);  // flash_attn.pto:11:13
+                    GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView5::Shape(t156.GetValidRow(), t156.GetValidCol()));  // flash_attn.pto:11:13
+                    TLOAD(t156, t0_lastGm5);  // flash_attn.pto:11:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT161 t161(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t161, 18432);  // flash_attn.pto:11:13
+                TileT157 t157(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t157, 18432);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TMULS(t161, t160, scale);  // flash_attn.pto:11:13
+                    TMULS(t157, t156, scale);  // flash_attn.pto:11:13
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                    GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g147 * 64, GmView6::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
-                    TSTORE(s_lastGm6, t161);  // flash_attn.pto:11:13
+                    GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g143 * 64, GmView6::Shape(t157.GetValidRow(), t157.GetValidCol()));  // flash_attn.pto:11:13
+                    TSTORE(s_lastGm6, t157);  // flash_attn.pto:11:13
                 }
-                TileT166 t166(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t166, 2048);  // flash_attn.pto:18:32
+                TileT162 t162(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
+                TASSIGN(t162, 2048);  // flash_attn.pto:18:32
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // flash_attn.pto:18:32
-                    TASSIGN(tmp0, 59392);  // flash_attn.pto:18:32
-                    TROWMAX(t166, t161, tmp0);  // flash_attn.pto:18:32
+                    TASSIGN(tmp0, 108544);  // flash_attn.pto:18:32
+                    TROWMAX(t162, t157, tmp0);  // flash_attn.pto:18:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TMAX(t163, t163, t166);  // flash_attn.pto:18:32
+                    TMAX(t159, t159, t162);  // flash_attn.pto:18:32
                 }
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT168 t168(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t168, 2048);  // flash_attn.pto:18:21
+            TileT164 t164(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
+            TASSIGN(t164, 2048);  // flash_attn.pto:18:21
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView7 mGm7(m + _qb3 * 64, GmView7::Shape(t168.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(t168, mGm7);  // flash_attn.pto:18:21
+                GmView7 mGm7(m + _qb3 * 64, GmView7::Shape(t164.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(t164, mGm7);  // flash_attn.pto:18:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT170 t170(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t170, 4096);  // flash_attn.pto:18:21
+            TileT166 t166(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
+            TASSIGN(t166, 4096);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMAX(t170, t168, t163);  // flash_attn.pto:18:21
+                TMAX(t166, t164, t159);  // flash_attn.pto:18:21
             }
-            TileT174 t174(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t174, 0);  // flash_attn.pto:19:25
+            TileT170 t170(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
+            TASSIGN(t170, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TSUB(t174, t168, t170);  // flash_attn.pto:19:25
+                TSUB(t170, t164, t166);  // flash_attn.pto:19:25
             }
-            TileT177 t177(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t177, 2048);  // flash_attn.pto:19:21
+            TileT173 t173(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:21
+            TASSIGN(t173, 2048);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXP(t177, t174);  // flash_attn.pto:19:21
+                TEXP(t173, t170);  // flash_attn.pto:19:21
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g179 = 0; _g179 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
-                TileT180 t180(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t180, 6144);  // flash_attn.pto:20:21
+            for (int64_t _g175 = 0; _g175 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g175) {  // flash_attn.pto:20:21
+                TileT176 t176(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:21
+                TASSIGN(t176, 6144);  // flash_attn.pto:20:21
                 if (ptodsl_aiv0) {
                     using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                    GmView8 s_lastGm8(s_last + _qb3 * 64 * 64 + _g179 * 64, GmView8::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
-                    TLOAD(t180, s_lastGm8);  // flash_attn.pto:20:21
+                    GmView8 s_lastGm8(s_last + _qb3 * 64 * 64 + _g175 * 64, GmView8::Shape(t176.GetValidRow(), t176.GetValidCol()));  // flash_attn.pto:20:21
+                    TLOAD(t176, s_lastGm8);  // flash_attn.pto:20:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT187 t187(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t187, 22528);  // flash_attn.pto:20:17
+                TileT183 t183(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t183, 22528);  // flash_attn.pto:20:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:17
-                    TASSIGN(tmp1, 59392);  // flash_attn.pto:20:17
-                    TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:17
+                    TASSIGN(tmp1, 108544);  // flash_attn.pto:20:17
+                    TROWEXPAND(tmp1, t166);  // flash_attn.pto:20:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                    TROWEXPANDEXPDIF(t187, t180, tmp1);  // flash_attn.pto:20:17
+                    TROWEXPANDEXPDIF(t183, t176, tmp1);  // flash_attn.pto:20:17
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                    GmView9 p_1_lastGm9(p_1_last + _qb3 * 64 * 64 + _g179 * 64, GmView9::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
-                    TSTORE(p_1_lastGm9, t187);  // flash_attn.pto:20:17
+                    GmView9 p_1_lastGm9(p_1_last + _qb3 * 64 * 64 + _g175 * 64, GmView9::Shape(t183.GetValidRow(), t183.GetValidCol()));  // flash_attn.pto:20:17
+                    TSTORE(p_1_lastGm9, t183);  // flash_attn.pto:20:17
                 }
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t189, 0);  // flash_attn.pto:21:20
+            TileT185 t185(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t185, 0);  // flash_attn.pto:21:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t189, lGm10);  // flash_attn.pto:21:20
+                GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t185.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(t185, lGm10);  // flash_attn.pto:21:20
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT191 t191(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t191, 6144);  // flash_attn.pto:21:20
+            TileT187 t187(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t187, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMUL(t191, t189, t177);  // flash_attn.pto:21:20
+                TMUL(t187, t185, t173);  // flash_attn.pto:21:20
             }
-            TileT193 t193(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t193, 0);  // flash_attn.pto:21:32
+            TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
+            TASSIGN(t189, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXPANDS(t193, 0.0f);  // flash_attn.pto:21:32
+                TEXPANDS(t189, 0.0f);  // flash_attn.pto:21:32
             }
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k194 = 0; _k194 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
-                TileT195 t195(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t195, 8192);  // flash_attn.pto:21:32
+            for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
+                TileT191 t191(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
+                TASSIGN(t191, 8192);  // flash_attn.pto:21:32
                 if (ptodsl_aiv0) {
                     using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                    GmView11 p_1_lastGm11(p_1_last + _qb3 * 64 * 64 + _k194 * 64, GmView11::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
-                    TLOAD(t195, p_1_lastGm11);  // flash_attn.pto:21:32
+                    GmView11 p_1_lastGm11(p_1_last + _qb3 * 64 * 64 + _k190 * 64, GmView11::Shape(t191.GetValidRow(), t191.GetValidCol()));  // flash_attn.pto:21:32
+                    TLOAD(t191, p_1_lastGm11);  // flash_attn.pto:21:32
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t196, 24576);  // flash_attn.pto:21:32
+                TileT192 t192(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
+                TASSIGN(t192, 24576);  // flash_attn.pto:21:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp2;  // flash_attn.pto:21:32
-                    TASSIGN(tmp2, 59392);  // flash_attn.pto:21:32
-                    TROWSUM(t196, t195, tmp2);  // flash_attn.pto:21:32
+                    TASSIGN(tmp2, 108544);  // flash_attn.pto:21:32
+                    TROWSUM(t192, t191, tmp2);  // flash_attn.pto:21:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TADD(t193, t193, t196);  // flash_attn.pto:21:32
+                    TADD(t189, t189, t192);  // flash_attn.pto:21:32
                 }
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT200 t200(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t200, 8192);  // flash_attn.pto:21:20
+            TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t196, 8192);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TADD(t200, t191, t193);  // flash_attn.pto:21:20
+                TADD(t196, t187, t189);  // flash_attn.pto:21:20
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm12, t200);  // flash_attn.pto:21:20
+                GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t196.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm12, t196);  // flash_attn.pto:21:20
             }
-            pipe_barrier(PIPE_V);
+            TileT198 t198(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t198, 10240);  // flash_attn.pto:22:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);
-                TileT203 t203(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t203, 10240);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView13 accGm13(acc + _qb3 * 64 * D + _g202 * 64, GmView13::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t203, accGm13);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT206 t206(min_i64(S - _qb3 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t206, 26624);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
-                    TASSIGN(tmp3, 59392);  // flash_attn.pto:22:22
-                    TROWEXPAND(tmp3, t177);  // flash_attn.pto:22:22
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                    TROWEXPANDMUL(t206, t203, tmp3);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView14 t13_lastGm14(t13_last + _qb3 * 64 * D + _g202 * 64, GmView14::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(t13_lastGm14, t206);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView13 accGm13(acc + _qb3 * 64 * D, GmView13::Shape(t198.GetValidRow(), t198.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t198, accGm13);  // flash_attn.pto:22:22
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g208 = 0; _g208 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g208) {  // flash_attn.pto:22:43
-                TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t209, 10240);  // flash_attn.pto:22:43
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT201 t201(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t201, 43008);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
+                TASSIGN(tmp3, 108544);  // flash_attn.pto:22:22
+                TROWEXPAND(tmp3, t173);  // flash_attn.pto:22:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+                TROWEXPANDMUL(t201, t198, tmp3);  // flash_attn.pto:22:22
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g203 = 0; _g203 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g203) {  // flash_attn.pto:22:43
+                TileT204 t204(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t204, 10240);  // flash_attn.pto:22:43
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView15 p_1_lastGm15(p_1_last + _qb3 * 64 * 64 + _g208 * 64, GmView15::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-                    TLOAD(t209, p_1_lastGm15);  // flash_attn.pto:22:43
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView14 p_1_lastGm14(p_1_last + _qb3 * 64 * 64 + _g203 * 64, GmView14::Shape(t204.GetValidRow(), t204.GetValidCol()));  // flash_attn.pto:22:43
+                    TLOAD(t204, p_1_lastGm14);  // flash_attn.pto:22:43
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT210 t210(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t210, 26624);  // flash_attn.pto:22:43
+                TileT205 t205(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t205, 26624);  // flash_attn.pto:22:43
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TCVT(t210, t209, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+                    TCVT(t205, t204, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView16 t15_lastGm16(t15_last + _qb3 * 64 * 64 + _g208 * 64, GmView16::Shape(t210.GetValidRow(), t210.GetValidCol()));  // flash_attn.pto:22:43
-                    TSTORE(t15_lastGm16, t210);  // flash_attn.pto:22:43
+                    using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView15 t15_lastGm15(t15_last + _qb3 * 64 * 64 + _g203 * 64, GmView15::Shape(t205.GetValidRow(), t205.GetValidCol()));  // flash_attn.pto:22:43
+                    TSTORE(t15_lastGm15, t205);  // flash_attn.pto:22:43
                 }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // flash_attn.pto:22:36
-                for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
+            for (int64_t _g207 = 0; _g207 < (D + 63) / 64; ++_g207) {  // flash_attn.pto:22:36
+                for (int64_t _k213 = 1; _k213 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k213) {  // flash_attn.pto:22:36
                 }
             }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            TileT220 t220(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t220, 10240);  // flash_attn.pto:22:22
             wait_flag_dev(3);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);
-                TileT225 t225(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t225, 10240);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView22 t13_lastGm22(t13_last + _qb3 * 64 * D + _g224 * 64, GmView22::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t225, t13_lastGm22);  // flash_attn.pto:22:22
-                }
-                TileT226 t226(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t226, 26624);  // flash_attn.pto:22:22
-                if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView23 t14_lastGm23(t14_last + _qb3 * 64 * D + _g224 * 64, GmView23::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t226, t14_lastGm23);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT227 t227(min_i64(S - _qb3 * 64, 64), min_i64(D - _g224 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t227, 43008);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TADD(t227, t225, t226);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView24 accGm24(acc + _qb3 * 64 * D + _g224 * 64, GmView24::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(accGm24, t227);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             if (ptodsl_aiv0) {
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t170.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm25, t170);  // flash_attn.pto:23:13
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView21 t14_lastGm21(t14_last + _qb3 * 64 * D, GmView21::Shape(t220.GetValidRow(), t220.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t220, t14_lastGm21);  // flash_attn.pto:22:22
             }
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT221 t221(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t221, 75776);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g231 = 0; _g231 < (D + 63) / 64; ++_g231) {  // flash_attn.pto:25:25
-                pipe_barrier(PIPE_V);
-                TileT232 t232(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t232, 10240);  // flash_attn.pto:25:25
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-                    GmView26 accGm26(acc + _qb3 * 64 * D + _g231 * 64, GmView26::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView26::Stride(D));  // flash_attn.pto:25:25
-                    TLOAD(t232, accGm26);  // flash_attn.pto:25:25
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(t235, 26624);  // flash_attn.pto:25:25
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
-                    TASSIGN(tmp4, 59392);  // flash_attn.pto:25:25
-                    TROWEXPAND(tmp4, t200);  // flash_attn.pto:25:25
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
-                    TROWEXPANDDIV(t235, t232, tmp4);  // flash_attn.pto:25:25
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:20
-                TASSIGN(t239, 0);  // flash_attn.pto:25:20
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TCVT(t239, t235, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-                    GmView27 oGm27(o + _qb3 * 64 * D + _g231 * 64, GmView27::Shape(t239.GetValidRow(), t239.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:25:20
-                    TSTORE(oGm27, t239);  // flash_attn.pto:25:20
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TADD(t221, t201, t220);  // flash_attn.pto:22:22
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView22 accGm22(acc + _qb3 * 64 * D, GmView22::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm22, t221);  // flash_attn.pto:22:22
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t166.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm23, t166);  // flash_attn.pto:23:13
+            }
+            TileT228 t228(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:25:25
+            TASSIGN(t228, 10240);  // flash_attn.pto:25:25
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
+                TASSIGN(tmp4, 108544);  // flash_attn.pto:25:25
+                TROWEXPAND(tmp4, t196);  // flash_attn.pto:25:25
+                pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
+                TROWEXPANDDIV(t228, t221, tmp4);  // flash_attn.pto:25:25
+            }
+            TileT231 t231(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:25:20
+            TASSIGN(t231, 43008);  // flash_attn.pto:25:20
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TCVT(t231, t228, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+                GmView24 oGm24(o + _qb3 * 64 * D, GmView24::Shape(t231.GetValidRow(), t231.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:25:20
+                TSTORE(oGm24, t231);  // flash_attn.pto:25:20
+            }
         }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag_dev(1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 #endif
 #endif
 }

@@ -14,8 +14,8 @@
 
 extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t13, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -139,8 +139,6 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
     }
     std::vector<unsigned char> t0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
     float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
-    std::vector<unsigned char> t13_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
-    float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // flash_attn.pto:22:22
     std::vector<unsigned char> t15_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
     float* t15 = reinterpret_cast<float*>(t15_bytes.data());  // flash_attn.pto:22:43
     std::vector<unsigned char> t14_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
@@ -152,7 +150,7 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
         for (int64_t flash_attn_f32_k2_block = 0; flash_attn_f32_k2_block < flash_attn_f32_k2_blocks; ++flash_attn_f32_k2_block) {  // flash_attn.pto:8:5
             try {
                 start_launch(poison);  // flash_attn.pto:8:5
-                flash_attn_f32_k2(k, v, q, t0, m, l, acc, t13, t15, t14, S, L, D, scale, flash_attn_f32_k2_block, flash_attn_f32_k2_blocks);  // flash_attn.pto:8:5
+                flash_attn_f32_k2(k, v, q, t0, m, l, acc, t15, t14, S, L, D, scale, flash_attn_f32_k2_block, flash_attn_f32_k2_blocks);  // flash_attn.pto:8:5
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -176,8 +174,6 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
     float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
     std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
-    std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
-    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // flash_attn.pto:22:22
     std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
     float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:22:43
     std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
@@ -190,7 +186,7 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
             for (int64_t flash_attn_f32_k3_block = 0; flash_attn_f32_k3_block < flash_attn_f32_k3_blocks; ++flash_attn_f32_k3_block) {  // flash_attn.pto:8:5
                 try {
                     start_launch(poison);  // flash_attn.pto:8:5
-                    flash_attn_f32_k3(k, v, q, t0_last, s_last, m, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:8:5
+                    flash_attn_f32_k3(k, v, q, t0_last, s_last, m, p_1_last, l, acc, t15_last, t14_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:8:5
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif

@@ -21,48 +21,47 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t13, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t13, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileT79 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT64 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT65 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT66 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT67 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT68 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT70 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT71 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT72 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT73 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT76 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT62 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT63 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT64 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT65 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT66 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT68 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT69 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT70 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT71 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT74 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT75 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT80 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT82 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT84 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT86 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT93 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT103 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT91 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT101 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT105 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT109 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT112 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT116 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT122 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT129 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT130 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT131 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT110 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT114 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT126 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT127 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT128 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT129 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT130 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT132 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT133 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT135 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT136 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT137 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT138 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT141 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT133 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT134 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT135 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT138 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT139 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -80,74 +79,74 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             pipe_barrier(PIPE_V);
             __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            TileT79 t79(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t79, 0);  // flash_attn.pto:18:32
-            TEXPANDS(t79, -__builtin_inff());  // flash_attn.pto:18:32
-            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t64, 0);  // flash_attn.pto:11:13
-            TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-            TASSIGN(t65, 0);  // flash_attn.pto:11:13
+            TileT77 t77(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t77, 0);  // flash_attn.pto:18:32
+            TEXPANDS(t77, -__builtin_inff());  // flash_attn.pto:18:32
+            TileT62 t62(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t62, 0);  // flash_attn.pto:11:13
+            TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TASSIGN(t63, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t65, qGm0);  // flash_attn.pto:11:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t63, qGm0);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-            TASSIGN(t66, 0);  // flash_attn.pto:11:13
+            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TASSIGN(t64, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t66, t65);  // flash_attn.pto:11:13
+            TMOV(t64, t63);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t67, 0);  // flash_attn.pto:11:13
+            TileT65 t65(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t65, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView1 kjGm1(kj, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t67, kjGm1);  // flash_attn.pto:11:13
+            GmView1 kjGm1(kj, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t65, kjGm1);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t68, 0);  // flash_attn.pto:11:13
+            TileT66 t66(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t66, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t68, t67);  // flash_attn.pto:11:13
+            TMOV(t66, t65);  // flash_attn.pto:11:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t64, t66, t68);  // flash_attn.pto:11:13
+            TMATMUL(t62, t64, t66);  // flash_attn.pto:11:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
-                TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t70, 0);  // flash_attn.pto:11:13
+            for (int64_t _k67 = 1; _k67 < (D + 63) / 64; ++_k67) {  // flash_attn.pto:11:13
+                TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t68, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, qGm2);  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _qb2 * 64 * D + _k67 * 64, GmView2::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t68, qGm2);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t71, 0);  // flash_attn.pto:11:13
+                TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t69, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t71, t70);  // flash_attn.pto:11:13
+                TMOV(t69, t68);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t72, 0);  // flash_attn.pto:11:13
+                TileT70 t70(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t70, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kjGm3(kj + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t72, kjGm3);  // flash_attn.pto:11:13
+                GmView3 kjGm3(kj + _k67 * 64, GmView3::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, kjGm3);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t73, 0);  // flash_attn.pto:11:13
+                TileT71 t71(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t71, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t73, t72);  // flash_attn.pto:11:13
+                TMOV(t71, t70);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t64, t64, t71, t73);  // flash_attn.pto:11:13
+                TMATMUL_ACC(t62, t62, t69, t71);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -157,140 +156,119 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0Gm4(t0 + _qb2 * 64 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
+            GmView4 t0Gm4(t0 + _qb2 * 64 * 64, GmView4::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0Gm4, t62);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t76, 2048);  // flash_attn.pto:11:13
+            TileT74 t74(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t74, 2048);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView5 t0Gm5(t0 + _qb2 * 64 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
-            TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
+            GmView5 t0Gm5(t0 + _qb2 * 64 * 64, GmView5::Shape(t74.GetValidRow(), t74.GetValidCol()));  // flash_attn.pto:11:13
+            TLOAD(t74, t0Gm5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t77, 18432);  // flash_attn.pto:11:13
+            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t75, 18432);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t77, t76, scale);  // flash_attn.pto:11:13
-            TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t82, 2048);  // flash_attn.pto:18:32
+            TMULS(t75, t74, scale);  // flash_attn.pto:11:13
+            TileT80 t80(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t80, 2048);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
-            TASSIGN(tmp0, 67584);  // flash_attn.pto:18:32
-            TROWMAX(t82, t77, tmp0);  // flash_attn.pto:18:32
+            TASSIGN(tmp0, 116736);  // flash_attn.pto:18:32
+            TROWMAX(t80, t75, tmp0);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
-            TMAX(t79, t79, t82);  // flash_attn.pto:18:32
+            TMAX(t77, t77, t80);  // flash_attn.pto:18:32
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t84, 2048);  // flash_attn.pto:18:21
+            TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
+            TASSIGN(t82, 2048);  // flash_attn.pto:18:21
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(t84, mGm6);  // flash_attn.pto:18:21
+            GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t82.GetValidRow()));  // flash_attn.pto:18:21
+            TLOAD(t82, mGm6);  // flash_attn.pto:18:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT86 t86(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t86, 4096);  // flash_attn.pto:18:21
+            TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
+            TASSIGN(t84, 4096);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMAX(t86, t84, t79);  // flash_attn.pto:18:21
-            TileT90 t90(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t90, 0);  // flash_attn.pto:19:25
+            TMAX(t84, t82, t77);  // flash_attn.pto:18:21
+            TileT88 t88(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
+            TASSIGN(t88, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
-            TSUB(t90, t84, t86);  // flash_attn.pto:19:25
-            TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t93, 2048);  // flash_attn.pto:19:21
+            TSUB(t88, t82, t84);  // flash_attn.pto:19:25
+            TileT91 t91(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:21
+            TASSIGN(t91, 2048);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
-            TEXP(t93, t90);  // flash_attn.pto:19:21
+            TEXP(t91, t88);  // flash_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t103, 34816);  // flash_attn.pto:20:17
+            TileT101 t101(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
+            TASSIGN(t101, 34816);  // flash_attn.pto:20:17
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
-            TASSIGN(tmp1, 67584);  // flash_attn.pto:20:17
-            TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:17
+            TASSIGN(tmp1, 116736);  // flash_attn.pto:20:17
+            TROWEXPAND(tmp1, t84);  // flash_attn.pto:20:17
             pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-            TROWEXPANDEXPDIF(t103, t77, tmp1);  // flash_attn.pto:20:17
-            TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t105, 0);  // flash_attn.pto:21:20
+            TROWEXPANDEXPDIF(t101, t75, tmp1);  // flash_attn.pto:20:17
+            TileT103 t103(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t103, 0);  // flash_attn.pto:21:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t105, lGm7);  // flash_attn.pto:21:20
+            GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t103.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(t103, lGm7);  // flash_attn.pto:21:20
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t107, 6144);  // flash_attn.pto:21:20
+            TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t105, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t107, t105, t93);  // flash_attn.pto:21:20
-            TileT109 t109(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t109, 0);  // flash_attn.pto:21:32
+            TMUL(t105, t103, t91);  // flash_attn.pto:21:20
+            TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
+            TASSIGN(t107, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            TEXPANDS(t109, 0.0f);  // flash_attn.pto:21:32
-            TileT112 t112(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t112, 8192);  // flash_attn.pto:21:32
+            TEXPANDS(t107, 0.0f);  // flash_attn.pto:21:32
+            TileT110 t110(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
+            TASSIGN(t110, 8192);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // flash_attn.pto:21:32
-            TASSIGN(tmp2, 67584);  // flash_attn.pto:21:32
-            TROWSUM(t112, t103, tmp2);  // flash_attn.pto:21:32
+            TASSIGN(tmp2, 116736);  // flash_attn.pto:21:32
+            TROWSUM(t110, t101, tmp2);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            TADD(t109, t109, t112);  // flash_attn.pto:21:32
-            TileT116 t116(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t116, 8192);  // flash_attn.pto:21:20
+            TADD(t107, t107, t110);  // flash_attn.pto:21:32
+            TileT114 t114(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t114, 8192);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            TADD(t116, t107, t109);  // flash_attn.pto:21:20
+            TADD(t114, t105, t107);  // flash_attn.pto:21:20
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm8, t116);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);
-                TileT119 t119(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t119, 6144);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView9 accGm9(acc + _qb2 * 64 * D + _g118 * 64, GmView9::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t119, accGm9);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT122 t122(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t122, 51200);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(tmp3, 67584);  // flash_attn.pto:22:22
-                TROWEXPAND(tmp3, t93);  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                TROWEXPANDMUL(t122, t119, tmp3);  // flash_attn.pto:22:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView10 t13Gm10(t13 + _qb2 * 64 * D + _g118 * 64, GmView10::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(t13Gm10, t122);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t114.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(lGm8, t114);  // flash_attn.pto:21:20
+            TileT116 t116(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t116, 51200);  // flash_attn.pto:22:22
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView9 accGm9(acc + _qb2 * 64 * D, GmView9::Shape(t116.GetValidRow(), t116.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t116, accGm9);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView11 t15Gm11(t15 + _qb2 * 64 * 64, GmView11::Shape(t103.GetValidRow(), t103.GetValidCol()));  // flash_attn.pto:22:43
-            TSTORE(t15Gm11, t103);  // flash_attn.pto:22:43
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT119 t119(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t119, 83968);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(tmp3, 116736);  // flash_attn.pto:22:22
+            TROWEXPAND(tmp3, t91);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+            TROWEXPANDMUL(t119, t116, tmp3);  // flash_attn.pto:22:22
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+            GmView10 t15Gm10(t15 + _qb2 * 64 * 64, GmView10::Shape(t101.GetValidRow(), t101.GetValidCol()));  // flash_attn.pto:22:43
+            TSTORE(t15Gm10, t101);  // flash_attn.pto:22:43
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -298,128 +276,111 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
-                TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t129, 0);  // flash_attn.pto:22:36
-                TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t130, 0);  // flash_attn.pto:22:36
+            for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
+                TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t126, 0);  // flash_attn.pto:22:36
+                TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
+                TASSIGN(t127, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView12 t15Gm12(t15 + _qb2 * 64 * 64, GmView12::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t130, t15Gm12);  // flash_attn.pto:22:36
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView11 t15Gm11(t15 + _qb2 * 64 * 64, GmView11::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t127, t15Gm11);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t131, 0);  // flash_attn.pto:22:36
+                TileT128 t128(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
+                TASSIGN(t128, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t131, t130);  // flash_attn.pto:22:36
+                TMOV(t128, t127);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT132 t132(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t132, 0);  // flash_attn.pto:22:36
+                TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t129, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView13 vjGm13(vj + _g128 * 64, GmView13::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t132, vjGm13);  // flash_attn.pto:22:36
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView12 vjGm12(vj + _g125 * 64, GmView12::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView12::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t129, vjGm12);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT133 t133(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t133, 0);  // flash_attn.pto:22:36
+                TileT130 t130(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t130, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t133, t132);  // flash_attn.pto:22:36
+                TMOV(t130, t129);  // flash_attn.pto:22:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t129, t131, t133);  // flash_attn.pto:22:36
+                TMATMUL(t126, t128, t130);  // flash_attn.pto:22:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
-                    TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t135, 0);  // flash_attn.pto:22:36
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView14 t15Gm14(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView14::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t135, t15Gm14);  // flash_attn.pto:22:36
+                for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
+                    TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t132, 0);  // flash_attn.pto:22:36
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView13 t15Gm13(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView13::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t132, t15Gm13);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t136, 0);  // flash_attn.pto:22:36
+                    TileT133 t133(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t133, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t136, t135);  // flash_attn.pto:22:36
+                    TMOV(t133, t132);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT137 t137(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t137, 0);  // flash_attn.pto:22:36
+                    TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t134, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView15 vjGm15(vj + _k134 * 64 * D + _g128 * 64, GmView15::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t137, vjGm15);  // flash_attn.pto:22:36
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView14 vjGm14(vj + _k131 * 64 * D + _g125 * 64, GmView14::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t134, vjGm14);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT138 t138(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t138, 0);  // flash_attn.pto:22:36
+                    TileT135 t135(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t135, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t138, t137);  // flash_attn.pto:22:36
+                    TMOV(t135, t134);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t129, t129, t136, t138);  // flash_attn.pto:22:36
+                    TMATMUL_ACC(t126, t126, t133, t135);  // flash_attn.pto:22:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView16 t14Gm16(t14 + _qb2 * 64 * D + _g128 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm16, t129);  // flash_attn.pto:22:36
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView15 t14Gm15(t14 + _qb2 * 64 * D + _g125 * 64, GmView15::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm15, t126);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            TileT138 t138(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t138, 6144);  // flash_attn.pto:22:22
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView16 t14Gm16(t14 + _qb2 * 64 * D, GmView16::Shape(t138.GetValidRow(), t138.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t138, t14Gm16);  // flash_attn.pto:22:22
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT139 t139(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t139, 38912);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TADD(t139, t119, t138);  // flash_attn.pto:22:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);
-                TileT141 t141(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t141, 6144);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView17 t13Gm17(t13 + _qb2 * 64 * D + _g140 * 64, GmView17::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t141, t13Gm17);  // flash_attn.pto:22:22
-                TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t142, 22528);  // flash_attn.pto:22:22
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView18 t14Gm18(t14 + _qb2 * 64 * D + _g140 * 64, GmView18::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t142, t14Gm18);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t143, 38912);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t143, t141, t142);  // flash_attn.pto:22:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView19 accGm19(acc + _qb2 * 64 * D + _g140 * 64, GmView19::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm19, t143);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView17 accGm17(acc + _qb2 * 64 * D, GmView17::Shape(t139.GetValidRow(), t139.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
+            TSTORE(accGm17, t139);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView20 mGm20(m + _qb2 * 64, GmView20::Shape(t86.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm20, t86);  // flash_attn.pto:23:13
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView18 mGm18(m + _qb2 * 64, GmView18::Shape(t84.GetValidRow()));  // flash_attn.pto:23:13
+            TSTORE(mGm18, t84);  // flash_attn.pto:23:13
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -445,71 +406,71 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t64, 0);  // flash_attn.pto:11:13
-            TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-            TASSIGN(t65, 0);  // flash_attn.pto:11:13
+            TileT62 t62(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t62, 0);  // flash_attn.pto:11:13
+            TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TASSIGN(t63, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t65, qGm0);  // flash_attn.pto:11:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t63, qGm0);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-            TASSIGN(t66, 0);  // flash_attn.pto:11:13
+            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TASSIGN(t64, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t66, t65);  // flash_attn.pto:11:13
+            TMOV(t64, t63);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t67, 0);  // flash_attn.pto:11:13
+            TileT65 t65(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t65, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView1 kjGm1(kj, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t67, kjGm1);  // flash_attn.pto:11:13
+            GmView1 kjGm1(kj, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t65, kjGm1);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t68, 0);  // flash_attn.pto:11:13
+            TileT66 t66(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t66, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t68, t67);  // flash_attn.pto:11:13
+            TMOV(t66, t65);  // flash_attn.pto:11:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t64, t66, t68);  // flash_attn.pto:11:13
+            TMATMUL(t62, t64, t66);  // flash_attn.pto:11:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
-                TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t70, 0);  // flash_attn.pto:11:13
+            for (int64_t _k67 = 1; _k67 < (D + 63) / 64; ++_k67) {  // flash_attn.pto:11:13
+                TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t68, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, qGm2);  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _qb2 * 64 * D + _k67 * 64, GmView2::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t68, qGm2);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t71, 0);  // flash_attn.pto:11:13
+                TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t69, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t71, t70);  // flash_attn.pto:11:13
+                TMOV(t69, t68);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t72, 0);  // flash_attn.pto:11:13
+                TileT70 t70(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t70, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kjGm3(kj + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t72, kjGm3);  // flash_attn.pto:11:13
+                GmView3 kjGm3(kj + _k67 * 64, GmView3::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, kjGm3);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t73, 0);  // flash_attn.pto:11:13
+                TileT71 t71(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t71, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t73, t72);  // flash_attn.pto:11:13
+                TMOV(t71, t70);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t64, t64, t71, t73);  // flash_attn.pto:11:13
+                TMATMUL_ACC(t62, t62, t69, t71);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
             wait_flag_dev(0);
@@ -520,12 +481,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0Gm4(t0 + _qb2 * 64 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
+            GmView4 t0Gm4(t0 + _qb2 * 64 * 64, GmView4::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0Gm4, t62);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
-            }
             wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -534,75 +493,75 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
-                TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t129, 0);  // flash_attn.pto:22:36
-                TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t130, 0);  // flash_attn.pto:22:36
+            for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
+                TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t126, 0);  // flash_attn.pto:22:36
+                TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
+                TASSIGN(t127, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView12 t15Gm12(t15 + _qb2 * 64 * 64, GmView12::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t130, t15Gm12);  // flash_attn.pto:22:36
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView11 t15Gm11(t15 + _qb2 * 64 * 64, GmView11::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t127, t15Gm11);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t131, 0);  // flash_attn.pto:22:36
+                TileT128 t128(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
+                TASSIGN(t128, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t131, t130);  // flash_attn.pto:22:36
+                TMOV(t128, t127);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT132 t132(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t132, 0);  // flash_attn.pto:22:36
+                TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t129, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView13 vjGm13(vj + _g128 * 64, GmView13::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t132, vjGm13);  // flash_attn.pto:22:36
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView12 vjGm12(vj + _g125 * 64, GmView12::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView12::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t129, vjGm12);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT133 t133(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t133, 0);  // flash_attn.pto:22:36
+                TileT130 t130(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                TASSIGN(t130, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t133, t132);  // flash_attn.pto:22:36
+                TMOV(t130, t129);  // flash_attn.pto:22:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t129, t131, t133);  // flash_attn.pto:22:36
+                TMATMUL(t126, t128, t130);  // flash_attn.pto:22:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
-                    TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t135, 0);  // flash_attn.pto:22:36
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView14 t15Gm14(t15 + _qb2 * 64 * 64 + _k134 * 64, GmView14::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t135, t15Gm14);  // flash_attn.pto:22:36
+                for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
+                    TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t132, 0);  // flash_attn.pto:22:36
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView13 t15Gm13(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView13::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t132, t15Gm13);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t136, 0);  // flash_attn.pto:22:36
+                    TileT133 t133(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t133, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t136, t135);  // flash_attn.pto:22:36
+                    TMOV(t133, t132);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT137 t137(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t137, 0);  // flash_attn.pto:22:36
+                    TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t134, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView15 vjGm15(vj + _k134 * 64 * D + _g128 * 64, GmView15::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t137, vjGm15);  // flash_attn.pto:22:36
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView14 vjGm14(vj + _k131 * 64 * D + _g125 * 64, GmView14::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t134, vjGm14);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT138 t138(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t138, 0);  // flash_attn.pto:22:36
+                    TileT135 t135(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
+                    TASSIGN(t135, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t138, t137);  // flash_attn.pto:22:36
+                    TMOV(t135, t134);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t129, t129, t136, t138);  // flash_attn.pto:22:36
+                    TMATMUL_ACC(t126, t126, t133, t135);  // flash_attn.pto:22:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView16 t14Gm16(t14 + _qb2 * 64 * D + _g128 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm16, t129);  // flash_attn.pto:22:36
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView15 t14Gm15(t14 + _qb2 * 64 * D + _g125 * 64, GmView15::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm15, t126);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -613,8 +572,6 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // flash_attn.pto:22:22
-            }
         }
         wait_flag_dev(2);
         wait_flag_dev(0);
@@ -638,125 +595,125 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             pipe_barrier(PIPE_V);
             __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            TileT79 t79(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t79, 0);  // flash_attn.pto:18:32
+            TileT77 t77(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t77, 0);  // flash_attn.pto:18:32
             if (ptodsl_aiv0) {
-                TEXPANDS(t79, -__builtin_inff());  // flash_attn.pto:18:32
+                TEXPANDS(t77, -__builtin_inff());  // flash_attn.pto:18:32
             }
-            for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
+            for (int64_t _k67 = 1; _k67 < (D + 63) / 64; ++_k67) {  // flash_attn.pto:11:13
             }
-            TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t76, 2048);  // flash_attn.pto:11:13
+            TileT74 t74(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t74, 2048);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag_dev(3);
             if (ptodsl_aiv0) {
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView5 t0Gm5(t0 + _qb2 * 64 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
+                GmView5 t0Gm5(t0 + _qb2 * 64 * 64, GmView5::Shape(t74.GetValidRow(), t74.GetValidCol()));  // flash_attn.pto:11:13
+                TLOAD(t74, t0Gm5);  // flash_attn.pto:11:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t77, 18432);  // flash_attn.pto:11:13
+            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t75, 18432);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMULS(t77, t76, scale);  // flash_attn.pto:11:13
+                TMULS(t75, t74, scale);  // flash_attn.pto:11:13
             }
-            TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t82, 2048);  // flash_attn.pto:18:32
+            TileT80 t80(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
+            TASSIGN(t80, 2048);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 67584);  // flash_attn.pto:18:32
-                TROWMAX(t82, t77, tmp0);  // flash_attn.pto:18:32
+                TASSIGN(tmp0, 116736);  // flash_attn.pto:18:32
+                TROWMAX(t80, t75, tmp0);  // flash_attn.pto:18:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMAX(t79, t79, t82);  // flash_attn.pto:18:32
+                TMAX(t77, t77, t80);  // flash_attn.pto:18:32
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t84, 2048);  // flash_attn.pto:18:21
+            TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
+            TASSIGN(t82, 2048);  // flash_attn.pto:18:21
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(t84, mGm6);  // flash_attn.pto:18:21
+                GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t82.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(t82, mGm6);  // flash_attn.pto:18:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT86 t86(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t86, 4096);  // flash_attn.pto:18:21
+            TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
+            TASSIGN(t84, 4096);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMAX(t86, t84, t79);  // flash_attn.pto:18:21
+                TMAX(t84, t82, t77);  // flash_attn.pto:18:21
             }
-            TileT90 t90(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t90, 0);  // flash_attn.pto:19:25
+            TileT88 t88(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
+            TASSIGN(t88, 0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TSUB(t90, t84, t86);  // flash_attn.pto:19:25
+                TSUB(t88, t82, t84);  // flash_attn.pto:19:25
             }
-            TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t93, 2048);  // flash_attn.pto:19:21
+            TileT91 t91(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:21
+            TASSIGN(t91, 2048);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXP(t93, t90);  // flash_attn.pto:19:21
+                TEXP(t91, t88);  // flash_attn.pto:19:21
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT103 t103(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t103, 34816);  // flash_attn.pto:20:17
+            TileT101 t101(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
+            TASSIGN(t101, 34816);  // flash_attn.pto:20:17
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(tmp1, 67584);  // flash_attn.pto:20:17
-                TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:17
+                TASSIGN(tmp1, 116736);  // flash_attn.pto:20:17
+                TROWEXPAND(tmp1, t84);  // flash_attn.pto:20:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                TROWEXPANDEXPDIF(t103, t77, tmp1);  // flash_attn.pto:20:17
+                TROWEXPANDEXPDIF(t101, t75, tmp1);  // flash_attn.pto:20:17
             }
-            TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t105, 0);  // flash_attn.pto:21:20
+            TileT103 t103(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t103, 0);  // flash_attn.pto:21:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t105, lGm7);  // flash_attn.pto:21:20
+                GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t103.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(t103, lGm7);  // flash_attn.pto:21:20
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t107, 6144);  // flash_attn.pto:21:20
+            TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t105, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMUL(t107, t105, t93);  // flash_attn.pto:21:20
+                TMUL(t105, t103, t91);  // flash_attn.pto:21:20
             }
-            TileT109 t109(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t109, 0);  // flash_attn.pto:21:32
+            TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
+            TASSIGN(t107, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXPANDS(t109, 0.0f);  // flash_attn.pto:21:32
+                TEXPANDS(t107, 0.0f);  // flash_attn.pto:21:32
             }
-            TileT112 t112(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t112, 8192);  // flash_attn.pto:21:32
+            TileT110 t110(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
+            TASSIGN(t110, 8192);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp2;  // flash_attn.pto:21:32
-                TASSIGN(tmp2, 67584);  // flash_attn.pto:21:32
-                TROWSUM(t112, t103, tmp2);  // flash_attn.pto:21:32
+                TASSIGN(tmp2, 116736);  // flash_attn.pto:21:32
+                TROWSUM(t110, t101, tmp2);  // flash_attn.pto:21:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(t109, t109, t112);  // flash_attn.pto:21:32
+                TADD(t107, t107, t110);  // flash_attn.pto:21:32
             }
-            TileT116 t116(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t116, 8192);  // flash_attn.pto:21:20
+            TileT114 t114(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
+            TASSIGN(t114, 8192);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(t116, t107, t109);  // flash_attn.pto:21:20
+                TADD(t114, t105, t107);  // flash_attn.pto:21:20
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -765,122 +722,80 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm8, t116);  // flash_attn.pto:21:20
+                GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t114.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm8, t114);  // flash_attn.pto:21:20
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            TileT116 t116(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t116, 51200);  // flash_attn.pto:22:22
+            if (ptodsl_aiv0) {
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView9 accGm9(acc + _qb2 * 64 * D, GmView9::Shape(t116.GetValidRow(), t116.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t116, accGm9);  // flash_attn.pto:22:22
+            }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT119 t119(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t119, 83968);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);
-                TileT119 t119(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t119, 6144);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView9 accGm9(acc + _qb2 * 64 * D + _g118 * 64, GmView9::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t119, accGm9);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT122 t122(min_i64(S - _qb2 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t122, 51200);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-                    TASSIGN(tmp3, 67584);  // flash_attn.pto:22:22
-                    TROWEXPAND(tmp3, t93);  // flash_attn.pto:22:22
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                    TROWEXPANDMUL(t122, t119, tmp3);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView10 t13Gm10(t13 + _qb2 * 64 * D + _g118 * 64, GmView10::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(t13Gm10, t122);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
+                TASSIGN(tmp3, 116736);  // flash_attn.pto:22:22
+                TROWEXPAND(tmp3, t91);  // flash_attn.pto:22:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+                TROWEXPANDMUL(t119, t116, tmp3);  // flash_attn.pto:22:22
             }
             wait_flag_dev(1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView11 t15Gm11(t15 + _qb2 * 64 * 64, GmView11::Shape(t103.GetValidRow(), t103.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15Gm11, t103);  // flash_attn.pto:22:43
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView10 t15Gm10(t15 + _qb2 * 64 * 64, GmView10::Shape(t101.GetValidRow(), t101.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15Gm10, t101);  // flash_attn.pto:22:43
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
-                for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
+            for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
+                for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
                 }
             }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            TileT138 t138(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t138, 6144);  // flash_attn.pto:22:22
             wait_flag_dev(4);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);
-                TileT141 t141(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t141, 6144);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView17 t13Gm17(t13 + _qb2 * 64 * D + _g140 * 64, GmView17::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t141, t13Gm17);  // flash_attn.pto:22:22
-                }
-                TileT142 t142(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t142, 22528);  // flash_attn.pto:22:22
-                if (ptodsl_aiv0) {
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView18 t14Gm18(t14 + _qb2 * 64 * D + _g140 * 64, GmView18::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t142, t14Gm18);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT143 t143(min_i64(S - _qb2 * 64, 64), min_i64(D - _g140 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t143, 38912);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TADD(t143, t141, t142);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView19 accGm19(acc + _qb2 * 64 * D + _g140 * 64, GmView19::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(accGm19, t143);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             if (ptodsl_aiv0) {
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView20 mGm20(m + _qb2 * 64, GmView20::Shape(t86.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm20, t86);  // flash_attn.pto:23:13
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView16 t14Gm16(t14 + _qb2 * 64 * D, GmView16::Shape(t138.GetValidRow(), t138.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t138, t14Gm16);  // flash_attn.pto:22:22
+            }
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT139 t139(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+            TASSIGN(t139, 38912);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TADD(t139, t119, t138);  // flash_attn.pto:22:22
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView17 accGm17(acc + _qb2 * 64 * D, GmView17::Shape(t139.GetValidRow(), t139.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm17, t139);  // flash_attn.pto:22:22
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            if (ptodsl_aiv0) {
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView18 mGm18(m + _qb2 * 64, GmView18::Shape(t84.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm18, t84);  // flash_attn.pto:23:13
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }

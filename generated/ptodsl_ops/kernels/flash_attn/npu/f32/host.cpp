@@ -16,8 +16,8 @@
 
 extern "C" void flash_attn_f32_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, float* o, int64_t S, int64_t D);
-extern "C" void flash_attn_f32_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0, float* m, float* l, float* acc, float* t13, float* t15, float* t14, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void flash_attn_f32_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, float* t13_last, float* t15_last, float* t14_last, float* o, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f32_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0, float* m, float* l, float* acc, float* t15, float* t14, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f32_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, float* t15_last, float* t14_last, float* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -293,11 +293,6 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
         return -1;  // flash_attn.pto:11:13
     }
     float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace t13_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
-    if (ptodsl_failed) {  // flash_attn.pto:22:22
-        return -1;  // flash_attn.pto:22:22
-    }
-    float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // flash_attn.pto:22:22
     DeviceWorkspace t15_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
     if (ptodsl_failed) {  // flash_attn.pto:22:43
         return -1;  // flash_attn.pto:22:43
@@ -314,7 +309,7 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
         if (ptodsl_failed) {  // flash_attn.pto:8:5
             return -1;  // flash_attn.pto:8:5
         }
-        flash_attn_f32_k2_launch(flash_attn_f32_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, m, l, acc, t13, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
+        flash_attn_f32_k2_launch(flash_attn_f32_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, m, l, acc, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
         if (!launched("the launch of flash_attn_f32_k2")) {  // flash_attn.pto:8:5
             return -1;  // flash_attn.pto:8:5
         }
@@ -334,11 +329,6 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
         return -1;  // flash_attn.pto:20:17
     }
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
-    DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
-    if (ptodsl_failed) {  // flash_attn.pto:22:22
-        return -1;  // flash_attn.pto:22:22
-    }
-    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // flash_attn.pto:22:22
     DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
     if (ptodsl_failed) {  // flash_attn.pto:22:43
         return -1;  // flash_attn.pto:22:43
@@ -356,7 +346,7 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
             if (ptodsl_failed) {  // flash_attn.pto:8:5
                 return -1;  // flash_attn.pto:8:5
             }
-            flash_attn_f32_k3_launch(flash_attn_f32_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_last, s_last, m, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // flash_attn.pto:8:5
+            flash_attn_f32_k3_launch(flash_attn_f32_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_last, s_last, m, p_1_last, l, acc, t15_last, t14_last, o, S, L, D, scale);  // flash_attn.pto:8:5
             if (!launched("the launch of flash_attn_f32_k3")) {  // flash_attn.pto:8:5
                 return -1;  // flash_attn.pto:8:5
             }
