@@ -121,6 +121,8 @@ def test_the_seed_set_covers_the_language():
                       "relu(matmul(", ") + u", "+ matmul(",
                       # scatters whose positions are declared unique
                       "unique_indices=True",
+                      # bounded dims: tiles span them, loops' accumulators stay on chip (passes/promote.py)
+                      "max_dims: {N: ", "max_dims: {M: ",
                       # data-driven control: trip counts, extents, conditions and fills from reads
                       "for j in loop(cdiv(n", "for j in loop(cdiv(lens[r]", "loop(cdiv(min(", "= min(n",
                       "[r, 0] = n", "if x1[r, 0] > 0.0:", "for q in loop(cdiv(cu[sg + 1] - st",

@@ -76,6 +76,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "argmax",  # argmax / argmin along the last dim, keepdim or not, ties from small integers
     "topk",  # v, i = topk(x, k) and argsort, ties from small integers
     "pass_options",  # multiply-adds, double buffering, no fused instructions, row interchange (drawn apart)
+    "max_dims",  # `max_dims:` bounds on N and M at or above the case's (tiles span a bounded dim; drawn apart)
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -189,6 +190,7 @@ class Program:
     expect_reject: bool = False  # the generator knowingly wrote an invalid program
     cube: dict[str, Any] | None = None  # the cube_tile of a program with matmul blocks
     options: dict[str, Any] = field(default_factory=dict)  # pass_options besides max_paths
+    bounds: dict[str, int] = field(default_factory=dict)  # `max_dims:`
 
     @property
     def op(self) -> str:
@@ -213,6 +215,9 @@ class Program:
         lines = [f"op: {self.op}", f"dtypes: {{T: [{self.dtype}]}}"]
         if self.fixed:
             lines.append("symbols: {" + ", ".join(f"{k}: {v}" for k, v in self.fixed.items()) + "}")
+        bounds = {k: v for k, v in self.bounds.items() if any(k in p.dims for p in self.used_params())}
+        if bounds:
+            lines.append("max_dims: {" + ", ".join(f"{k}: {v}" for k, v in bounds.items()) + "}")
         lines.append("schedule:")
         lines.append(f"  vec_tile: {self.vec_tile}")
         if self.cube:
@@ -251,7 +256,7 @@ class Program:
                           valid_shapes=dict(b.valid_shapes), params=list(b.params)) for b in self.blocks]
         return replace(self, blocks=blocks, shapes=dict(self.shapes), fixed=dict(self.fixed),
                        params=dict(self.params), vec_tile=list(self.vec_tile), scalars=dict(self.scalars),
-                       cube=None if self.cube is None else dict(self.cube), options=dict(self.options))
+                       cube=None if self.cube is None else dict(self.cube), options=dict(self.options), bounds=dict(self.bounds))
 
 
 # ---------------------------------------------------------------------------------- generator
@@ -1017,13 +1022,26 @@ class Gen:
                 else:
                     del cube["split_k"]
         prog = Program(self.seed, self.dtype, self.f, self.params, blocks, shapes, fixed, vec_tile, scalars,
-                       cube=cube, options=self.pass_options())
+                       cube=cube, options=self.pass_options(), bounds=self.max_dims(shapes, fixed))
         for p in prog.used_params():
             for d in p.dims:
                 if not d.isdigit() and d not in shapes:
                     shapes[d] = 1
         return prog
 
+
+    def max_dims(self, shapes: dict[str, int], fixed: dict[str, int]) -> dict[str, int]:
+        """Bounds on N and M at or above the case's values, from their own random stream (the
+        program of a seed stays the same with the feature on or off): tiling then spans a bounded
+        last dim with one tile, and a loop's accumulators may stay on chip across it."""
+        if not self.has("max_dims"):
+            return {}
+        r = random.Random(self.seed * 1_000_003 + 29)
+        out = {}
+        for dim in ("N", "M"):
+            if dim in shapes and dim not in fixed and r.random() < (0.4 if dim == "N" else 0.2):
+                out[dim] = shapes[dim] + r.choice([0, 0, 1, 7, 40])
+        return out
 
     def pass_options(self) -> dict[str, bool]:
         """Compiler switches that must not change a result, from their own random stream (the

@@ -13,6 +13,7 @@ from . import (
     parallel,
     partition,
     paths,
+    promote,
     rowgrid,
     splitred,
     sync,
@@ -23,7 +24,7 @@ from .context import Pass, check_pipeline
 
 # After tensorize (typed AST -> Tensor IR), in order.
 PIPELINE: list[Pass] = [loops.PASS, splitred.PASS, paths.PASS, unroll.PASS, epilogue.PASS, tile.PASS, fuse.PASS, fusedops.PASS,
-                        parallel.PASS, rowgrid.PASS, partition.PASS, blocks.PASS, dbuf.PASS, memplan.PASS,
+                        parallel.PASS, rowgrid.PASS, partition.PASS, blocks.PASS, promote.PASS, dbuf.PASS, memplan.PASS,
                         sync.PASS]
 check_pipeline(PIPELINE)
 

@@ -26,6 +26,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* k, __gm__ floa
 extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
+    using TileHeld0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld2 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT77 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT62 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT63 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -39,17 +42,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT74 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT75 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT80 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT82 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT84 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT88 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT91 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT101 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT105 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT110 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT114 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT116 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT119 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT126 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT127 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -61,17 +60,42 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT134 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT135 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT138 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT139 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        TileHeld0 held0(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
+        TASSIGN(held0, 0);  // flash_attn.pto:18:21
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+            GmView0 mGm0(m + _qb2 * 64, GmView0::Shape(held0.GetValidRow()));  // flash_attn.pto:18:21
+            TLOAD(held0, mGm0);  // flash_attn.pto:18:21
+        }
+        TileHeld1 held1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
+        TASSIGN(held1, 2048);  // flash_attn.pto:21:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView1 lGm1(l + _qb2 * 64, GmView1::Shape(held1.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(held1, lGm1);  // flash_attn.pto:21:20
+        }
+        TileHeld2 held2(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+        TASSIGN(held2, 4096);  // flash_attn.pto:22:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView2 accGm2(acc + _qb2 * 64 * D, GmView2::Shape(held2.GetValidRow(), held2.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(held2, accGm2);  // flash_attn.pto:22:22
+        }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -80,16 +104,16 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
             TileT77 t77(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t77, 0);  // flash_attn.pto:18:32
+            TASSIGN(t77, 36864);  // flash_attn.pto:18:32
             TEXPANDS(t77, -__builtin_inff());  // flash_attn.pto:18:32
             TileT62 t62(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t62, 0);  // flash_attn.pto:11:13
             TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t63, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t63, qGm0);  // flash_attn.pto:11:13
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView3 qGm3(q + _qb2 * 64 * D, GmView3::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t63, qGm3);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t64, 0);  // flash_attn.pto:11:13
@@ -100,9 +124,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             TileT65 t65(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t65, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView1 kjGm1(kj, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t65, kjGm1);  // flash_attn.pto:11:13
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+            GmView4 kjGm4(kj, GmView4::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t65, kjGm4);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT66 t66(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t66, 0);  // flash_attn.pto:11:13
@@ -122,9 +146,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t68, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _qb2 * 64 * D + _k67 * 64, GmView2::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t68, qGm2);  // flash_attn.pto:11:13
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView5 qGm5(q + _qb2 * 64 * D + _k67 * 64, GmView5::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t68, qGm5);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t69, 0);  // flash_attn.pto:11:13
@@ -135,9 +159,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT70 t70(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t70, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kjGm3(kj + _k67 * 64, GmView3::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, kjGm3);  // flash_attn.pto:11:13
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView6 kjGm6(kj + _k67 * 64, GmView6::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, kjGm6);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT71 t71(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t71, 0);  // flash_attn.pto:11:13
@@ -155,121 +179,86 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0Gm4(t0 + _qb2 * 64 * 64, GmView4::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0Gm4, t62);  // flash_attn.pto:11:13
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView7 t0Gm7(t0 + _qb2 * 64 * 64, GmView7::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0Gm7, t62);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             TileT74 t74(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t74, 2048);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView5 t0Gm5(t0 + _qb2 * 64 * 64, GmView5::Shape(t74.GetValidRow(), t74.GetValidCol()));  // flash_attn.pto:11:13
-            TLOAD(t74, t0Gm5);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TASSIGN(t74, 38912);  // flash_attn.pto:11:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView8 t0Gm8(t0 + _qb2 * 64 * 64, GmView8::Shape(t74.GetValidRow(), t74.GetValidCol()));  // flash_attn.pto:11:13
+            TLOAD(t74, t0Gm8);  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t75, 18432);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TASSIGN(t75, 55296);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t75, t74, scale);  // flash_attn.pto:11:13
             TileT80 t80(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t80, 2048);  // flash_attn.pto:18:32
+            TASSIGN(t80, 38912);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
-            TASSIGN(tmp0, 116736);  // flash_attn.pto:18:32
+            TASSIGN(tmp0, 120832);  // flash_attn.pto:18:32
             TROWMAX(t80, t75, tmp0);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             TMAX(t77, t77, t80);  // flash_attn.pto:18:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t82, 2048);  // flash_attn.pto:18:21
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t82.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(t82, mGm6);  // flash_attn.pto:18:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t84, 4096);  // flash_attn.pto:18:21
+            TASSIGN(t84, 38912);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMAX(t84, t82, t77);  // flash_attn.pto:18:21
+            TMAX(t84, held0, t77);  // flash_attn.pto:18:21
             TileT88 t88(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t88, 0);  // flash_attn.pto:19:25
+            TASSIGN(t88, 36864);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
-            TSUB(t88, t82, t84);  // flash_attn.pto:19:25
+            TSUB(t88, held0, t84);  // flash_attn.pto:19:25
             TileT91 t91(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t91, 2048);  // flash_attn.pto:19:21
+            TASSIGN(t91, 40960);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             TEXP(t91, t88);  // flash_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT101 t101(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t101, 34816);  // flash_attn.pto:20:17
+            TASSIGN(t101, 71680);  // flash_attn.pto:20:17
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
-            TASSIGN(tmp1, 116736);  // flash_attn.pto:20:17
+            TASSIGN(tmp1, 120832);  // flash_attn.pto:20:17
             TROWEXPAND(tmp1, t84);  // flash_attn.pto:20:17
             pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
             TROWEXPANDEXPDIF(t101, t75, tmp1);  // flash_attn.pto:20:17
-            TileT103 t103(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t103, 0);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t103.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t103, lGm7);  // flash_attn.pto:21:20
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t105, 6144);  // flash_attn.pto:21:20
+            TASSIGN(t105, 36864);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t105, t103, t91);  // flash_attn.pto:21:20
+            TMUL(t105, held1, t91);  // flash_attn.pto:21:20
             TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t107, 0);  // flash_attn.pto:21:32
+            TASSIGN(t107, 43008);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TEXPANDS(t107, 0.0f);  // flash_attn.pto:21:32
             TileT110 t110(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t110, 8192);  // flash_attn.pto:21:32
+            TASSIGN(t110, 45056);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // flash_attn.pto:21:32
-            TASSIGN(tmp2, 116736);  // flash_attn.pto:21:32
+            TASSIGN(tmp2, 120832);  // flash_attn.pto:21:32
             TROWSUM(t110, t101, tmp2);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TADD(t107, t107, t110);  // flash_attn.pto:21:32
-            TileT114 t114(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t114, 8192);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            TADD(t114, t105, t107);  // flash_attn.pto:21:20
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t114.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm8, t114);  // flash_attn.pto:21:20
-            TileT116 t116(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t116, 51200);  // flash_attn.pto:22:22
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView9 accGm9(acc + _qb2 * 64 * D, GmView9::Shape(t116.GetValidRow(), t116.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t116, accGm9);  // flash_attn.pto:22:22
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TADD(held1, t105, t107);  // flash_attn.pto:21:20
             TileT119 t119(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t119, 83968);  // flash_attn.pto:22:22
+            TASSIGN(t119, 88064);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(tmp3, 116736);  // flash_attn.pto:22:22
+            TASSIGN(tmp3, 120832);  // flash_attn.pto:22:22
             TROWEXPAND(tmp3, t91);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-            TROWEXPANDMUL(t119, t116, tmp3);  // flash_attn.pto:22:22
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView10 t15Gm10(t15 + _qb2 * 64 * 64, GmView10::Shape(t101.GetValidRow(), t101.GetValidCol()));  // flash_attn.pto:22:43
-            TSTORE(t15Gm10, t101);  // flash_attn.pto:22:43
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TROWEXPANDMUL(t119, held2, tmp3);  // flash_attn.pto:22:22
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+            GmView9 t15Gm9(t15 + _qb2 * 64 * 64, GmView9::Shape(t101.GetValidRow(), t101.GetValidCol()));  // flash_attn.pto:22:43
+            TSTORE(t15Gm9, t101);  // flash_attn.pto:22:43
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -282,9 +271,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t127, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView11 t15Gm11(t15 + _qb2 * 64 * 64, GmView11::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t127, t15Gm11);  // flash_attn.pto:22:36
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView10 t15Gm10(t15 + _qb2 * 64 * 64, GmView10::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t127, t15Gm10);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT128 t128(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t128, 0);  // flash_attn.pto:22:36
@@ -295,9 +284,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t129, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView12 vjGm12(vj + _g125 * 64, GmView12::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView12::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t129, vjGm12);  // flash_attn.pto:22:36
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView11 vjGm11(vj + _g125 * 64, GmView11::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t129, vjGm11);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT130 t130(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
@@ -314,9 +303,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
                     TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t132, 0);  // flash_attn.pto:22:36
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView13 t15Gm13(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView13::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t132, t15Gm13);  // flash_attn.pto:22:36
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView12 t15Gm12(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView12::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t132, t15Gm12);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT133 t133(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t133, 0);  // flash_attn.pto:22:36
@@ -326,9 +315,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                     TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t134, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView14 vjGm14(vj + _k131 * 64 * D + _g125 * 64, GmView14::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t134, vjGm14);  // flash_attn.pto:22:36
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView13 vjGm13(vj + _k131 * 64 * D + _g125 * 64, GmView13::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t134, vjGm13);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT135 t135(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t135, 0);  // flash_attn.pto:22:36
@@ -342,9 +331,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView15 t14Gm15(t14 + _qb2 * 64 * D + _g125 * 64, GmView15::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm15, t126);  // flash_attn.pto:22:36
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView14 t14Gm14(t14 + _qb2 * 64 * D + _g125 * 64, GmView14::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm14, t126);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -354,51 +343,64 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             TileT138 t138(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t138, 6144);  // flash_attn.pto:22:22
+            TASSIGN(t138, 40960);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView16 t14Gm16(t14 + _qb2 * 64 * D, GmView16::Shape(t138.GetValidRow(), t138.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t138, t14Gm16);  // flash_attn.pto:22:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT139 t139(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t139, 38912);  // flash_attn.pto:22:22
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView15 t14Gm15(t14 + _qb2 * 64 * D, GmView15::Shape(t138.GetValidRow(), t138.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t138, t14Gm15);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t139, t119, t138);  // flash_attn.pto:22:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView17 accGm17(acc + _qb2 * 64 * D, GmView17::Shape(t139.GetValidRow(), t139.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
-            TSTORE(accGm17, t139);  // flash_attn.pto:22:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView18 mGm18(m + _qb2 * 64, GmView18::Shape(t84.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm18, t84);  // flash_attn.pto:23:13
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(held2, t119, t138);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
+            TMULS(held0, t84, 1.0f);  // flash_attn.pto:23:13
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView16 accGm16(acc + _qb2 * 64 * D, GmView16::Shape(held2.GetValidRow(), held2.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
+            TSTORE(accGm16, held2);  // flash_attn.pto:22:22
+        }
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:21:20
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(held1.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(lGm17, held1);  // flash_attn.pto:21:20
+        }
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:23:13
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView18 mGm18(m + _qb2 * 64, GmView18::Shape(held0.GetValidRow()));  // flash_attn.pto:23:13
+            TSTORE(mGm18, held0);  // flash_attn.pto:23:13
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
+        }
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
+        }
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
+        }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -411,9 +413,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t63, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t63, qGm0);  // flash_attn.pto:11:13
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView3 qGm3(q + _qb2 * 64 * D, GmView3::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t63, qGm3);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t64, 0);  // flash_attn.pto:11:13
@@ -424,9 +426,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             TileT65 t65(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t65, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView1 kjGm1(kj, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t65, kjGm1);  // flash_attn.pto:11:13
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+            GmView4 kjGm4(kj, GmView4::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t65, kjGm4);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT66 t66(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t66, 0);  // flash_attn.pto:11:13
@@ -446,9 +448,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t68, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _qb2 * 64 * D + _k67 * 64, GmView2::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t68, qGm2);  // flash_attn.pto:11:13
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView5 qGm5(q + _qb2 * 64 * D + _k67 * 64, GmView5::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t68, qGm5);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t69, 0);  // flash_attn.pto:11:13
@@ -459,9 +461,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT70 t70(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t70, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kjGm3(kj + _k67 * 64, GmView3::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, kjGm3);  // flash_attn.pto:11:13
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView6 kjGm6(kj + _k67 * 64, GmView6::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, kjGm6);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT71 t71(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t71, 0);  // flash_attn.pto:11:13
@@ -480,9 +482,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0Gm4(t0 + _qb2 * 64 * 64, GmView4::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0Gm4, t62);  // flash_attn.pto:11:13
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView7 t0Gm7(t0 + _qb2 * 64 * 64, GmView7::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0Gm7, t62);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             wait_flag_dev(2);
@@ -499,9 +501,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t127, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView11 t15Gm11(t15 + _qb2 * 64 * 64, GmView11::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t127, t15Gm11);  // flash_attn.pto:22:36
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView10 t15Gm10(t15 + _qb2 * 64 * 64, GmView10::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t127, t15Gm10);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT128 t128(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t128, 0);  // flash_attn.pto:22:36
@@ -512,9 +514,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t129, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView12 vjGm12(vj + _g125 * 64, GmView12::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView12::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t129, vjGm12);  // flash_attn.pto:22:36
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView11 vjGm11(vj + _g125 * 64, GmView11::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t129, vjGm11);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT130 t130(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
@@ -531,9 +533,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
                     TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t132, 0);  // flash_attn.pto:22:36
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView13 t15Gm13(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView13::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t132, t15Gm13);  // flash_attn.pto:22:36
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView12 t15Gm12(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView12::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t132, t15Gm12);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT133 t133(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t133, 0);  // flash_attn.pto:22:36
@@ -543,9 +545,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                     TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t134, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView14 vjGm14(vj + _k131 * 64 * D + _g125 * 64, GmView14::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t134, vjGm14);  // flash_attn.pto:22:36
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView13 vjGm13(vj + _k131 * 64 * D + _g125 * 64, GmView13::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t134, vjGm13);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT135 t135(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t135, 0);  // flash_attn.pto:22:36
@@ -559,9 +561,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView15 t14Gm15(t14 + _qb2 * 64 * D + _g125 * 64, GmView15::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm15, t126);  // flash_attn.pto:22:36
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView14 t14Gm14(t14 + _qb2 * 64 * D + _g125 * 64, GmView14::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm14, t126);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -578,235 +580,241 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
+        }
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:21:20
+        }
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:23:13
+        }
     }
 #endif
 #if defined(__DAV_VEC__)
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        TileHeld0 held0(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
+        TASSIGN(held0, 0);  // flash_attn.pto:18:21
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
+            if (ptodsl_aiv0) {
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView0 mGm0(m + _qb2 * 64, GmView0::Shape(held0.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(held0, mGm0);  // flash_attn.pto:18:21
+            }
+        }
+        TileHeld1 held1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
+        TASSIGN(held1, 2048);  // flash_attn.pto:21:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
+            if (ptodsl_aiv0) {
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView1 lGm1(l + _qb2 * 64, GmView1::Shape(held1.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(held1, lGm1);  // flash_attn.pto:21:20
+            }
+        }
+        TileHeld2 held2(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
+        TASSIGN(held2, 4096);  // flash_attn.pto:22:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
+            if (ptodsl_aiv0) {
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView2 accGm2(acc + _qb2 * 64 * D, GmView2::Shape(held2.GetValidRow(), held2.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(held2, accGm2);  // flash_attn.pto:22:22
+            }
+        }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
             TileT77 t77(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t77, 0);  // flash_attn.pto:18:32
+            TASSIGN(t77, 36864);  // flash_attn.pto:18:32
             if (ptodsl_aiv0) {
                 TEXPANDS(t77, -__builtin_inff());  // flash_attn.pto:18:32
             }
             for (int64_t _k67 = 1; _k67 < (D + 63) / 64; ++_k67) {  // flash_attn.pto:11:13
             }
             TileT74 t74(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t74, 2048);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TASSIGN(t74, 38912);  // flash_attn.pto:11:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(3);
             if (ptodsl_aiv0) {
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView5 t0Gm5(t0 + _qb2 * 64 * 64, GmView5::Shape(t74.GetValidRow(), t74.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t74, t0Gm5);  // flash_attn.pto:11:13
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+                GmView8 t0Gm8(t0 + _qb2 * 64 * 64, GmView8::Shape(t74.GetValidRow(), t74.GetValidCol()));  // flash_attn.pto:11:13
+                TLOAD(t74, t0Gm8);  // flash_attn.pto:11:13
             }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
             TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t75, 18432);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TASSIGN(t75, 55296);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
                 TMULS(t75, t74, scale);  // flash_attn.pto:11:13
             }
             TileT80 t80(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t80, 2048);  // flash_attn.pto:18:32
+            TASSIGN(t80, 38912);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 116736);  // flash_attn.pto:18:32
+                TASSIGN(tmp0, 120832);  // flash_attn.pto:18:32
                 TROWMAX(t80, t75, tmp0);  // flash_attn.pto:18:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TMAX(t77, t77, t80);  // flash_attn.pto:18:32
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT82 t82(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t82, 2048);  // flash_attn.pto:18:21
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t82.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(t82, mGm6);  // flash_attn.pto:18:21
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t84, 4096);  // flash_attn.pto:18:21
+            TASSIGN(t84, 38912);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMAX(t84, t82, t77);  // flash_attn.pto:18:21
+                TMAX(t84, held0, t77);  // flash_attn.pto:18:21
             }
             TileT88 t88(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t88, 0);  // flash_attn.pto:19:25
+            TASSIGN(t88, 36864);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TSUB(t88, t82, t84);  // flash_attn.pto:19:25
+                TSUB(t88, held0, t84);  // flash_attn.pto:19:25
             }
             TileT91 t91(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t91, 2048);  // flash_attn.pto:19:21
+            TASSIGN(t91, 40960);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TEXP(t91, t88);  // flash_attn.pto:19:21
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT101 t101(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t101, 34816);  // flash_attn.pto:20:17
+            TASSIGN(t101, 71680);  // flash_attn.pto:20:17
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(tmp1, 116736);  // flash_attn.pto:20:17
+                TASSIGN(tmp1, 120832);  // flash_attn.pto:20:17
                 TROWEXPAND(tmp1, t84);  // flash_attn.pto:20:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
                 TROWEXPANDEXPDIF(t101, t75, tmp1);  // flash_attn.pto:20:17
             }
-            TileT103 t103(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t103, 0);  // flash_attn.pto:21:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t103.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t103, lGm7);  // flash_attn.pto:21:20
-            }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t105, 6144);  // flash_attn.pto:21:20
+            TASSIGN(t105, 36864);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMUL(t105, t103, t91);  // flash_attn.pto:21:20
+                TMUL(t105, held1, t91);  // flash_attn.pto:21:20
             }
             TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t107, 0);  // flash_attn.pto:21:32
+            TASSIGN(t107, 43008);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TEXPANDS(t107, 0.0f);  // flash_attn.pto:21:32
             }
             TileT110 t110(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t110, 8192);  // flash_attn.pto:21:32
+            TASSIGN(t110, 45056);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp2;  // flash_attn.pto:21:32
-                TASSIGN(tmp2, 116736);  // flash_attn.pto:21:32
+                TASSIGN(tmp2, 120832);  // flash_attn.pto:21:32
                 TROWSUM(t110, t101, tmp2);  // flash_attn.pto:21:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TADD(t107, t107, t110);  // flash_attn.pto:21:32
             }
-            TileT114 t114(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t114, 8192);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(t114, t105, t107);  // flash_attn.pto:21:20
+                TADD(held1, t105, t107);  // flash_attn.pto:21:20
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t114.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm8, t114);  // flash_attn.pto:21:20
-            }
-            TileT116 t116(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t116, 51200);  // flash_attn.pto:22:22
-            if (ptodsl_aiv0) {
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView9 accGm9(acc + _qb2 * 64 * D, GmView9::Shape(t116.GetValidRow(), t116.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t116, accGm9);  // flash_attn.pto:22:22
-            }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT119 t119(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t119, 83968);  // flash_attn.pto:22:22
+            TASSIGN(t119, 88064);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(tmp3, 116736);  // flash_attn.pto:22:22
+                TASSIGN(tmp3, 120832);  // flash_attn.pto:22:22
                 TROWEXPAND(tmp3, t91);  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                TROWEXPANDMUL(t119, t116, tmp3);  // flash_attn.pto:22:22
+                TROWEXPANDMUL(t119, held2, tmp3);  // flash_attn.pto:22:22
             }
             wait_flag_dev(1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView10 t15Gm10(t15 + _qb2 * 64 * 64, GmView10::Shape(t101.GetValidRow(), t101.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15Gm10, t101);  // flash_attn.pto:22:43
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView9 t15Gm9(t15 + _qb2 * 64 * 64, GmView9::Shape(t101.GetValidRow(), t101.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15Gm9, t101);  // flash_attn.pto:22:43
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
                 for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
                 }
             }
             TileT138 t138(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t138, 6144);  // flash_attn.pto:22:22
+            TASSIGN(t138, 40960);  // flash_attn.pto:22:22
             wait_flag_dev(4);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView16 t14Gm16(t14 + _qb2 * 64 * D, GmView16::Shape(t138.GetValidRow(), t138.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t138, t14Gm16);  // flash_attn.pto:22:22
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView15 t14Gm15(t14 + _qb2 * 64 * D, GmView15::Shape(t138.GetValidRow(), t138.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t138, t14Gm15);  // flash_attn.pto:22:22
             }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT139 t139(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t139, 38912);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
-                TADD(t139, t119, t138);  // flash_attn.pto:22:22
+                TADD(held2, t119, t138);  // flash_attn.pto:22:22
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView17 accGm17(acc + _qb2 * 64 * D, GmView17::Shape(t139.GetValidRow(), t139.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm17, t139);  // flash_attn.pto:22:22
+                TMULS(held0, t84, 1.0f);  // flash_attn.pto:23:13
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            if (ptodsl_aiv0) {
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView18 mGm18(m + _qb2 * 64, GmView18::Shape(t84.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm18, t84);  // flash_attn.pto:23:13
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag_dev(1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
+            if (ptodsl_aiv0) {
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView16 accGm16(acc + _qb2 * 64 * D, GmView16::Shape(held2.GetValidRow(), held2.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm16, held2);  // flash_attn.pto:22:22
+            }
+        }
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:21:20
+            if (ptodsl_aiv0) {
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(held1.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm17, held1);  // flash_attn.pto:21:20
+            }
+        }
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:23:13
+            if (ptodsl_aiv0) {
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView18 mGm18(m + _qb2 * 64, GmView18::Shape(held0.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm18, held0);  // flash_attn.pto:23:13
+            }
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 #endif
 #endif
 }
