@@ -20,8 +20,8 @@ Legal when:
 - every access to the region's tensor (any view of it, and any parameter a launch fills with a
   view of the same tensor, ``pipes.param_aliases``) inside the loop is one of those loads and
   stores, directly on the tensor, so nothing else in the body sees GM change less often;
-- the loads' tiles are written by nothing but their load, and the offsets and valid extents name
-  nothing bound inside the loop;
+- the loads' tiles are allocated in the body and written by nothing but their load, and the
+  offsets and valid extents name nothing bound inside the loop;
 - a region the body stores to is stored once, after every load of it in the body, from a UB tile
   of a float dtype: the loads' tiles become ``T`` itself while T still holds what the iteration
   loaded (their last reader comes before the store's value is made), and the stored value becomes
@@ -115,8 +115,10 @@ class _Kernel:
         stores = [i for i, op in zip(at, ops) if op.name == "tile.store"]
         loaded = {body[i].operands[0].name for i in loads}
         writers = _writers(body)
-        if any(writers.get(x, []) != [i] for i, x in zip(loads, (body[i].operands[0].name for i in loads))):
-            return None  # a loaded tile written by something else
+        allocated = {op.result.name for op in body if op.name == "tile.alloc"}
+        if any(writers.get(x, []) != [i] or x not in allocated
+               for i, x in zip(loads, (body[i].operands[0].name for i in loads))):
+            return None  # a loaded tile written by something else, or one that lives past the body
         if stores and (len(stores) != 1 or stores[0] < max(loads, default=-1) or ttype.space != "ub" or
                        ttype.dtype not in FLOATS):
             return None
@@ -132,8 +134,7 @@ class _Kernel:
             store = body[stores[0]]
             y = store.operands[1]
             ws = writers.get(y.name, [])
-            allocated = any(op.name == "tile.alloc" and op.result.name == y.name for op in body)
-            if allocated and ws and min(ws) > last_read and max(ws) < stores[0] and y.name not in loaded and \
+            if y.name in allocated and ws and min(ws) > last_read and max(ws) < stores[0] and y.name not in loaded and \
                     not any(y.name in _names(op) for op in body[stores[0] + 1:]):
                 rename[y.name] = held
             else:
