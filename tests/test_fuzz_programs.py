@@ -156,6 +156,24 @@ def test_data_driven_programs_run_and_stop_where_they_must(tmp_path):
     assert not failures, "\n".join(f"{o.seed}: {o.kind} {o.detail}" for o in failures)
 
 
+# Programs the fuzzer found refused on the cpu backend after every pass had accepted them, each with
+# its fix: a bounded dim's one-tile op at a valid extent read at run time that may be 0 (pto-isa
+# takes no tile of no columns: tiling keeps the loop of 0 or 1 trips), and a kernel whose held tile
+# left no room for an instruction's scratch above the plan (the trial counts the scratch)
+REFUSED_ON_CPU = (7550268, 7550543)
+
+
+@pytest.mark.cpu
+@pytest.mark.slow
+def test_programs_once_refused_on_cpu_run_everywhere(tmp_path_factory, monkeypatch):
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    monkeypatch.setenv("PTODSL_CACHE_DIR", str(tmp_path_factory.mktemp("fuzz-cache")))
+    results = run_programs([generate(s, ALL_FEATURES) for s in REFUSED_ON_CPU], ("sim", "cpu"))
+    failures = [o for o in results if o.kind != "ok"]
+    assert not failures, _explain(failures, ("sim", "cpu"), 3)
+
+
 def test_known_bug_features_are_off_in_the_seed_set():
     assert not set(KNOWN_BUG_FEATURES) & FEATURES
     assert not set(FOUND_BUG_FEATURES) & FEATURES

@@ -55,6 +55,18 @@ def tile_bytes(t: TileType, block: int) -> int:
     return r * c * itemsize(t.dtype)
 
 
+def scratch_bytes(ops: list[Op], block: int) -> int:
+    """The largest UB an instruction of ``ops`` takes above the plan for its scratch tiles (the C++
+    emitter's row-reduction tmp and the like, placed above the planned peak): at most a tile as
+    large as its largest operand per scratch tile (``stack.scratch_ub_tiles``)."""
+    out = 0
+    for op in (o for x in ops for o in x.walk()):
+        tiles = [tile_bytes(v.type, block) for v in op.operands if isinstance(v.type, TileType)]
+        if tiles:
+            out = max(out, stack.scratch_ub_tiles(op) * -(-max(tiles) // block) * block)
+    return out
+
+
 def _intervals(func: Func) -> dict[str, tuple[int, int, Op]]:
     """Live interval [allocation, last use] of every tile, in flattened op order.
 

@@ -71,6 +71,20 @@ def _logical_2d(shape: tuple[int, ...]) -> tuple[int, int]:
     return rows, shape[-1]
 
 
+def scratch_ub_tiles(op: Op) -> int:
+    """The tiles of :func:`scratch_tiles` that take UB of their own, above the memory plan: not the
+    views over operands' memory (a compare's mask, a select's views of its operands, a spread
+    row's column view)."""
+    name = op.name[len("tile."):]
+    if name == "cmp":
+        return 0
+    if name == "where":
+        return sum(k in op.attrs for k in ("scalar", "scalar2")) + 1  # the fills and the tmp
+    if op.name in FUSED and FUSED[op.name].spread == "row":
+        return 1  # the blocks' scratch, or the tmp beside a column view
+    return scratch_tiles(op)
+
+
 def scratch_tiles(op: Op) -> int:
     """The tiles the emitter declares for one tile instruction besides its operands: scratch tiles
     and views over its operands' memory (``KernelEmitter._reduce``, ``_compare``, ``_select``,

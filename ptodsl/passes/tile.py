@@ -213,7 +213,10 @@ class _Tiler(CubeTiling):
                 offs.append(0)
                 tvalid.append(1)
                 continue
-            n = 1 if wide is not None and sym.prove_le(v, ts, self.fit) else sym.ceildiv(v, ts)
+            # one tile and no loop only where the extent is provably 1 .. ts: a valid extent read
+            # at run time may be 0, and a tile op of no columns is no op pto-isa takes
+            n = 1 if wide is not None and sym.prove_le(v, ts, self.fit) and sym.prove_le(1, v, self.fit) \
+                else sym.ceildiv(v, ts)
             if n == 1:
                 off = 0
             else:
@@ -416,7 +419,8 @@ class _Tiler(CubeTiling):
         wide = self.fit_width(st.shape[axis]) if axis == st.rank - 1 else None
         ax_tile = ax_tile if wide is None else wide
         ax_valid = st.valid_shape[axis]
-        n = 1 if wide is not None and sym.prove_le(ax_valid, ax_tile, self.fit) else sym.ceildiv(ax_valid, ax_tile)
+        n = 1 if wide is not None and sym.prove_le(ax_valid, ax_tile, self.fit) and \
+            sym.prove_le(1, ax_valid, self.fit) else sym.ceildiv(ax_valid, ax_tile)
         acc = self.tile(acc_dt, tshape, tvalid, op.span)
         one_tile = n == 1
         if not one_tile:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import sym
-from ..ir import Func, Op, TensorType, TileType
+from ..ir import Func, Op, TensorType
 from ..ir.opdefs import IR_OPS
 from ..ops import OPS
 from .paths import _defined, _suffix
@@ -110,8 +110,7 @@ def fit_bytes(func: Func, dim: str, ctx) -> int | None:
     to just before it: the memory plan's peak (tiles reused as their lives end) plus, above it, the
     largest scratch an instruction takes (the C++ emitter's row-reduction tmp and the like: at
     most a tile as large as its largest operand per scratch tile); None when there is no loop."""
-    from .memplan import plan, tile_bytes
-    from .stack import scratch_tiles
+    from .memplan import plan, scratch_bytes
 
     def find(ops: list[Op]) -> list[Op] | None:
         for k, op in enumerate(ops):
@@ -129,12 +128,7 @@ def fit_bytes(func: Func, dim: str, ctx) -> int | None:
     part = find(func.body)
     if part is None:
         return None
-    block = ctx.target.ub_block_bytes
-    scratch = 0
-    for op in (o for x in part for o in x.walk()):
-        tiles = [tile_bytes(v.type, block) for v in op.operands if isinstance(v.type, TileType)]
-        if tiles:
-            scratch = max(scratch, scratch_tiles(op) * -(-max(tiles) // block) * block)
+    scratch = scratch_bytes(part, ctx.target.ub_block_bytes)
     return plan(Func(func.name, func.params, part, "vector", {}, func.span), ctx).get("ub", 0) + scratch
 
 

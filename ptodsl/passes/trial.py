@@ -27,7 +27,8 @@ def limits(target: Target) -> tuple:
 
 
 def compiles(func: Func, ctx: PassContext, strided: set[str] | frozenset[str], synchronise: bool = True) -> bool:
-    """Whether compute kernel ``func`` still compiles: its memory plan fits on chip, its stack
+    """Whether compute kernel ``func`` still compiles: its memory plan, with the largest scratch an
+    instruction takes above it (``memplan.scratch_bytes``), fits on chip, its stack
     frame stays under the limit (``strided``: its parameters that take strides) and, with
     ``synchronise``, its flags fit in the target's event ids. ``func`` itself is left as it is."""
     module = Module("trial", "block", [func])
@@ -36,12 +37,17 @@ def compiles(func: Func, ctx: PassContext, strided: set[str] | frozenset[str], s
         trial = module.clone().funcs[0]
         quiet = PassContext(ctx.target, Diagnostics())
         memplan.plan(trial, quiet)
+        block = ctx.target.ub_block_bytes
+        # the emitter's instruction scratch sits above the plan: it must fit too, or the backend
+        # refuses the kernel (E0611) after every pass accepted it
+        scratch = memplan.scratch_bytes(trial.body, block)
+        fits = -(-int(trial.attrs.get("ub_bytes", 0)) // block) * block + scratch <= ctx.target.ub_bytes
         stack.check_kernel(trial, quiet, strided)
         if synchronise and not quiet.diags.has_errors:
             sync.insert(trial, quiet)
         if len(_TRIED) >= _TRIED_LIMIT:
             _TRIED.pop(next(iter(_TRIED)))
-        _TRIED[key] = not quiet.diags.has_errors
+        _TRIED[key] = fits and not quiet.diags.has_errors
     return _TRIED[key]
 
 

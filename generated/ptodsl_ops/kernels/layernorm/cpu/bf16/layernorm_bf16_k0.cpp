@@ -30,23 +30,23 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT21 = Tile<TileType::Vec, bfloat16_t, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, bfloat16_t, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT0 = Tile<TileType::Vec, bfloat16_t, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT1 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21 = Tile<TileType::Vec, bfloat16_t, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27 = Tile<TileType::Vec, bfloat16_t, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT28 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT0 = Tile<TileType::Vec, bfloat16_t, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT16 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT20 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34 = Tile<TileType::Vec, bfloat16_t, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor>;
+    using TileT20 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34 = Tile<TileType::Vec, bfloat16_t, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
@@ -57,7 +57,7 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __
     TLOAD(t21, gammaGm0);  // layernorm.pto:7:47
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TileT22 t22(H);  // layernorm.pto:7:47
-    TASSIGN(t22, 14848);  // layernorm.pto:7:47
+    TASSIGN(t22, 17408);  // layernorm.pto:7:47
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TCVT(t22, t21, RoundMode::CAST_RINT);  // layernorm.pto:7:47
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -69,7 +69,7 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __
     TLOAD(t27, betaGm1);  // layernorm.pto:7:66
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TileT28 t28(H);  // layernorm.pto:7:66
-    TASSIGN(t28, 44544);  // layernorm.pto:7:66
+    TASSIGN(t28, 52224);  // layernorm.pto:7:66
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TCVT(t28, t27, RoundMode::CAST_RINT);  // layernorm.pto:7:66
     pipe_barrier(PIPE_V);
@@ -89,34 +89,34 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __
         TLOAD(t0, v0_fitGm2);  // layernorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT1 t1(H);  // layernorm.pto:4:14
-        TASSIGN(t1, 74240);  // layernorm.pto:4:14
+        TASSIGN(t1, 87040);  // layernorm.pto:4:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t1, t0, RoundMode::CAST_RINT);  // layernorm.pto:4:14
         TileT2 t2;  // layernorm.pto:5:18
         TASSIGN(t2, 0);  // layernorm.pto:5:18
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // layernorm.pto:5:18
-        TASSIGN(tmp0, 133632);  // layernorm.pto:5:18
+        TASSIGN(tmp0, 156672);  // layernorm.pto:5:18
         TROWSUM(t2, t1, tmp0);  // layernorm.pto:5:18
         pipe_barrier(PIPE_V);
         TMULS(t2, t2, static_cast<float>(1.0 / H));  // layernorm.pto:5:18
         TileT7 t7(H);  // layernorm.pto:5:13
-        TASSIGN(t7, 103936);  // layernorm.pto:5:13
+        TASSIGN(t7, 121856);  // layernorm.pto:5:13
         pipe_barrier(PIPE_V);
         TileView1 view1;  // layernorm.pto:5:13
         TASSIGN(view1, 0);  // layernorm.pto:5:13
         TileTmp2 tmp2;  // layernorm.pto:5:13
-        TASSIGN(tmp2, 133632);  // layernorm.pto:5:13
+        TASSIGN(tmp2, 156672);  // layernorm.pto:5:13
         TROWEXPANDSUB(t7, t1, view1, tmp2);  // layernorm.pto:5:13
         TileT10 t10(H);  // layernorm.pto:6:20
-        TASSIGN(t10, 74240);  // layernorm.pto:6:20
+        TASSIGN(t10, 87040);  // layernorm.pto:6:20
         pipe_barrier(PIPE_V);
         TMUL(t10, t7, t7);  // layernorm.pto:6:20
         TileT11 t11;  // layernorm.pto:6:15
         TASSIGN(t11, 0);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp3;  // layernorm.pto:6:15
-        TASSIGN(tmp3, 133632);  // layernorm.pto:6:15
+        TASSIGN(tmp3, 156672);  // layernorm.pto:6:15
         TROWSUM(t11, t10, tmp3);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
         TMULS(t11, t11, static_cast<float>(1.0 / H));  // layernorm.pto:6:15
@@ -129,19 +129,19 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __
         pipe_barrier(PIPE_V);
         TRSQRT(t16, t14);  // layernorm.pto:7:28
         TileT20 t20(H);  // layernorm.pto:7:24
-        TASSIGN(t20, 74240);  // layernorm.pto:7:24
+        TASSIGN(t20, 87040);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TileView1 view4;  // layernorm.pto:7:24
         TASSIGN(view4, 0);  // layernorm.pto:7:24
         TileTmp2 tmp5;  // layernorm.pto:7:24
-        TASSIGN(tmp5, 133632);  // layernorm.pto:7:24
+        TASSIGN(tmp5, 156672);  // layernorm.pto:7:24
         TROWEXPANDMUL(t20, t7, view4, tmp5);  // layernorm.pto:7:24
         TileT26 t26(H);  // layernorm.pto:7:24
-        TASSIGN(t26, 103936);  // layernorm.pto:7:24
+        TASSIGN(t26, 121856);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t26, t20, t22);  // layernorm.pto:7:24
         TileT32 t32(H);  // layernorm.pto:7:24
-        TASSIGN(t32, 74240);  // layernorm.pto:7:24
+        TASSIGN(t32, 87040);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TCOLEXPANDADD(t32, t26, t28);  // layernorm.pto:7:24
         TileT34 t34(H);  // layernorm.pto:7:19

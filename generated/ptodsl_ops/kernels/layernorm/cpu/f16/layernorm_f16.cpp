@@ -65,7 +65,7 @@ extern "C" int layernorm_f16(half* x, half* gamma, half* beta, half* y, float ep
     pto::cpu::clear_failure();
 #endif
     try {
-    if (H >= 1 && H <= 7424) {  // layernorm.pto:3:5
+    if (H >= 1 && H <= 8704) {  // layernorm.pto:3:5
         {  // layernorm.pto:7:47
             const int64_t layernorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // layernorm.pto:7:47
             bool layernorm_f16_k0_block_no_memory = false;

@@ -30,19 +30,19 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* gamma, __gm__ f
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT21 = Tile<TileType::Vec, float, 1, 6912, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, float, 1, 6912, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT0 = Tile<TileType::Vec, float, 1, 6912, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21 = Tile<TileType::Vec, float, 1, 7936, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27 = Tile<TileType::Vec, float, 1, 7936, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT0 = Tile<TileType::Vec, float, 1, 7936, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7 = Tile<TileType::Vec, float, 1, 6912, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 1, 6912, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 7936, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 7936, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT16 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT20 = Tile<TileType::Vec, float, 1, 6912, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 1, 6912, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32 = Tile<TileType::Vec, float, 1, 6912, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 6912, BLayout::RowMajor>;
+    using TileT20 = Tile<TileType::Vec, float, 1, 7936, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, float, 1, 7936, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32 = Tile<TileType::Vec, float, 1, 7936, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 7936, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
@@ -52,7 +52,7 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* gamma, __gm__ f
     GmView0 gammaGm0(gamma, GmView0::Shape(t21.GetValidCol()));  // layernorm.pto:7:47
     TLOAD(t21, gammaGm0);  // layernorm.pto:7:47
     TileT27 t27(H);  // layernorm.pto:7:66
-    TASSIGN(t27, 27648);  // layernorm.pto:7:66
+    TASSIGN(t27, 31744);  // layernorm.pto:7:66
     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
     GmView1 betaGm1(beta, GmView1::Shape(t27.GetValidCol()));  // layernorm.pto:7:66
     TLOAD(t27, betaGm1);  // layernorm.pto:7:66
@@ -64,63 +64,63 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* gamma, __gm__ f
         pipe_barrier(PIPE_V);
         __gm__ float* v0_fit = x + r_fit * H;  // layernorm.pto:4:19
         TileT0 t0(H);  // layernorm.pto:4:14
-        TASSIGN(t0, 55296);  // layernorm.pto:4:14
+        TASSIGN(t0, 63488);  // layernorm.pto:4:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
         GmView2 v0_fitGm2(v0_fit, GmView2::Shape(t0.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
         TLOAD(t0, v0_fitGm2);  // layernorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT2 t2;  // layernorm.pto:5:18
-        TASSIGN(t2, 82944);  // layernorm.pto:5:18
+        TASSIGN(t2, 95232);  // layernorm.pto:5:18
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp0;  // layernorm.pto:5:18
-        TASSIGN(tmp0, 138272);  // layernorm.pto:5:18
+        TASSIGN(tmp0, 158752);  // layernorm.pto:5:18
         TROWSUM(t2, t0, tmp0);  // layernorm.pto:5:18
         pipe_barrier(PIPE_V);
         TMULS(t2, t2, static_cast<float>(1.0 / H));  // layernorm.pto:5:18
         TileT7 t7(H);  // layernorm.pto:5:13
-        TASSIGN(t7, 82976);  // layernorm.pto:5:13
+        TASSIGN(t7, 95264);  // layernorm.pto:5:13
         pipe_barrier(PIPE_V);
         TileView1 view1;  // layernorm.pto:5:13
-        TASSIGN(view1, 82944);  // layernorm.pto:5:13
+        TASSIGN(view1, 95232);  // layernorm.pto:5:13
         TileTmp2 tmp2;  // layernorm.pto:5:13
-        TASSIGN(tmp2, 138272);  // layernorm.pto:5:13
+        TASSIGN(tmp2, 158752);  // layernorm.pto:5:13
         TROWEXPANDSUB(t7, t0, view1, tmp2);  // layernorm.pto:5:13
         TileT10 t10(H);  // layernorm.pto:6:20
-        TASSIGN(t10, 55296);  // layernorm.pto:6:20
+        TASSIGN(t10, 63488);  // layernorm.pto:6:20
         pipe_barrier(PIPE_V);
         TMUL(t10, t7, t7);  // layernorm.pto:6:20
         TileT11 t11;  // layernorm.pto:6:15
-        TASSIGN(t11, 82944);  // layernorm.pto:6:15
+        TASSIGN(t11, 95232);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp3;  // layernorm.pto:6:15
-        TASSIGN(tmp3, 138272);  // layernorm.pto:6:15
+        TASSIGN(tmp3, 158752);  // layernorm.pto:6:15
         TROWSUM(t11, t10, tmp3);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
         TMULS(t11, t11, static_cast<float>(1.0 / H));  // layernorm.pto:6:15
         TileT14 t14;  // layernorm.pto:7:34
-        TASSIGN(t14, 55296);  // layernorm.pto:7:34
+        TASSIGN(t14, 63488);  // layernorm.pto:7:34
         pipe_barrier(PIPE_V);
         TADDS(t14, t11, eps);  // layernorm.pto:7:34
         TileT16 t16;  // layernorm.pto:7:28
-        TASSIGN(t16, 55328);  // layernorm.pto:7:28
+        TASSIGN(t16, 63520);  // layernorm.pto:7:28
         pipe_barrier(PIPE_V);
         TRSQRT(t16, t14);  // layernorm.pto:7:28
         TileT20 t20(H);  // layernorm.pto:7:24
-        TASSIGN(t20, 110624);  // layernorm.pto:7:24
+        TASSIGN(t20, 127008);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TileView1 view4;  // layernorm.pto:7:24
-        TASSIGN(view4, 55328);  // layernorm.pto:7:24
+        TASSIGN(view4, 63520);  // layernorm.pto:7:24
         TileTmp2 tmp5;  // layernorm.pto:7:24
-        TASSIGN(tmp5, 138272);  // layernorm.pto:7:24
+        TASSIGN(tmp5, 158752);  // layernorm.pto:7:24
         TROWEXPANDMUL(t20, t7, view4, tmp5);  // layernorm.pto:7:24
         TileT26 t26(H);  // layernorm.pto:7:24
-        TASSIGN(t26, 55296);  // layernorm.pto:7:24
+        TASSIGN(t26, 63488);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t26, t20, t21);  // layernorm.pto:7:24
         TileT32 t32(H);  // layernorm.pto:7:24
-        TASSIGN(t32, 82944);  // layernorm.pto:7:24
+        TASSIGN(t32, 95232);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TCOLEXPANDADD(t32, t26, t27);  // layernorm.pto:7:24
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

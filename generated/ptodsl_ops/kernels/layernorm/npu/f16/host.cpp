@@ -227,7 +227,7 @@ extern "C" int layernorm_f16(int32_t device, void* stream, half* x, half* gamma,
     if (ptodsl_failed) {
         return -1;
     }
-    if (H >= 1 && H <= 7424) {  // layernorm.pto:3:5
+    if (H >= 1 && H <= 8704) {  // layernorm.pto:3:5
         {  // layernorm.pto:7:47
             const int64_t layernorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // layernorm.pto:7:47
             layernorm_f16_k0_launch(layernorm_f16_k0_blocks, ptodsl_stream, gamma, beta, x, y, H, R, eps);  // layernorm.pto:7:47

@@ -65,7 +65,7 @@ extern "C" int log_softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t
     pto::cpu::clear_failure();
 #endif
     try {
-    if (N >= 1 && N <= 10752) {  // log_softmax.pto:3:5
+    if (N >= 1 && N <= 13824) {  // log_softmax.pto:3:5
         {  // log_softmax.pto:3:5
             const int64_t log_softmax_bf16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // log_softmax.pto:3:5
             bool log_softmax_bf16_k0_block_no_memory = false;

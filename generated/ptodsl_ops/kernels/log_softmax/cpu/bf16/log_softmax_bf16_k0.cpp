@@ -30,16 +30,16 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT0 = Tile<TileType::Vec, bfloat16_t, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT1 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT0 = Tile<TileType::Vec, bfloat16_t, 1, 13824, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 13824, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 13824, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, float, 1, 13824, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT13 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, bfloat16_t, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 13824, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19 = Tile<TileType::Vec, bfloat16_t, 1, 13824, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 13824, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
@@ -56,7 +56,7 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
         TLOAD(t0, v0_fitGm0);  // log_softmax.pto:4:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT1 t1(N);  // log_softmax.pto:4:15
-        TASSIGN(t1, 21504);  // log_softmax.pto:4:15
+        TASSIGN(t1, 27648);  // log_softmax.pto:4:15
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t1, t0, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
@@ -64,25 +64,25 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
         TASSIGN(t2, 0);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // log_softmax.pto:5:19
-        TASSIGN(tmp0, 107520);  // log_softmax.pto:5:19
+        TASSIGN(tmp0, 138240);  // log_softmax.pto:5:19
         TROWMAX(t2, t1, tmp0);  // log_softmax.pto:5:19
         TileT7 t7(N);  // log_softmax.pto:5:13
-        TASSIGN(t7, 64512);  // log_softmax.pto:5:13
+        TASSIGN(t7, 82944);  // log_softmax.pto:5:13
         pipe_barrier(PIPE_V);
         TileView1 view1;  // log_softmax.pto:5:13
         TASSIGN(view1, 0);  // log_softmax.pto:5:13
         TileTmp2 tmp2;  // log_softmax.pto:5:13
-        TASSIGN(tmp2, 107520);  // log_softmax.pto:5:13
+        TASSIGN(tmp2, 138240);  // log_softmax.pto:5:13
         TROWEXPANDSUB(t7, t1, view1, tmp2);  // log_softmax.pto:5:13
         TileT9 t9(N);  // log_softmax.pto:6:36
         TASSIGN(t9, 0);  // log_softmax.pto:6:36
         pipe_barrier(PIPE_V);
         TEXP(t9, t7);  // log_softmax.pto:6:36
         TileT10 t10;  // log_softmax.pto:6:32
-        TASSIGN(t10, 43008);  // log_softmax.pto:6:32
+        TASSIGN(t10, 55296);  // log_softmax.pto:6:32
         pipe_barrier(PIPE_V);
         TileTmp0 tmp3;  // log_softmax.pto:6:32
-        TASSIGN(tmp3, 107520);  // log_softmax.pto:6:32
+        TASSIGN(tmp3, 138240);  // log_softmax.pto:6:32
         TROWSUM(t10, t9, tmp3);  // log_softmax.pto:6:32
         TileT13 t13;  // log_softmax.pto:6:28
         TASSIGN(t13, 0);  // log_softmax.pto:6:28
@@ -94,10 +94,10 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
         TileView1 view4;  // log_softmax.pto:6:24
         TASSIGN(view4, 0);  // log_softmax.pto:6:24
         TileTmp2 tmp5;  // log_softmax.pto:6:24
-        TASSIGN(tmp5, 107520);  // log_softmax.pto:6:24
+        TASSIGN(tmp5, 138240);  // log_softmax.pto:6:24
         TROWEXPANDSUB(t17, t7, view4, tmp5);  // log_softmax.pto:6:24
         TileT19 t19(N);  // log_softmax.pto:6:19
-        TASSIGN(t19, 43040);  // log_softmax.pto:6:19
+        TASSIGN(t19, 55328);  // log_softmax.pto:6:19
         pipe_barrier(PIPE_V);
         TCVT(t19, t17, RoundMode::CAST_RINT);  // log_softmax.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -30,14 +30,14 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT0 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT0 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT13 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
@@ -56,29 +56,29 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
         TLOAD(t0, v0_fitGm0);  // log_softmax.pto:4:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT2 t2;  // log_softmax.pto:5:19
-        TASSIGN(t2, 48128);  // log_softmax.pto:5:19
+        TASSIGN(t2, 64512);  // log_softmax.pto:5:19
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp0;  // log_softmax.pto:5:19
-        TASSIGN(tmp0, 96288);  // log_softmax.pto:5:19
+        TASSIGN(tmp0, 129056);  // log_softmax.pto:5:19
         TROWMAX(t2, t0, tmp0);  // log_softmax.pto:5:19
         TileT7 t7(N);  // log_softmax.pto:5:13
-        TASSIGN(t7, 48160);  // log_softmax.pto:5:13
+        TASSIGN(t7, 64544);  // log_softmax.pto:5:13
         pipe_barrier(PIPE_V);
         TileView1 view1;  // log_softmax.pto:5:13
-        TASSIGN(view1, 48128);  // log_softmax.pto:5:13
+        TASSIGN(view1, 64512);  // log_softmax.pto:5:13
         TileTmp2 tmp2;  // log_softmax.pto:5:13
-        TASSIGN(tmp2, 96288);  // log_softmax.pto:5:13
+        TASSIGN(tmp2, 129056);  // log_softmax.pto:5:13
         TROWEXPANDSUB(t7, t0, view1, tmp2);  // log_softmax.pto:5:13
         TileT9 t9(N);  // log_softmax.pto:6:36
         TASSIGN(t9, 0);  // log_softmax.pto:6:36
         pipe_barrier(PIPE_V);
         TEXP(t9, t7);  // log_softmax.pto:6:36
         TileT10 t10;  // log_softmax.pto:6:32
-        TASSIGN(t10, 48128);  // log_softmax.pto:6:32
+        TASSIGN(t10, 64512);  // log_softmax.pto:6:32
         pipe_barrier(PIPE_V);
         TileTmp0 tmp3;  // log_softmax.pto:6:32
-        TASSIGN(tmp3, 96288);  // log_softmax.pto:6:32
+        TASSIGN(tmp3, 129056);  // log_softmax.pto:6:32
         TROWSUM(t10, t9, tmp3);  // log_softmax.pto:6:32
         TileT13 t13;  // log_softmax.pto:6:28
         TASSIGN(t13, 0);  // log_softmax.pto:6:28
@@ -90,7 +90,7 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
         TileView1 view4;  // log_softmax.pto:6:24
         TASSIGN(view4, 0);  // log_softmax.pto:6:24
         TileTmp2 tmp5;  // log_softmax.pto:6:24
-        TASSIGN(tmp5, 96288);  // log_softmax.pto:6:24
+        TASSIGN(tmp5, 129056);  // log_softmax.pto:6:24
         TROWEXPANDSUB(t17, t7, view4, tmp5);  // log_softmax.pto:6:24
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

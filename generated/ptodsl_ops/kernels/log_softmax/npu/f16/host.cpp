@@ -227,7 +227,7 @@ extern "C" int log_softmax_f16(int32_t device, void* stream, half* x, half* y, i
     if (ptodsl_failed) {
         return -1;
     }
-    if (N >= 1 && N <= 10752) {  // log_softmax.pto:3:5
+    if (N >= 1 && N <= 13824) {  // log_softmax.pto:3:5
         {  // log_softmax.pto:3:5
             const int64_t log_softmax_f16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // log_softmax.pto:3:5
             log_softmax_f16_k0_launch(log_softmax_f16_k0_blocks, ptodsl_stream, x, y, B, N);  // log_softmax.pto:3:5

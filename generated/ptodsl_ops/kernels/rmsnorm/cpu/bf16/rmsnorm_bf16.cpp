@@ -65,7 +65,7 @@ extern "C" int rmsnorm_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* y, flo
     pto::cpu::clear_failure();
 #endif
     try {
-    if (H >= 1 && H <= 8704) {  // rmsnorm.pto:3:5
+    if (H >= 1 && H <= 10752) {  // rmsnorm.pto:3:5
         {  // rmsnorm.pto:6:35
             const int64_t rmsnorm_bf16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:6:35
             bool rmsnorm_bf16_k0_block_no_memory = false;

@@ -30,18 +30,18 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* gamma, __gm__ half
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT15 = Tile<TileType::Vec, half, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT16 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT0 = Tile<TileType::Vec, half, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT1 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, half, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT0 = Tile<TileType::Vec, half, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT8 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, half, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT20 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, half, 1, 10752, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 10752, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
@@ -52,7 +52,7 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* gamma, __gm__ half
     TLOAD(t15, gammaGm0);  // rmsnorm.pto:6:35
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TileT16 t16(H);  // rmsnorm.pto:6:35
-    TASSIGN(t16, 17408);  // rmsnorm.pto:6:35
+    TASSIGN(t16, 21504);  // rmsnorm.pto:6:35
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TCVT(t16, t15, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
     pipe_barrier(PIPE_V);
@@ -72,18 +72,18 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* gamma, __gm__ half
         TLOAD(t0, v0_fitGm1);  // rmsnorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT1 t1(H);  // rmsnorm.pto:4:14
-        TASSIGN(t1, 52224);  // rmsnorm.pto:4:14
+        TASSIGN(t1, 64512);  // rmsnorm.pto:4:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t1, t0, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
         TileT4 t4(H);  // rmsnorm.pto:5:26
-        TASSIGN(t4, 87040);  // rmsnorm.pto:5:26
+        TASSIGN(t4, 107520);  // rmsnorm.pto:5:26
         pipe_barrier(PIPE_V);
         TMUL(t4, t1, t1);  // rmsnorm.pto:5:26
         TileT5 t5;  // rmsnorm.pto:5:21
         TASSIGN(t5, 0);  // rmsnorm.pto:5:21
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // rmsnorm.pto:5:21
-        TASSIGN(tmp0, 121856);  // rmsnorm.pto:5:21
+        TASSIGN(tmp0, 150528);  // rmsnorm.pto:5:21
         TROWSUM(t5, t4, tmp0);  // rmsnorm.pto:5:21
         pipe_barrier(PIPE_V);
         TMULS(t5, t5, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
@@ -96,15 +96,15 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* gamma, __gm__ half
         pipe_barrier(PIPE_V);
         TRSQRT(t10, t8);  // rmsnorm.pto:5:15
         TileT14 t14(H);  // rmsnorm.pto:6:24
-        TASSIGN(t14, 87040);  // rmsnorm.pto:6:24
+        TASSIGN(t14, 107520);  // rmsnorm.pto:6:24
         pipe_barrier(PIPE_V);
         TileView1 view1;  // rmsnorm.pto:6:24
         TASSIGN(view1, 0);  // rmsnorm.pto:6:24
         TileTmp2 tmp2;  // rmsnorm.pto:6:24
-        TASSIGN(tmp2, 121856);  // rmsnorm.pto:6:24
+        TASSIGN(tmp2, 150528);  // rmsnorm.pto:6:24
         TROWEXPANDMUL(t14, t1, view1, tmp2);  // rmsnorm.pto:6:24
         TileT20 t20(H);  // rmsnorm.pto:6:24
-        TASSIGN(t20, 52224);  // rmsnorm.pto:6:24
+        TASSIGN(t20, 64512);  // rmsnorm.pto:6:24
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t20, t14, t16);  // rmsnorm.pto:6:24
         TileT22 t22(H);  // rmsnorm.pto:6:19

@@ -65,7 +65,7 @@ extern "C" int rmsnorm_f32(float* x, float* gamma, float* y, float eps, int64_t 
     pto::cpu::clear_failure();
 #endif
     try {
-    if (H >= 1 && H <= 9728) {  // rmsnorm.pto:3:5
+    if (H >= 1 && H <= 12032) {  // rmsnorm.pto:3:5
         {  // rmsnorm.pto:6:35
             const int64_t rmsnorm_f32_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:6:35
             bool rmsnorm_f32_k0_block_no_memory = false;

@@ -30,15 +30,15 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* gamma, __gm__ flo
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT15 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT0 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT0 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT8 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT20 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
@@ -55,7 +55,7 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* gamma, __gm__ flo
         pipe_barrier(PIPE_V);
         __gm__ float* v0_fit = x + r_fit * H;  // rmsnorm.pto:4:19
         TileT0 t0(H);  // rmsnorm.pto:4:14
-        TASSIGN(t0, 38912);  // rmsnorm.pto:4:14
+        TASSIGN(t0, 48128);  // rmsnorm.pto:4:14
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
@@ -63,35 +63,35 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* gamma, __gm__ flo
         TLOAD(t0, v0_fitGm1);  // rmsnorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT4 t4(H);  // rmsnorm.pto:5:26
-        TASSIGN(t4, 77824);  // rmsnorm.pto:5:26
+        TASSIGN(t4, 96256);  // rmsnorm.pto:5:26
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t4, t0, t0);  // rmsnorm.pto:5:26
         TileT5 t5;  // rmsnorm.pto:5:21
-        TASSIGN(t5, 116736);  // rmsnorm.pto:5:21
+        TASSIGN(t5, 144384);  // rmsnorm.pto:5:21
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // rmsnorm.pto:5:21
-        TASSIGN(tmp0, 116800);  // rmsnorm.pto:5:21
+        TASSIGN(tmp0, 144448);  // rmsnorm.pto:5:21
         TROWSUM(t5, t4, tmp0);  // rmsnorm.pto:5:21
         pipe_barrier(PIPE_V);
         TMULS(t5, t5, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
         TileT8 t8;  // rmsnorm.pto:5:21
-        TASSIGN(t8, 77824);  // rmsnorm.pto:5:21
+        TASSIGN(t8, 96256);  // rmsnorm.pto:5:21
         pipe_barrier(PIPE_V);
         TADDS(t8, t5, eps);  // rmsnorm.pto:5:21
         TileT10 t10;  // rmsnorm.pto:5:15
-        TASSIGN(t10, 77856);  // rmsnorm.pto:5:15
+        TASSIGN(t10, 96288);  // rmsnorm.pto:5:15
         pipe_barrier(PIPE_V);
         TRSQRT(t10, t8);  // rmsnorm.pto:5:15
         TileT14 t14(H);  // rmsnorm.pto:6:24
-        TASSIGN(t14, 77888);  // rmsnorm.pto:6:24
+        TASSIGN(t14, 96320);  // rmsnorm.pto:6:24
         pipe_barrier(PIPE_V);
         TileView1 view1;  // rmsnorm.pto:6:24
-        TASSIGN(view1, 77856);  // rmsnorm.pto:6:24
+        TASSIGN(view1, 96288);  // rmsnorm.pto:6:24
         TileTmp2 tmp2;  // rmsnorm.pto:6:24
-        TASSIGN(tmp2, 116800);  // rmsnorm.pto:6:24
+        TASSIGN(tmp2, 144448);  // rmsnorm.pto:6:24
         TROWEXPANDMUL(t14, t0, view1, tmp2);  // rmsnorm.pto:6:24
         TileT20 t20(H);  // rmsnorm.pto:6:24
-        TASSIGN(t20, 38912);  // rmsnorm.pto:6:24
+        TASSIGN(t20, 48128);  // rmsnorm.pto:6:24
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t20, t14, t15);  // rmsnorm.pto:6:24
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -227,7 +227,7 @@ extern "C" int rmsnorm_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat1
     if (ptodsl_failed) {
         return -1;
     }
-    if (H >= 1 && H <= 8704) {  // rmsnorm.pto:3:5
+    if (H >= 1 && H <= 10752) {  // rmsnorm.pto:3:5
         {  // rmsnorm.pto:6:35
             const int64_t rmsnorm_bf16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:6:35
             rmsnorm_bf16_k0_launch(rmsnorm_bf16_k0_blocks, ptodsl_stream, gamma, x, y, H, R, eps);  // rmsnorm.pto:6:35

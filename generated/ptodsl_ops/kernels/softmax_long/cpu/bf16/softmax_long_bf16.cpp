@@ -65,7 +65,7 @@ extern "C" int softmax_long_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_
     pto::cpu::clear_failure();
 #endif
     try {
-    if (N >= 1 && N <= 9728) {  // softmax_long.pto:3:5
+    if (N >= 1 && N <= 12032) {  // softmax_long.pto:3:5
         {  // softmax_long.pto:3:5
             const int64_t softmax_long_bf16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
             bool softmax_long_bf16_k0_block_no_memory = false;

@@ -31,22 +31,22 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1 = Tile<TileType::Vec, bfloat16_t, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, bfloat16_t, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileC0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7 = Tile<TileType::Vec, bfloat16_t, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, bfloat16_t, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, bfloat16_t, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, bfloat16_t, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT18 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileC1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT22 = Tile<TileType::Vec, bfloat16_t, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor>;
+    using TileT22 = Tile<TileType::Vec, bfloat16_t, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
@@ -65,12 +65,12 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
         TLOAD(t1, row_fitGm0);  // softmax_long.pto:5:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT2 t2(N);  // softmax_long.pto:5:23
-        TASSIGN(t2, 19488);  // softmax_long.pto:5:23
+        TASSIGN(t2, 24096);  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t2, t1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // softmax_long.pto:5:23
-        TASSIGN(tmp0, 116768);  // softmax_long.pto:5:23
+        TASSIGN(tmp0, 144416);  // softmax_long.pto:5:23
         TROWMAX(t0, t2, tmp0);  // softmax_long.pto:5:23
         TileT3 t3;  // softmax_long.pto:5:23
         TASSIGN(t3, 32);  // softmax_long.pto:5:23
@@ -79,16 +79,16 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
         TileC0 c0;  // softmax_long.pto:5:17
         TASSIGN(c0, 0);  // softmax_long.pto:5:17
         TileT7 t7(N);  // softmax_long.pto:5:17
-        TASSIGN(t7, 58400);  // softmax_long.pto:5:17
+        TASSIGN(t7, 72224);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
         TCVT(c0, t3, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
         TileT10 t10(N);  // softmax_long.pto:5:17
-        TASSIGN(t10, 77856);  // softmax_long.pto:5:17
+        TASSIGN(t10, 96288);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
         TileView1 view1;  // softmax_long.pto:5:17
         TASSIGN(view1, 0);  // softmax_long.pto:5:17
         TileTmp2 tmp2;  // softmax_long.pto:5:17
-        TASSIGN(tmp2, 116768);  // softmax_long.pto:5:17
+        TASSIGN(tmp2, 144416);  // softmax_long.pto:5:17
         TROWEXPANDSUB(t10, t2, view1, tmp2);  // softmax_long.pto:5:17
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
@@ -96,24 +96,24 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
         TileT12 t12(N);  // softmax_long.pto:5:13
         TASSIGN(t12, 0);  // softmax_long.pto:5:13
         TileT13 t13(N);  // softmax_long.pto:5:13
-        TASSIGN(t13, 19456);  // softmax_long.pto:5:13
+        TASSIGN(t13, 24064);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
         TCVT(t13, t7, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
         TileT14 t14(N);  // softmax_long.pto:5:13
-        TASSIGN(t14, 58368);  // softmax_long.pto:5:13
+        TASSIGN(t14, 72192);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
         TEXP(t14, t13);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
         TCVT(t12, t14, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
         TileT15 t15;  // softmax_long.pto:6:23
-        TASSIGN(t15, 19456);  // softmax_long.pto:6:23
+        TASSIGN(t15, 24064);  // softmax_long.pto:6:23
         TileT17 t17(N);  // softmax_long.pto:6:23
-        TASSIGN(t17, 19488);  // softmax_long.pto:6:23
+        TASSIGN(t17, 24096);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TCVT(t17, t12, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TileTmp0 tmp3;  // softmax_long.pto:6:23
-        TASSIGN(tmp3, 116768);  // softmax_long.pto:6:23
+        TASSIGN(tmp3, 144416);  // softmax_long.pto:6:23
         TROWSUM(t15, t17, tmp3);  // softmax_long.pto:6:23
         TileT18 t18;  // softmax_long.pto:6:23
         TASSIGN(t18, 0);  // softmax_long.pto:6:23
@@ -122,16 +122,16 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
         TileC1 c1;  // softmax_long.pto:6:19
         TASSIGN(c1, 32);  // softmax_long.pto:6:19
         TileT22 t22(N);  // softmax_long.pto:6:19
-        TASSIGN(t22, 58400);  // softmax_long.pto:6:19
+        TASSIGN(t22, 72224);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
         TCVT(c1, t18, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
         TileT25 t25(N);  // softmax_long.pto:6:19
-        TASSIGN(t25, 77856);  // softmax_long.pto:6:19
+        TASSIGN(t25, 96288);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
         TileView1 view4;  // softmax_long.pto:6:19
         TASSIGN(view4, 32);  // softmax_long.pto:6:19
         TileTmp2 tmp5;  // softmax_long.pto:6:19
-        TASSIGN(tmp5, 116768);  // softmax_long.pto:6:19
+        TASSIGN(tmp5, 144416);  // softmax_long.pto:6:19
         TROWEXPANDDIV(t25, t17, view4, tmp5);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

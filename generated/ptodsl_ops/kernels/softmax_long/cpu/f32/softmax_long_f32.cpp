@@ -65,7 +65,7 @@ extern "C" int softmax_long_f32(float* x, float* y, int64_t B, int64_t N, int po
     pto::cpu::clear_failure();
 #endif
     try {
-    if (N >= 1 && N <= 12032) {  // softmax_long.pto:3:5
+    if (N >= 1 && N <= 16128) {  // softmax_long.pto:3:5
         {  // softmax_long.pto:3:5
             const int64_t softmax_long_f32_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
             bool softmax_long_f32_k0_block_no_memory = false;

@@ -31,11 +31,11 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT8 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT13 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor>;
+    using TileT13 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
@@ -56,21 +56,21 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp0;  // softmax_long.pto:5:23
-        TASSIGN(tmp0, 96288);  // softmax_long.pto:5:23
+        TASSIGN(tmp0, 129056);  // softmax_long.pto:5:23
         TROWMAX(t0, t1, tmp0);  // softmax_long.pto:5:23
         TileT7 t7(N);  // softmax_long.pto:5:13
-        TASSIGN(t7, 48160);  // softmax_long.pto:5:13
+        TASSIGN(t7, 64544);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
         TileView1 view1;  // softmax_long.pto:5:13
         TASSIGN(view1, 0);  // softmax_long.pto:5:13
         TileTmp2 tmp2;  // softmax_long.pto:5:13
-        TASSIGN(tmp2, 96288);  // softmax_long.pto:5:13
+        TASSIGN(tmp2, 129056);  // softmax_long.pto:5:13
         TROWEXPANDEXPDIF(t7, t1, view1, tmp2);  // softmax_long.pto:5:13
         TileT8 t8;  // softmax_long.pto:6:23
         TASSIGN(t8, 0);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TileTmp0 tmp3;  // softmax_long.pto:6:23
-        TASSIGN(tmp3, 96288);  // softmax_long.pto:6:23
+        TASSIGN(tmp3, 129056);  // softmax_long.pto:6:23
         TROWSUM(t8, t7, tmp3);  // softmax_long.pto:6:23
         TileT13 t13(N);  // softmax_long.pto:6:19
         TASSIGN(t13, 32);  // softmax_long.pto:6:19
@@ -78,7 +78,7 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
         TileView1 view4;  // softmax_long.pto:6:19
         TASSIGN(view4, 0);  // softmax_long.pto:6:19
         TileTmp2 tmp5;  // softmax_long.pto:6:19
-        TASSIGN(tmp5, 96288);  // softmax_long.pto:6:19
+        TASSIGN(tmp5, 129056);  // softmax_long.pto:6:19
         TROWEXPANDDIV(t13, t7, view4, tmp5);  // softmax_long.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

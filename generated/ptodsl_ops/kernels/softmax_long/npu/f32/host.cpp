@@ -227,7 +227,7 @@ extern "C" int softmax_long_f32(int32_t device, void* stream, float* x, float* y
     if (ptodsl_failed) {
         return -1;
     }
-    if (N >= 1 && N <= 12032) {  // softmax_long.pto:3:5
+    if (N >= 1 && N <= 16128) {  // softmax_long.pto:3:5
         {  // softmax_long.pto:3:5
             const int64_t softmax_long_f32_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
             softmax_long_f32_k0_launch(softmax_long_f32_k0_blocks, ptodsl_stream, x, y, B, N);  // softmax_long.pto:3:5
