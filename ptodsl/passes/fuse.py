@@ -221,7 +221,8 @@ def drop_identity_casts(func: Func) -> None:
 
 def cse(func: Func) -> None:
     """Within one straight-line region, a tile op computing what an earlier one computed (same op,
-    attributes and operands) reuses the earlier tile. Only tiles written once take part, so both
+    attributes and operands) reuses the earlier tile, unless control work that may end a compute
+    kernel stands between them (``_kernel_boundary``). Only tiles written once take part, so both
     hold the same value wherever the later one is read."""
     writes = _write_counts(func)
     rename: dict[str, Value] = {}
@@ -241,6 +242,10 @@ def cse(func: Func) -> None:
                     rename[dests[0].name] = seen[key]
                     continue
                 seen[key] = dests[0]
+            if _kernel_boundary(op):
+                # no tile lives from one compute kernel into the next: a later op computing the
+                # same again (a second `zeros` after a loop the control program keeps) recomputes it
+                seen.clear()
             out.append(op)
         return out
 

@@ -301,3 +301,25 @@ def test_a_matmul_reads_the_first_column_tile_a_one_trip_column_loop_stored(tmp_
     assert any({"tile.exp", "tile.matmul"} <= {x.name for x in r.walk()} for r in rows)
     results = [run_case(op, case) for case in op.spec.tests]
     assert all(r.ok for r in results), [r.report for r in results]
+
+
+def test_equal_tiles_on_either_side_of_a_loop_kept_in_the_control_program_are_made_twice(write_spec):
+    """Two `zeros` locals of one tile, a split accumulation between them: common subexpressions
+    stop at the loop (the control program keeps its combine, so the kernels before and after it
+    share no tile); merging the fills once left the second kernel storing a tile made in the first
+    (an internal error in partitioning, found by the fuzzer's bounded dims, seed 7560023)."""
+    pto = ("kernel k(x: f32[M, N], y1: out f32[1, N], y2: out f32[1, N]):\n"
+           "    a = zeros([1, N], f32)\n"
+           "    for r in loop(M, name=\"L1\"):\n"
+           "        a[:] = a + x[r, :]\n"
+           "        if is_loop_end(r):\n"
+           "            y1[:] = a\n"
+           "    b = zeros([1, N], f32)\n"
+           "    for r in loop(M, name=\"L2\"):\n"
+           "        b[:] = b + x[r, :] * 2.0\n"
+           "    y2[:] = b\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nsymbols: {N: 64}\nschedule: {vec_tile: [1, 64]}\n"))
+    x = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
+    y1, y2 = op(x)
+    np.testing.assert_allclose(y1, x.sum(axis=0, keepdims=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y2, 2 * x.sum(axis=0, keepdims=True), rtol=1e-5, atol=1e-5)
