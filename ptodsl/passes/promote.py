@@ -23,10 +23,11 @@ Legal when:
 - the loads' tiles are allocated in the body and written by nothing but their load, and the
   offsets and valid extents name nothing bound inside the loop;
 - a region the body stores to is stored once, after every load of it in the body, from a UB tile
-  of a float dtype: the loads' tiles become ``T`` itself while T still holds what the iteration
-  loaded (their last reader comes before the store's value is made), and the stored value becomes
-  ``T`` by renaming when its producers all come after that last reader, else by a copy
-  (``T = Y * 1``, exact for floats) where the store was;
+  of a float dtype, and no reader of a load's tile comes after the store: the loads' tiles
+  become ``T`` itself, which holds what the iteration loaded until the store's place, and the
+  stored value becomes ``T`` by renaming when its producers all come after the loads' last reader
+  (the running sum ``l``), else by a copy (``T = Y * 1``, exact for floats) where the store was
+  (the running max ``m``, whose old value is read after the new one is made);
 - the loop may run no iteration, so the load before it and the store after it sit in loops of
   ``min(trips, 1)`` trips: the kernel touches the region exactly when the original did.
 
