@@ -9,6 +9,7 @@ and each test case's dims must satisfy the definitions (E0866), as every call's 
 from __future__ import annotations
 
 from .. import sym
+from ..cases import TestCase
 from ..diagnostics import Diagnostics, Label
 from ..frontend import ast
 from ..frontend.relations import E_DEFINITION
@@ -65,19 +66,27 @@ def check_max_dims(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> None:
         diags.error(E_MAX_UNBOUND, f"`max_dims:` bounds `{name}`, but {why}", spec.spans.key(("max_dims", name)),
                     label, help=f"bound a dim of the parameters' shapes ({', '.join(sorted(dims - set(spec.symbols))) or 'none'}), "
                     "or remove the entry")
-    for case in spec.tests:
-        values = dict(spec.symbols) | dict(case.shapes)
-        if sym.bind_defined(spec.defined, values) is not None:
-            continue  # (reported as E0866)
-        for name, top in bounds.items():
-            v = values.get(name)
-            if isinstance(v, int) and not 1 <= v <= top:
-                key = ("tests", case.index, "shapes", name)
-                diags.error(E_ABOVE_MAX, f"test {case.index}: `{name}` is {v}, outside the 1 to {top} that "
-                            f"`max_dims:` allows", spec.spans.value(key) if key in spec.spans else
-                            spec.spans.at(("tests", case.index)), "outside the bound",
-                            secondary=[Label(spec.spans.value(("max_dims", name)), "bounded here")],
-                            help=f"give `{name}` a value from 1 to {top}, or raise the bound")
+    for where, cases in (("tests", spec.tests), ("bench", spec.bench)):
+        for case in cases:
+            _check_case_bounds(spec, where, case, diags)
+
+
+def _check_case_bounds(spec: Spec, where: str, case: TestCase, diags: Diagnostics) -> None:
+    """E0867 for a test or bench case whose dims leave ``max_dims:`` (a bench case the operator
+    would refuse is no call to model either)."""
+    values = dict(spec.symbols) | dict(case.shapes)
+    if sym.bind_defined(spec.defined, values) is not None:
+        return  # (reported as E0866)
+    what = "test" if where == "tests" else "bench case"
+    for name, top in spec.schedule.max_dims.items():
+        v = values.get(name)
+        if isinstance(v, int) and not 1 <= v <= top:
+            key = (where, case.index, "shapes", name)
+            diags.error(E_ABOVE_MAX, f"{what} {case.index}: `{name}` is {v}, outside the 1 to {top} that "
+                        f"`max_dims:` allows", spec.spans.value(key) if key in spec.spans else
+                        spec.spans.at((where, case.index)), "outside the bound",
+                        secondary=[Label(spec.spans.value(("max_dims", name)), "bounded here")],
+                        help=f"give `{name}` a value from 1 to {top}, or raise the bound")
 
 
 def fixed_and_defined(spec: Spec) -> dict[str, sym.Expr]:

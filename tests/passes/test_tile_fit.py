@@ -148,3 +148,11 @@ def test_a_bounded_dim_is_tiled_whole_without_versions(write_spec, backend: str)
         op(np.ones((3, 101), np.float32), np.ones(101, np.float32), backend=backend)
     with pytest.raises(ptodsl.ArgumentValueError, match="E0867"):
         op(np.ones((3, 0), np.float32), np.ones(0, np.float32), backend=backend)
+
+
+def test_a_bench_case_outside_the_bound_is_refused(compile_text):
+    """A bench case the operator would refuse at the call is no call to model: E0867 at check time,
+    as for a test case."""
+    bench = "max_dims: {H: 100}\nschedule:\n  vec_tile: [1, 64]\nbench:\n  - {shapes: {R: 8, H: %d}}\n"
+    assert compile_text(RMS, bench % 100) == []
+    assert compile_text(RMS, bench % 101) == ["E0867"]
