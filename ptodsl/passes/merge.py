@@ -61,7 +61,13 @@ def nest_env(a: Op, b: Op) -> dict[str, sym.Expr]:
 
 
 def rename_index(ops: list[Op], old: str, new: str) -> None:
-    env = {old: sym.Sym(new)}
+    substitute_index(ops, old, sym.Sym(new))
+
+
+def substitute_index(ops: list[Op], index: str, value: sym.Expr) -> None:
+    """Put ``value`` for loop index ``index`` in every attribute and result type of ``ops``, in
+    place (the values keep their objects, so every use sees the new type)."""
+    env = {index: value}
     for op in ops:
         for o in op.walk():
             o.attrs = {k: (v if k in ("index", "name", "kind", "sym") else _subst_attr(v, env))
@@ -317,4 +323,4 @@ def at_most_once(loop: Op) -> bool:
 
 
 __all__ = ["Access", "Merger", "at_most_once", "can_merge", "gm_touching", "hoistable", "is_grid", "merge_loops", "nest_env", "reads_writes",
-           "rename_index", "same_bounds", "same_grid"]
+           "rename_index", "same_bounds", "same_grid", "substitute_index"]

@@ -55,7 +55,7 @@ FLOATS = frozenset({"f32", "f16", "bf16"})
 
 class _Kernel:
     def __init__(self, func: Func, aliases: dict[str, str]):
-        self.func = func
+        self.held = 0  # regions held so far
         base = bases(func)
         self.root = lambda name: aliases.get(base.get(name, name), base.get(name, name))
         taken = {v.name for op in func.walk() for v in (*op.operands, *op.results)}
@@ -80,6 +80,7 @@ class _Kernel:
         for root in self._candidates(loop):
             done = self._promote(loop, root)
             if done is not None:
+                self.held += 1
                 before += done[0]
                 after = done[1] + after
         return before, after
@@ -190,9 +191,9 @@ def _names(op: Op) -> set[str]:
 def promote_kernel(func: Func, aliases: dict[str, str], ctx: PassContext, strided: set[str]) -> Func:
     """``func`` with its carried regions held on chip, where it then still compiles."""
     tried = Module("promote", "block", [func]).clone().funcs[0]
-    before = str(Module("promote", "block", [tried]))
-    tried.body = _Kernel(tried, aliases).region(tried.body)
-    if str(Module("promote", "block", [tried])) == before or not trial.compiles(tried, ctx, strided):
+    kernel = _Kernel(tried, aliases)
+    tried.body = kernel.region(tried.body)
+    if not kernel.held or not trial.compiles(tried, ctx, strided):
         return func
     return tried
 

@@ -53,6 +53,7 @@ from ..ir.opdefs import IR_OPS, indexed_gm
 from ..ir.schedule import schedule_of
 from .context import Pass, PassContext
 from .fuse import forward, sweep
+from .merge import substitute_index
 from .parallel import origins_of
 from .persistent import bound_within
 from .remat import bases
@@ -375,12 +376,7 @@ def unwrap_one_trip(ops: list[Op], ranges: dict[str, tuple[sym.Expr, sym.Expr]] 
         trips = sym.sub(a["hi"], a["lo"])
         if a.get("kind") == "grid" and a["step"] == 1 and sym.prove_le(trips, 1, ranges) and \
                 sym.prove_le(1, trips, ranges):
-            env = {a["index"]: a["lo"]}
-            for o in walk_ops(op.regions[0]):
-                o.attrs = {k: (v if k in ("index", "name", "kind", "sym") else _subst_attr(v, env))
-                           for k, v in o.attrs.items()}
-                for r in o.results:
-                    r.type = _subst_type(r.type, env)
+            substitute_index(op.regions[0], a["index"], a["lo"])
             out.extend(unwrap_one_trip(op.regions[0], ranges))
             continue
         inner = dict(ranges)
