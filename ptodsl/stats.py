@@ -152,10 +152,12 @@ def collect(op: Operator, bench: bool = False) -> list[VariantStats]:
                 if key.endswith("_bytes"):
                     space = key[: -len("_bytes")]
                     peak[space] = max(peak.get(space, 0), value)
-        vs = VariantStats(ck.variant_name or "-", max_body_paths(control.body),
+        # the program's paths, wherever they run: partitioning may move a branch into a kernel
+        tile = op.compiled.stages["tile"].funcs[index]
+        vs = VariantStats(ck.variant_name or "-", max_body_paths(tile.body),
                           sum(k.kind == "vector" for k in kernels), sum(k.kind == "cube" for k in kernels), peak,
                           {k.name: frames[k.name] for k in kernels}, op.compiled.target.stack.limit_bytes)
-        vs.passes = input_passes(op.compiled.stages["tile"].funcs[index])
+        vs.passes = input_passes(tile)
         if bench:
             vs.bench = True
             for case in op.spec.bench:

@@ -6,7 +6,9 @@ paths through one body: the arms of a branch add, consecutive branches multiply,
 condition is decided at compile time keeps its taken arm, and a nested loop is a body of its own.
 The compiled paths of a function are the most paths of any of its bodies (``max_body_paths``).
 
-``ptodsl ir --stats`` reads the skeleton off the compiled IR (``from_ops``). The checker builds it
+``ptodsl ir --stats`` reads the skeleton off the compiled IR (``from_ops``), the last Tile IR:
+partitioning may then move a branch into a kernel as loops of 0 or 1 trips
+(``passes/branches.py``), which leaves the program's paths as they were. The checker builds it
 from the source and runs ``compile_skeleton``, which applies the same transformations as the Tensor
 IR passes, reading their decisions from the same functions:
 

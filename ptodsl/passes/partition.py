@@ -8,8 +8,10 @@ kernel, ``vector`` (AIV: UB tiles) or ``cube`` (AIC: L1/L0 tiles), launched with
 ``launch(tensors) {kernel, scalars}``. Tile work and grid loops always run in a kernel; a loop of
 the user's runs inside its kernel too when its whole body can (``passes/persistent.py``), so a
 loop over rows is one launch, not one per row, as long as the kernel holding it still plans its
-memory and synchronises (tried on a copy first: ``passes/trial.py``); a row block loop of
-``passes/rowgrid.py`` that needs both kinds of core becomes one ``mixed`` kernel. A run is cut where
+memory and synchronises (tried on a copy first: ``passes/trial.py``); a loop of the user's that
+needs both kinds of core becomes one ``mixed`` kernel (run as blocks when it is a row block loop of
+``passes/rowgrid.py``), and consecutive such loops share one. First, a branch on integers inside a
+loop of the user's becomes a loop of 0 or 1 trips (``passes/branches.py``). A run is cut where
 no tile is live, when its estimated cycles pass ``pass_options.cycle_upper_bound``; a run that
 cannot be cut small enough is reported as a warning with its estimate.
 """
@@ -22,7 +24,7 @@ from .. import sym
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
 from ..ir.opdefs import in_kernel_loop, indexed_gm
 from ..ir.schedule import schedule_of
-from . import trial
+from . import branches, trial
 from .context import Pass, PassContext
 from .loops import merge_implicit
 from .persistent import MIXED, Placement, bound_within, cycles, hoist_workspaces, kind_of, mixed_loop
@@ -80,17 +82,38 @@ class _Partitioner:
         self.place = Placement(func, lambda body: sum(cycles(o, ctx.target) for o in body) <= bound)
 
     def run(self) -> tuple[Func, list[Func]]:
-        body = self.region(self.func.body, set())
+        body = self.region(branches.as_loops(self.func.body, self.scalar_dtypes, [0]), set())
         control = Func(self.func.name, self.func.params, body, "control", dict(self.func.attrs), self.func.span)
         return control, self.kernels
 
     def region(self, ops: list[Op], bound_syms: set[str]) -> list[Op]:
         out: list[Op] = []
         run: list[Op] = []
+        mixed: list[Op] = []  # loops run one after another in one mixed kernel
         for op in ops:
             if op.name == "guard" and op.operands and run and not _quiet(run):
                 self.flush(run, out)  # a check of an index's repeats stays in the control program
                 run = []
+            if mixed and op.name in ("alloc", "view"):
+                out.append(op)  # a workspace or a view, hoisted above the kernel as above a run
+                continue
+            kinds = self.place.kinds(op)
+            if kinds is not None and mixed_loop(op, kinds) and not self.compiles([op], MIXED):
+                self.place.refuse(op)  # launched per iteration, its body in kernels of one kind each
+                kinds = None
+            if kinds is not None and mixed_loop(op, kinds):
+                self.flush(run, out)
+                run = []
+                if mixed and (any(x.attrs.get("parallel") == 1 for x in (mixed[-1], op)) or
+                              not self.compiles([*mixed, op], MIXED)):
+                    # a loop whose iterations may run as blocks gets a kernel of its own
+                    out.extend(self.kernel(mixed, MIXED))
+                    mixed = []
+                mixed.append(op)
+                continue
+            if mixed:
+                out.extend(self.kernel(mixed, MIXED))
+                mixed = []
             if (op.name in ("alloc", "view", "reshape", "permute", "guard") and run) or \
                     (op.name == "guard" and op.operands) or (run and self.checks_inputs(op) and _quiet(run)):
                 # GM allocations, views and bounds guards depend on no tile work: hoist them above
@@ -100,12 +123,6 @@ class _Partitioner:
                 # writes: the work on both sides of it stays one kernel. (Not above work that may
                 # stop the call or print: the first check to fail in program order still stops it.)
                 out.append(op)
-                continue
-            kinds = self.place.kinds(op)
-            if kinds is not None and mixed_loop(op, kinds):
-                self.flush(run, out)
-                run = []
-                out.extend(self.kernel([op], MIXED))
                 continue
             if kinds is None or len(kinds) > 1:
                 if op.name == "loop" and run:  # the loop's kernels cannot read the run's tiles
@@ -124,6 +141,8 @@ class _Partitioner:
                     run = []
                 run.append(op)
         self.flush(run, out)
+        if mixed:
+            out.extend(self.kernel(mixed, MIXED))
         return out
 
     def checks_inputs(self, op: Op) -> bool:
@@ -169,13 +188,14 @@ class _Partitioner:
         alone = [loop for loop in loops if len(loops) > 1 and not self.compiles([loop])]
         return alone or loops
 
-    def compiles(self, ops: list[Op]) -> bool:
+    def compiles(self, ops: list[Op], kind: str | None = None) -> bool:
         """Whether the kernel made of (a copy of) ``ops`` plans and synchronises. The stack frame
         is estimated with no strided parameter: what strides the kernel takes is known only once
         the whole control program is (a frame over the limit even so is over it in any case)."""
-        func = Func("trial", [], ops, kind_of(ops[0]))
+        kind = kind or kind_of(ops[0])
+        func = Func("trial", [], ops, kind)
         copy = Module("trial", "block", [func]).clone().funcs[0]
-        return trial.compiles(self.build(copy.body, copy.name)[0], self.ctx, frozenset())
+        return trial.compiles(self.build(copy.body, copy.name, kind)[0], self.ctx, frozenset())
 
     def split(self, run: list[Op]) -> list[list[Op]]:
         """Cut at points with no live tile, between kinds, and when the estimate passes the bound."""

@@ -7,24 +7,30 @@ runs inside one when everything in its body can, which is tile work, grid loops,
 nested such loops, element reads of tensors that nothing in the call writes (the kernel reads them
 with its scalar unit; on the NPU a tensor the call never writes needs no cache maintenance, while
 one a kernel writes would, so such a read keeps its loop in the control program) and GM workspaces
-whose shape and valid shape do not depend on anything the loop binds, and when one iteration fits the cycle budget
-of a kernel (``pass_options.cycle_upper_bound``: a larger body is cut into several kernels). A
-print, a branch, a reshape or permute, or a read of a written tensor keeps the loop in the control
-program, which then launches a kernel per iteration as before. So does a kernel holding the loop
+whose shape does not depend on anything the loop binds (a valid shape that does widens to the
+whole, :func:`hoist_workspaces`), and when one iteration fits the cycle budget of a kernel
+(``pass_options.cycle_upper_bound``: a larger body is cut into several kernels). A print, a
+branch, a reshape or permute, or a read of a written tensor keeps the loop in the control
+program, which then launches a kernel per iteration as before; a branch on integers inside a loop
+of the user's (the peeled first and last iterations' ``n >= 1``) is a loop of 0 or 1 trips by
+then (``passes/branches.py``). So does a kernel holding the loop
 that would not compile (partitioning tries it, :meth:`Placement.refuse`): the iterations of a loop
 inside a kernel share its workspaces, so a dependency from one iteration to the next is carried
 across the loop and takes an event id of its own for the whole loop, where kernels launched per
 iteration need none (more than the target's ids is E0612).
 
 The kind rule: a loop whose tile work needs one kind of core runs in a kernel of that kind. One
-needing both (a matmul and vector work) runs as one ``mixed`` kernel (:func:`mixed_loop`) only
-when it is a row block loop of ``passes/rowgrid.py``: its proof makes every iteration touch only
-its own rows of each tensor written, so the cube's results reach the vector work of the same
-block through GM workspaces no other block touches, and blocks of it may run on every cube core
-(one AIC and the AIVs beside it per block). The simulator and the cpu backend run such a kernel's
+needing both (a matmul and vector work) runs as one ``mixed`` kernel (:func:`mixed_loop`). A row
+block loop of ``passes/rowgrid.py`` runs as blocks on every cube core (one AIC and the AIVs beside
+it per block): its proof makes every iteration touch only its own rows of each tensor written, so
+the cube's results reach the vector work of the same block through GM workspaces no other block
+touches. Any other loop of the user's runs on one block, its iterations in order (paged and varlen
+attention's loop nests, whose trip counts and offsets come from data), where it would otherwise
+launch kernels per iteration; consecutive such loops share one kernel while it compiles. The simulator and the cpu backend run such a kernel's
 ops in program order; on the NPU its cube part and vector part run on their own cores, ordered by
-cross-core flags (``passes/sync.py``, ``backends/cpp/kernel_mixed.py``). Any other loop needing
-both kinds stays in the control program.
+cross-core flags (``passes/sync.py``, ``backends/cpp/kernel_mixed.py``). A mixed loop whose kernel
+would not compile (stack frame, event ids, on-chip memory: :meth:`Placement.refuse`) stays in the
+control program.
 
 A kernel's workspaces are allocated by the control program (:func:`hoist_workspaces`): each
 ``alloc`` inside the kernel moves to just before its launch, so one workspace serves every
@@ -38,7 +44,7 @@ from math import prod
 
 from .. import sym
 from ..dtypes import itemsize
-from ..ir import Func, Op, TileType, Value
+from ..ir import Func, Op, TensorType, TileType, Value
 from ..ir.gm import walk_ops
 from ..ir.opdefs import IR_OPS, in_kernel_loop, indexed_gm
 from ..ir.queues import CUBE_SPACES
@@ -85,10 +91,15 @@ def kinds_in(op: Op) -> frozenset[str]:
 
 def mixed_loop(op: Op, kinds: frozenset[str]) -> bool:
     """Whether a loop that may run in a kernel but needs both kinds of core runs as one mixed
-    kernel: only the row block loop of ``passes/rowgrid.py``, whose proof makes every block touch
-    its own rows of each tensor written, workspaces included (the cube's results reach the vector
-    work of the same block through them). Any other such loop stays in the control program."""
-    return op.name == "loop" and len(kinds) > 1 and op.attrs.get("rows_interchanged") == 1
+    kernel: the row block loop of ``passes/rowgrid.py``, whose proof makes every block touch its
+    own rows of each tensor written, workspaces included (the cube's results reach the vector work
+    of the same block through them), and any other loop of the user's, which then runs on one
+    block (its kernel writes workspaces every iteration shares), in place of a launch per
+    iteration. The one-trip loop around top-level work gains nothing from it: its tile work runs
+    in kernels of one kind each, and those run as blocks on every core of their kind."""
+    if op.name != "loop" or len(kinds) < 2:
+        return False
+    return op.attrs.get("rows_interchanged") == 1 or op.attrs.get("kind") is None
 
 
 def bound_within(op: Op) -> set[str]:
@@ -144,9 +155,9 @@ class Placement:
                 return None  # the kernel emitter's loops take a constant step
             if o.name == "read" and (self.written is None or self._root(o.operands[0]) in self.written):
                 return None
-            if o.name == "alloc" and ("fill" in o.attrs or any(sym.free_symbols(d) & bound for d in (
-                    *o.result.type.shape, *o.result.type.valid_shape))):
-                return None  # its type names what the loop binds: it cannot move before the launch
+            if o.name == "alloc" and ("fill" in o.attrs or any(sym.free_symbols(d) & bound for d in
+                                                               o.result.type.shape)):
+                return None  # its size names what the loop binds: it cannot move before the launch
         if not self.fits(loop.regions[0]):
             return None  # its body is cut into several kernels, launched per iteration
         kinds = kinds_in(loop)
@@ -168,12 +179,33 @@ def hoist_workspaces(ops: list[Op]) -> list[Op]:
     """Take every ``alloc`` out of ``ops`` (a kernel's body, in place) and return them, for the
     control program to run before the launch: the kernel receives each workspace as a tensor
     parameter, and ops after the launch that use it still see it defined. One workspace then
-    serves every iteration of a loop inside the kernel (its size is bound outside the loop)."""
+    serves every iteration of a loop inside the kernel (its size is bound outside the loop).
+
+    A valid shape naming what the kernel binds (the last KV block's columns) widens to the whole
+    shape, as ``passes/rowgrid.py`` does: every tile op touching the workspace takes its extent
+    from its own tile, and an iteration reads only what it wrote (a workspace is a temporary the
+    iteration fills before reading it), so one allocation serves every iteration."""
+    bound: set[str] = set()
+    for op in ops:
+        bound |= bound_within(op)
     allocs: list[Op] = []
+    widened: dict[str, Value] = {}
     for region in list(_regions(ops)):
         kept = [op for op in region if op.name != "alloc"]
-        allocs += [op for op in region if op.name == "alloc"]
+        for op in region:
+            if op.name != "alloc":
+                continue
+            t = op.result.type
+            if any(sym.free_symbols(d) & bound for d in t.valid_shape):
+                wide = Value(op.result.name, TensorType(t.dtype, t.shape, None))
+                widened[wide.name] = wide
+                op = Op("alloc", [], dict(op.attrs), [wide], span=op.span)
+            allocs.append(op)
         region[:] = kept
+    if widened:
+        for top in ops:
+            for o in top.walk():
+                o.operands = [widened.get(v.name, v) if isinstance(v.type, TensorType) else v for v in o.operands]
     return allocs
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import Label, Span
 from ..ir import Func, Module, Op, TensorType, TileType, gm
 from ..ir.opdefs import FUSED, indexed_gm, spread_in_blocks
+from ..ir.queues import core_of
 from ..ops import OPS
 from ..targets import StackModel, Target
 from .context import PassContext
@@ -55,7 +56,7 @@ class StackEstimate:
     places: dict[Span, int] = field(default_factory=dict)  # source place -> bytes of the objects it declares
 
 
-def _place(counts: dict[str, int], places: dict[Span, int], span: Span | None, model: StackModel,
+def _count(counts: dict[str, int], places: dict[Span, int], span: Span | None, model: StackModel,
            kind: str, n: int = 1) -> None:
     if n <= 0:
         return
@@ -125,11 +126,40 @@ def _gm_extents(t: TileType) -> list:
 
 def estimate(func: Func, target: Target, strided: set[str] | frozenset[str] = frozenset()) -> StackEstimate:
     """The stack frame of compute kernel ``func``; ``strided`` names the tensor parameters that take
-    their strides as arguments (:func:`strided_params`)."""
-    model = target.stack
+    their strides as arguments (:func:`strided_params`). ``counts`` are the objects of the CPU
+    build (of a mixed kernel, both cores' in one body); ``bytes`` is the larger NPU part's frame
+    for a mixed kernel, whose cube and vector parts are compiled apart, each declaring the
+    skeleton (parameters, loops, views, reads) and its own core's objects."""
     counts = dict.fromkeys(KINDS, 0)
     places: dict[Span, int] = {}
+    cores: dict[str | None, dict[str, int]] = {None: counts, "cube": dict.fromkeys(KINDS, 0),
+                                                "vec": dict.fromkeys(KINDS, 0)}
+    _objects(func, target, strided, counts, places, cores)
+    model = target.stack
+
+    def size(c: dict[str, int]) -> int:
+        return sum(n * getattr(model, KINDS[k]) for k, n in c.items())
+
+    total = size(counts)
+    if func.kind == "mixed":
+        skeleton = total - size(cores["cube"]) - size(cores["vec"])
+        total = skeleton + max(size(cores["cube"]), size(cores["vec"]))
+    return StackEstimate(func.name, counts, total, places)
+
+
+def _objects(func: Func, target: Target, strided: set[str] | frozenset[str], counts: dict[str, int],
+             all_places: dict[Span, int], cores: dict[str | None, dict[str, int]]) -> None:
+    model = target.stack
     strides: dict[str, tuple] = {}
+    places = all_places
+    core: str | None = None  # the core the op being counted runs on, in a mixed kernel
+
+    def _place(counts: dict[str, int], places: dict[Span, int], span: Span | None, model: StackModel,
+               kind: str, n: int = 1) -> None:
+        _count(counts, places, span, model, kind, n)
+        if core is not None and n > 0:
+            cores[core][kind] += n
+
     for p in func.params:
         if p.is_tensor:
             t: TensorType = p.type
@@ -144,6 +174,7 @@ def estimate(func: Func, target: Target, strided: set[str] | frozenset[str] = fr
     if any(op.name == "guard" for op in func.walk()):
         _place(counts, places, None, model, "pointer")  # the status buffer a failed guard writes
     for op in func.walk():
+        core = core_of(op) if func.kind == "mixed" else None
         if op.name == "loop":
             _place(counts, places, op.span, model, "loop")
         elif op.name == "view":  # a pointer into its parent, with the parent's strides
@@ -172,8 +203,6 @@ def estimate(func: Func, target: Target, strided: set[str] | frozenset[str] = fr
             _place(counts, places, op.span, model, "stride", int(dynamic_stride))
         elif op.name.startswith("tile."):
             _place(counts, places, op.span, model, "tile", scratch_tiles(op))
-    total = sum(n * getattr(model, KINDS[k]) for k, n in counts.items())
-    return StackEstimate(func.name, counts, total, places)
 
 
 def strided_params(module: Module) -> dict[str, set[str]] | None:

@@ -84,8 +84,8 @@ def test_checker_and_compiled_ir_count_the_same_paths(tmp_path, name: str) -> No
     body, unroll, expected = SPREAD[name]
     c, codes = _compile(tmp_path, body, unroll, 2 ** 31 - 1)
     assert c is not None, codes
-    control = c.stages["block"].func(c.stages["tensor"].funcs[0].name)
-    assert compiled_paths(c.checked[0], c.spec) == max_body_paths(control.body) == expected
+    tile = c.stages["tile"].funcs[0]  # before partitioning moves branches into kernels
+    assert compiled_paths(c.checked[0], c.spec) == max_body_paths(tile.body) == expected
 
 
 @pytest.mark.parametrize("name", ["one_if_unrolled_8421", "elif_chain_unrolled", "top_level_loops_merge",

@@ -85,7 +85,10 @@ def _compare(c: Compiled) -> list[str]:
         for k in v.kernels:
             e = estimates[k]
             assert declared(v.sources[f"{k}.cpp"], k) == e.counts, k
-            assert e.bytes == sum(n * getattr(c.target.stack, stack.KINDS[kind]) for kind, n in e.counts.items())
+            whole = sum(n * getattr(c.target.stack, stack.KINDS[kind]) for kind, n in e.counts.items())
+            # a mixed kernel's frame is its larger NPU part's: each holds the skeleton and one core's share
+            mixed = any(f.name == k and f.kind == "mixed" for f in c.stages["block"].funcs)
+            assert e.bytes < whole if mixed else e.bytes == whole
             seen.append(k)
     return seen
 

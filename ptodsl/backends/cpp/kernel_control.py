@@ -14,13 +14,15 @@
   guards. Before returning it waits for the flags set and not yet waited for at that point, so no
   event is left set for the next kernel on the core. On the NPU the status entries are written by
   the scalar unit through its data cache, which is written back (``dcci``) before the return, as
-  the build turns off the compiler's own cache maintenance for scalar accesses.
+  the build turns off the compiler's own cache maintenance for scalar accesses. In a mixed kernel
+  both cores run the guard (it is part of the skeleton both run) and stop at it together; each
+  waits for what it consumes, cross-core hand-overs included.
 """
 
 from __future__ import annotations
 
 from ...ir import Op
-from . import cxx
+from . import cxx, kernel_mixed
 from .cxx import cxx_type, unsupported
 from .gm import linear_offset
 from .kernel import CPU_BUILD, KERNEL, KernelEmitter, _pipe, _Tensor
@@ -109,7 +111,17 @@ def _guard(self: KernelEmitter, op: Op, depth: int) -> None:
     self._line(0, "#endif")
     if not hasattr(self, "pending"):
         self.pending = pending_flags(self.func.body)
+    outer = self._tag
     for src, dst, event in self.pending.get(id(op), ()):
+        if self.func.kind == "mixed":
+            # both cores run every guard of the skeleton and stop at the same one: each waits for
+            # what it consumes, its own pipes' flags and the other core's hand-overs (set before
+            # this point in the other core's program order, so the wait completes)
+            wait = Op("sync.wait", [], {"src": src, "dst": dst, "event": event})
+            for self._tag, code in kernel_mixed.flag_lines(wait, _pipe):
+                self._line(depth + 1, code, op.span)
+            self._tag = outer
+            continue
         self._line(depth + 1, f"wait_flag({_pipe(src, op)}, {_pipe(dst, op)}, EVENT_ID{event});", op.span)
     self._line(depth + 1, "return;", op.span)
     self._line(depth, "}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import Op
-from ...ir.queues import CUBE_SPACES, is_cross, split_unit, unit_of
+from ...ir.queues import core_of, is_cross, split_unit
 from .cxx import format_lines
 
 # The FFTS message of a flag between a cube core and its vector cores (pto-isa's
@@ -48,15 +48,11 @@ BOTH = Tag()
 
 def tag_of(op: Op) -> Tag:
     """The core that runs ``op`` in a mixed kernel (its flags are tagged by the emitter)."""
-    if op.name == "tile.alloc":
-        return Tag("cube" if op.result.type.space in CUBE_SPACES else "vec")
-    if op.name == "sync.barrier":
-        return Tag("vec")
-    unit = unit_of(op, True)
-    if unit is None:
+    core = core_of(op)
+    if core is None:
         return BOTH
-    core = split_unit(unit)[0]
-    return Tag(core, data=core == "vec")
+    # an allocation is a declaration, not a data op: every AIV declares the tiles its ops name
+    return Tag(core, data=core == "vec" and op.name not in ("tile.alloc", "sync.barrier"))
 
 
 def flag_lines(op: Op, pipe) -> list[tuple[Tag, str]]:

@@ -78,10 +78,16 @@ def test_a_mixed_kernel_splits_into_a_cube_part_and_a_vector_part(mix):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
-def test_the_npu_parts_of_a_mixed_kernel_are_valid_cpp(mix, tmp_path):
+@pytest.mark.parametrize("spec", ["mix", pytest.param("specs/paged_attention.yaml", marks=pytest.mark.slow),
+                                  pytest.param("specs/varlen_attention.yaml", marks=pytest.mark.slow)])
+def test_the_npu_parts_of_a_mixed_kernel_are_valid_cpp(mix, spec: str, tmp_path):
     """g++ reads both parts against ptodsl's header, the NPU intrinsics stubbed: every name a part
-    uses is declared in it (a tile, a view, a loop index)."""
-    for name, text in _mixed_units(emit_npu_variant(mix.compiled, 0)).items():
+    uses is declared in it (a tile, a view, a loop index). The paged and varlen attentions' kernels
+    hold their whole loop nests: element reads, bounds guards and loops of 0 or 1 trips."""
+    op = mix if spec == "mix" else ptodsl.load(spec)
+    units = _mixed_units(emit_npu_variant(op.compiled, 0))
+    assert units
+    for name, text in units.items():
         src = text.split("extern \"C\" void")[0]  # the kernel, without its host launcher
         src = src.replace("#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)", "#if 0")
         src = src.replace("#include <pto/pto-inst.hpp>", "#include <pto/pto-inst.hpp>\n" + STUBS, 1)

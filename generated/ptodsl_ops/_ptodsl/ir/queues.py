@@ -26,6 +26,18 @@ def unit_of(op: Op, mixed: bool) -> str | None:
     return f"{'cube' if on_cube else 'vec'}.{pipe}"
 
 
+def core_of(op: Op) -> str | None:
+    """The core that runs ``op`` in a mixed kernel (``cube`` or ``vec``), or None for what both
+    run: the loops, views, element reads and guards of the skeleton (its flags have a core each,
+    by their own src and dst)."""
+    if op.name == "tile.alloc":
+        return "cube" if op.result.type.space in CUBE_SPACES else "vec"
+    if op.name == "sync.barrier":
+        return "vec"
+    unit = unit_of(op, True)
+    return None if unit is None else split_unit(unit)[0]
+
+
 def split_unit(unit: str) -> tuple[str | None, str]:
     """(core, pipe) of a queue name: core None outside mixed kernels."""
     core, dot, pipe = str(unit).rpartition(".")
@@ -37,4 +49,4 @@ def is_cross(src: str, dst: str) -> bool:
     return split_unit(src)[0] != split_unit(dst)[0]
 
 
-__all__ = ["CUBE_SPACES", "is_cross", "pipe_of", "split_unit", "unit_of"]
+__all__ = ["CUBE_SPACES", "core_of", "is_cross", "pipe_of", "split_unit", "unit_of"]

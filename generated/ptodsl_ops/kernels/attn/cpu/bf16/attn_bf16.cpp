@@ -166,6 +166,20 @@ extern "C" int attn_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, bfloat16_t
     bfloat16_t* t15_u2c1 = reinterpret_cast<bfloat16_t*>(t15_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
     std::vector<unsigned char> t14_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
+    std::vector<unsigned char> t0_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> m_new_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
+    std::vector<unsigned char> p_1_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> t13_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
+    std::vector<unsigned char> t15_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+    bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
     {  // online_softmax_attn.pto:7:5
         const int64_t attn_bf16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
         bool attn_bf16_k2_block_no_memory = false;
@@ -191,20 +205,20 @@ extern "C" int attn_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, bfloat16_t
         }
 #endif
     }
-    std::vector<unsigned char> t0_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> m_new_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
-    std::vector<unsigned char> p_1_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> t13_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-    float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
-    std::vector<unsigned char> t15_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
-    bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
-    std::vector<unsigned char> t14_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-    float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
+    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> m_new_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+    float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
+    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
+    std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+    bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
     {  // online_softmax_attn.pto:7:5
         const int64_t attn_bf16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
         bool attn_bf16_k3_block_no_memory = false;
@@ -230,20 +244,6 @@ extern "C" int attn_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, bfloat16_t
         }
 #endif
     }
-    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> m_new_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
-    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
-    std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
-    bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
-    std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
     if ((L + 63) / 64 >= 2) {  // online_softmax_attn.pto:7:5
         {  // online_softmax_attn.pto:7:5
             const int64_t attn_bf16_k4_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5

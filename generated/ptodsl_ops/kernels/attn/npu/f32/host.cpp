@@ -359,17 +359,6 @@ extern "C" int attn_f32(int32_t device, void* stream, float* q, float* k, float*
         return -1;  // online_softmax_attn.pto:21:36
     }
     float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
-    {  // online_softmax_attn.pto:7:5
-        const int64_t attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
-        uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
-        if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
-            return -1;  // online_softmax_attn.pto:7:5
-        }
-        attn_f32_k2_launch(attn_f32_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, m_new_u2c0, p_1_u2c0, l, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, m_new_u2c1, p_1_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale);  // online_softmax_attn.pto:7:5
-        if (!launched("the launch of attn_f32_k2")) {  // online_softmax_attn.pto:7:5
-            return -1;  // online_softmax_attn.pto:7:5
-        }
-    }
     DeviceWorkspace t0_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
@@ -406,13 +395,13 @@ extern "C" int attn_f32(int32_t device, void* stream, float* q, float* k, float*
     }
     float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
     {  // online_softmax_attn.pto:7:5
-        const int64_t attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
-        uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
+        const int64_t attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
+        uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
         if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
-        attn_f32_k3_launch(attn_f32_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_u1c0, s_u1c0, m, m_new_u1c0, p_1_u1c0, l, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale);  // online_softmax_attn.pto:7:5
-        if (!launched("the launch of attn_f32_k3")) {  // online_softmax_attn.pto:7:5
+        attn_f32_k2_launch(attn_f32_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, m_new_u2c0, p_1_u2c0, l, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, m_new_u2c1, p_1_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        if (!launched("the launch of attn_f32_k2")) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
     }
@@ -451,6 +440,17 @@ extern "C" int attn_f32(int32_t device, void* stream, float* q, float* k, float*
         return -1;  // online_softmax_attn.pto:21:36
     }
     float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
+    {  // online_softmax_attn.pto:7:5
+        const int64_t attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
+        uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
+        if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
+            return -1;  // online_softmax_attn.pto:7:5
+        }
+        attn_f32_k3_launch(attn_f32_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_u1c0, s_u1c0, m, m_new_u1c0, p_1_u1c0, l, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        if (!launched("the launch of attn_f32_k3")) {  // online_softmax_attn.pto:7:5
+            return -1;  // online_softmax_attn.pto:7:5
+        }
+    }
     if ((L + 63) / 64 >= 2) {  // online_softmax_attn.pto:7:5
         {  // online_softmax_attn.pto:7:5
             const int64_t attn_f32_k4_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5

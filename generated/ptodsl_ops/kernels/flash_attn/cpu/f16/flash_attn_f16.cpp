@@ -143,6 +143,16 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
     half* t15 = reinterpret_cast<half*>(t15_bytes.data());  // flash_attn.pto:22:43
     std::vector<unsigned char> t14_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
     float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
+    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
+    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
+    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
+    std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:22:43
+    half* t15_last = reinterpret_cast<half*>(t15_last_bytes.data());  // flash_attn.pto:22:43
+    std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
+    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
     {  // flash_attn.pto:8:5
         const int64_t flash_attn_f16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
         bool flash_attn_f16_k2_block_no_memory = false;
@@ -168,16 +178,6 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
         }
 #endif
     }
-    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
-    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
-    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
-    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
-    std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:22:43
-    half* t15_last = reinterpret_cast<half*>(t15_last_bytes.data());  // flash_attn.pto:22:43
-    std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
     if ((L + 63) / 64 >= 2) {  // flash_attn.pto:8:5
         {  // flash_attn.pto:8:5
             const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5

@@ -303,17 +303,6 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
         return -1;  // flash_attn.pto:22:36
     }
     float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
-    {  // flash_attn.pto:8:5
-        const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
-        uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
-        if (ptodsl_failed) {  // flash_attn.pto:8:5
-            return -1;  // flash_attn.pto:8:5
-        }
-        flash_attn_f32_k2_launch(flash_attn_f32_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, m, l, acc, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
-        if (!launched("the launch of flash_attn_f32_k2")) {  // flash_attn.pto:8:5
-            return -1;  // flash_attn.pto:8:5
-        }
-    }
     DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
     if (ptodsl_failed) {  // flash_attn.pto:11:13
         return -1;  // flash_attn.pto:11:13
@@ -339,6 +328,17 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
         return -1;  // flash_attn.pto:22:36
     }
     float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
+    {  // flash_attn.pto:8:5
+        const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
+        uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
+        if (ptodsl_failed) {  // flash_attn.pto:8:5
+            return -1;  // flash_attn.pto:8:5
+        }
+        flash_attn_f32_k2_launch(flash_attn_f32_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, m, l, acc, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
+        if (!launched("the launch of flash_attn_f32_k2")) {  // flash_attn.pto:8:5
+            return -1;  // flash_attn.pto:8:5
+        }
+    }
     if ((L + 63) / 64 >= 2) {  // flash_attn.pto:8:5
         {  // flash_attn.pto:8:5
             const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5

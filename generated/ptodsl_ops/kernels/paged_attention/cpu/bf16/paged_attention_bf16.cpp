@@ -12,28 +12,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ bfloat16_t* v0_first, int64_t v0_first_stride0, __gm__ bfloat16_t* kj_assemble_first, __gm__ bfloat16_t* v1_first, int64_t v1_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first);
-extern "C" __global__ AICORE void paged_attention_bf16_k1(__gm__ bfloat16_t* qi_first, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_first, int64_t v2_first_stride0, __gm__ bfloat16_t* vj_assemble_first, __gm__ bfloat16_t* v3_first, int64_t v3_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first);
-extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ float* sij_valid_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ bfloat16_t* vj_first, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k4(__gm__ float* oi_update, __gm__ float* sum_update, __gm__ bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k5(__gm__ bfloat16_t* v0_u2c0, int64_t v0_u2c0_stride0, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ bfloat16_t* v1_u2c0, int64_t v1_u2c0_stride0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0);
-extern "C" __global__ AICORE void paged_attention_bf16_k6(__gm__ bfloat16_t* qi_u2c0, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0);
-extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ float* sij_valid_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_u2c0, __gm__ bfloat16_t* vj_u2c0, __gm__ float* t14_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k9(__gm__ bfloat16_t* v0_u2c1, int64_t v0_u2c1_stride0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ bfloat16_t* v1_u2c1, int64_t v1_u2c1_stride0, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1);
-extern "C" __global__ AICORE void paged_attention_bf16_k10(__gm__ bfloat16_t* qi_u2c1, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1);
-extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ float* sij_valid_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* max_update, __gm__ float* tilda_pij_1_u2c1, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_u2c1, __gm__ bfloat16_t* vj_u2c1, __gm__ float* t14_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k13(__gm__ bfloat16_t* v0_u1c0, int64_t v0_u1c0_stride0, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ bfloat16_t* v1_u1c0, int64_t v1_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0);
-extern "C" __global__ AICORE void paged_attention_bf16_k14(__gm__ bfloat16_t* qi_u1c0, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0);
-extern "C" __global__ AICORE void paged_attention_bf16_k16(__gm__ float* sij_valid_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* max_update, __gm__ float* tilda_pij_1_u1c0, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_u1c0, __gm__ bfloat16_t* vj_u1c0, __gm__ float* t14_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k17(__gm__ bfloat16_t* v0_last, int64_t v0_last_stride0, __gm__ bfloat16_t* kj_assemble_last, __gm__ bfloat16_t* v1_last, int64_t v1_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last);
-extern "C" __global__ AICORE void paged_attention_bf16_k18(__gm__ bfloat16_t* qi_last, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
-extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2_last, int64_t v2_last_stride0, __gm__ bfloat16_t* vj_assemble_last, __gm__ bfloat16_t* v3_last, int64_t v3_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last);
-extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ float* sij_valid_last, __gm__ float* sij_scale_last, __gm__ float* max_update, __gm__ float* tilda_pij_1_last, __gm__ float* sum_update, __gm__ float* oi_update, __gm__ bfloat16_t* t15_last, __gm__ bfloat16_t* vj_last, __gm__ float* t14_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale);
-extern "C" __global__ AICORE void paged_attention_bf16_k21(__gm__ float* oi_update, __gm__ float* sum_update, __gm__ bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
+extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t15_u2c0, __gm__ float* t14_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t15_u2c1, __gm__ float* t14_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, __gm__ int64_t* status);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -54,25 +33,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
 {
-    const int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
-{
-    return -floor_div(-a, b);
-}
-
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
-{
-    return b > a ? b : a;
+    for (int64_t b = 0; b < blocks; ++b) {
+        if (status[4 * b] != 0) {
+            for (int k = 0; k < 3; ++k) {
+                values[k] = status[4 * b + 1 + k];
+            }
+            return status[4 * b];
+        }
+    }
+    return 0;
 }
 
 extern "C" { int64_t paged_attention_bf16_guard[3] = {0, 0, 0}; }
@@ -92,418 +63,87 @@ extern "C" int paged_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v,
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t b = 0; b < B; ++b) {  // paged_attention.pto:20:5
-        for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
-            const int64_t s0 = static_cast<int64_t>(kv_act_seqs[b]);  // paged_attention.pto:22:23
-            for (int64_t n2 = 0; n2 < KD / 32; ++n2) {  // paged_attention.pto:23:13
-                for (int64_t g = 0; g < floor_div(64 / (KD / 32), 16); ++g) {  // paged_attention.pto:24:17
-                    std::vector<unsigned char> oi_update_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:25:33
-                    float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // paged_attention.pto:25:33
-                    std::vector<unsigned char> sum_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:26:34
-                    float* sum_update = reinterpret_cast<float*>(sum_update_bytes.data());  // paged_attention.pto:26:34
-                    std::vector<unsigned char> max_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:27:34
-                    float* max_update = reinterpret_cast<float*>(max_update_bytes.data());  // paged_attention.pto:27:34
-                    if (!(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) <= max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB))) {  // paged_attention.pto:28:31
-                        paged_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32));  // paged_attention.pto:28:31
-                        paged_attention_bf16_guard[1] = static_cast<int64_t>(0);  // paged_attention.pto:28:31
-                        paged_attention_bf16_guard[2] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB));  // paged_attention.pto:28:31
-                        return 1;  // paged_attention.pto:28:31
-                    }
-                    if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) >= 1) {  // paged_attention.pto:28:21
-                        for (int64_t _s2_first = 0; _s2_first < 1; ++_s2_first) {  // paged_attention.pto:28:21
-                            if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
-                                return 2;  // paged_attention.pto:32:30
-                            }
-                            bfloat16_t* qi_first = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
-                            if (!(0 <= MB - 1)) {  // paged_attention.pto:33:38
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(0);  // paged_attention.pto:33:38
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
-                                return 3;  // paged_attention.pto:33:38
-                            }
-                            const int64_t s3_first = static_cast<int64_t>(block_table[b * MB]);  // paged_attention.pto:33:38
-                            if (!(1 <= MB - 1)) {  // paged_attention.pto:34:38
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
-                                return 4;  // paged_attention.pto:34:38
-                            }
-                            const int64_t s4_first = static_cast<int64_t>(block_table[b * MB + 1]);  // paged_attention.pto:34:38
-                            std::vector<unsigned char> kj_assemble_first_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-                            bfloat16_t* kj_assemble_first = reinterpret_cast<bfloat16_t*>(kj_assemble_first_bytes.data());  // paged_attention.pto:35:39
-                            if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
-                                return 5;  // paged_attention.pto:36:49
-                            }
-                            bfloat16_t* v0_first = k + max_i64(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                            if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
-                                return 6;  // paged_attention.pto:37:55
-                            }
-                            bfloat16_t* v1_first = k + max_i64(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
-                            std::vector<unsigned char> sij_first_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-                            float* sij_first = reinterpret_cast<float*>(sij_first_bytes.data());  // paged_attention.pto:38:31
-                            start_launch(poison);  // paged_attention.pto:36:25
-                            paged_attention_bf16_k0(v0_first, KD, kj_assemble_first, v1_first, KD, KR, s3_first, s4_first);  // paged_attention.pto:36:25
-                            float* sij_valid_first = sij_first;  // paged_attention.pto:39:37
-                            std::vector<unsigned char> vj_assemble_first_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-                            bfloat16_t* vj_assemble_first = reinterpret_cast<bfloat16_t*>(vj_assemble_first_bytes.data());  // paged_attention.pto:40:39
-                            if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
-                                return 7;  // paged_attention.pto:41:49
-                            }
-                            bfloat16_t* v2_first = v + max_i64(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                            start_launch(poison);  // paged_attention.pto:38:31
-                            paged_attention_bf16_k1(qi_first, kj_assemble_first, sij_first, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                            if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
-                                return 8;  // paged_attention.pto:42:55
-                            }
-                            bfloat16_t* v3_first = v + max_i64(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
-                            bfloat16_t* vj_first = vj_assemble_first;  // paged_attention.pto:43:30
-                            std::vector<unsigned char> sij_scale_first_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-                            float* sij_scale_first = reinterpret_cast<float*>(sij_scale_first_bytes.data());  // paged_attention.pto:44:37
-                            std::vector<unsigned char> tilda_pij_first_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:47:41
-                            float* tilda_pij_first = reinterpret_cast<float*>(tilda_pij_first_bytes.data());  // paged_attention.pto:47:41
-                            std::vector<unsigned char> t7_first_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:50:51
-                            bfloat16_t* t7_first = reinterpret_cast<bfloat16_t*>(t7_first_bytes.data());  // paged_attention.pto:50:51
-                            start_launch(poison);  // paged_attention.pto:41:25
-                            paged_attention_bf16_k2(v2_first, KD, vj_assemble_first, v3_first, KD, KR, s3_first, s4_first);  // paged_attention.pto:41:25
-                            start_launch(poison);  // paged_attention.pto:44:37
-                            paged_attention_bf16_k3(sij_valid_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, vj_first, oi_update, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:44:37
-                            if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) == 1) {  // paged_attention.pto:59:25
-                                if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
-                                    paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
-                                    paged_attention_bf16_guard[1] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
-                                    paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
-                                    return 9;  // paged_attention.pto:61:29
-                                }
-                                start_launch(poison);  // paged_attention.pto:61:64
-                                paged_attention_bf16_k4(oi_update, sum_update, atten_out, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:61:64
-                            }
-                        }
-                    }
-                    for (int64_t s2_u2 = 0; s2_u2 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2; ++s2_u2) {  // paged_attention.pto:28:21
-                        if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
-                            return 10;  // paged_attention.pto:32:30
-                        }
-                        bfloat16_t* qi_u2c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
-                        if (!(0 <= (1 + s2_u2 * 2) * 2 && (1 + s2_u2 * 2) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>((1 + s2_u2 * 2) * 2);  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
-                            return 11;  // paged_attention.pto:33:38
-                        }
-                        const int64_t s3_u2c0 = static_cast<int64_t>(block_table[b * MB + (1 + s2_u2 * 2) * 2]);  // paged_attention.pto:33:38
-                        if (!(0 <= s2_u2 * 4 + 3 && s2_u2 * 4 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(s2_u2 * 4 + 3);  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
-                            return 12;  // paged_attention.pto:34:38
-                        }
-                        const int64_t s4_u2c0 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 3)]);  // paged_attention.pto:34:38
-                        std::vector<unsigned char> kj_assemble_u2c0_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-                        bfloat16_t* kj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c0_bytes.data());  // paged_attention.pto:35:39
-                        if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
-                            return 13;  // paged_attention.pto:36:49
-                        }
-                        bfloat16_t* v0_u2c0 = k + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
-                            return 14;  // paged_attention.pto:37:55
-                        }
-                        bfloat16_t* v1_u2c0 = k + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
-                        std::vector<unsigned char> sij_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-                        float* sij_u2c0 = reinterpret_cast<float*>(sij_u2c0_bytes.data());  // paged_attention.pto:38:31
-                        start_launch(poison);  // paged_attention.pto:36:25
-                        paged_attention_bf16_k5(v0_u2c0, KD, kj_assemble_u2c0, v1_u2c0, KD, KR, s3_u2c0, s4_u2c0);  // paged_attention.pto:36:25
-                        float* sij_valid_u2c0 = sij_u2c0;  // paged_attention.pto:39:37
-                        std::vector<unsigned char> vj_assemble_u2c0_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-                        bfloat16_t* vj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c0_bytes.data());  // paged_attention.pto:40:39
-                        if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
-                            return 15;  // paged_attention.pto:41:49
-                        }
-                        bfloat16_t* v2_u2c0 = v + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        start_launch(poison);  // paged_attention.pto:38:31
-                        paged_attention_bf16_k6(qi_u2c0, kj_assemble_u2c0, sij_u2c0, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                        if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
-                            return 16;  // paged_attention.pto:42:55
-                        }
-                        bfloat16_t* v3_u2c0 = v + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
-                        bfloat16_t* vj_u2c0 = vj_assemble_u2c0;  // paged_attention.pto:43:30
-                        std::vector<unsigned char> sij_scale_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-                        float* sij_scale_u2c0 = reinterpret_cast<float*>(sij_scale_u2c0_bytes.data());  // paged_attention.pto:44:37
-                        std::vector<unsigned char> tilda_pij_1_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-                        float* tilda_pij_1_u2c0 = reinterpret_cast<float*>(tilda_pij_1_u2c0_bytes.data());  // paged_attention.pto:53:41
-                        std::vector<unsigned char> t15_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-                        bfloat16_t* t15_u2c0 = reinterpret_cast<bfloat16_t*>(t15_u2c0_bytes.data());  // paged_attention.pto:58:76
-                        std::vector<unsigned char> t14_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-                        float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:69
-                        start_launch(poison);  // paged_attention.pto:41:25
-                        paged_attention_bf16_k7(v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, KR, s3_u2c0, s4_u2c0);  // paged_attention.pto:41:25
-                        if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
-                            return 17;  // paged_attention.pto:32:30
-                        }
-                        bfloat16_t* qi_u2c1 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
-                        if (!(0 <= (s2_u2 * 2 + 2) * 2 && (s2_u2 * 2 + 2) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>((s2_u2 * 2 + 2) * 2);  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
-                            return 18;  // paged_attention.pto:33:38
-                        }
-                        start_launch(poison);  // paged_attention.pto:44:37
-                        paged_attention_bf16_k8(sij_valid_u2c0, sij_scale_u2c0, max_update, tilda_pij_1_u2c0, sum_update, oi_update, t15_u2c0, vj_u2c0, t14_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:44:37
-                        const int64_t s3_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
-                        if (!(0 <= s2_u2 * 4 + 5 && s2_u2 * 4 + 5 <= MB - 1)) {  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(s2_u2 * 4 + 5);  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
-                            return 19;  // paged_attention.pto:34:38
-                        }
-                        const int64_t s4_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 5)]);  // paged_attention.pto:34:38
-                        std::vector<unsigned char> kj_assemble_u2c1_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-                        bfloat16_t* kj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c1_bytes.data());  // paged_attention.pto:35:39
-                        if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
-                            return 20;  // paged_attention.pto:36:49
-                        }
-                        bfloat16_t* v0_u2c1 = k + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
-                            return 21;  // paged_attention.pto:37:55
-                        }
-                        bfloat16_t* v1_u2c1 = k + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
-                        std::vector<unsigned char> sij_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-                        float* sij_u2c1 = reinterpret_cast<float*>(sij_u2c1_bytes.data());  // paged_attention.pto:38:31
-                        start_launch(poison);  // paged_attention.pto:36:25
-                        paged_attention_bf16_k9(v0_u2c1, KD, kj_assemble_u2c1, v1_u2c1, KD, KR, s3_u2c1, s4_u2c1);  // paged_attention.pto:36:25
-                        float* sij_valid_u2c1 = sij_u2c1;  // paged_attention.pto:39:37
-                        std::vector<unsigned char> vj_assemble_u2c1_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-                        bfloat16_t* vj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c1_bytes.data());  // paged_attention.pto:40:39
-                        if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
-                            return 22;  // paged_attention.pto:41:49
-                        }
-                        bfloat16_t* v2_u2c1 = v + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        start_launch(poison);  // paged_attention.pto:38:31
-                        paged_attention_bf16_k10(qi_u2c1, kj_assemble_u2c1, sij_u2c1, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                        if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
-                            return 23;  // paged_attention.pto:42:55
-                        }
-                        bfloat16_t* v3_u2c1 = v + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
-                        bfloat16_t* vj_u2c1 = vj_assemble_u2c1;  // paged_attention.pto:43:30
-                        std::vector<unsigned char> sij_scale_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-                        float* sij_scale_u2c1 = reinterpret_cast<float*>(sij_scale_u2c1_bytes.data());  // paged_attention.pto:44:37
-                        std::vector<unsigned char> tilda_pij_1_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-                        float* tilda_pij_1_u2c1 = reinterpret_cast<float*>(tilda_pij_1_u2c1_bytes.data());  // paged_attention.pto:53:41
-                        std::vector<unsigned char> t15_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-                        bfloat16_t* t15_u2c1 = reinterpret_cast<bfloat16_t*>(t15_u2c1_bytes.data());  // paged_attention.pto:58:76
-                        std::vector<unsigned char> t14_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-                        float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:69
-                        start_launch(poison);  // paged_attention.pto:41:25
-                        paged_attention_bf16_k11(v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, KR, s3_u2c1, s4_u2c1);  // paged_attention.pto:41:25
-                        start_launch(poison);  // paged_attention.pto:44:37
-                        paged_attention_bf16_k12(sij_valid_u2c1, sij_scale_u2c1, max_update, tilda_pij_1_u2c1, sum_update, oi_update, t15_u2c1, vj_u2c1, t14_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:44:37
-                    }
-                    for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
-                        if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
-                            return 24;  // paged_attention.pto:32:30
-                        }
-                        bfloat16_t* qi_u1c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
-                        if (!(0 <= (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 && (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>((1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2);  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
-                            return 25;  // paged_attention.pto:33:38
-                        }
-                        const int64_t s3_u1c0 = static_cast<int64_t>(block_table[b * MB + (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2]);  // paged_attention.pto:33:38
-                        if (!(0 <= max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 && max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
-                            return 26;  // paged_attention.pto:34:38
-                        }
-                        const int64_t s4_u1c0 = static_cast<int64_t>(block_table[b * MB + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3)]);  // paged_attention.pto:34:38
-                        std::vector<unsigned char> kj_assemble_u1c0_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-                        bfloat16_t* kj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u1c0_bytes.data());  // paged_attention.pto:35:39
-                        if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
-                            return 27;  // paged_attention.pto:36:49
-                        }
-                        bfloat16_t* v0_u1c0 = k + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
-                            return 28;  // paged_attention.pto:37:55
-                        }
-                        bfloat16_t* v1_u1c0 = k + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
-                        std::vector<unsigned char> sij_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-                        float* sij_u1c0 = reinterpret_cast<float*>(sij_u1c0_bytes.data());  // paged_attention.pto:38:31
-                        start_launch(poison);  // paged_attention.pto:36:25
-                        paged_attention_bf16_k13(v0_u1c0, KD, kj_assemble_u1c0, v1_u1c0, KD, KR, s3_u1c0, s4_u1c0);  // paged_attention.pto:36:25
-                        float* sij_valid_u1c0 = sij_u1c0;  // paged_attention.pto:39:37
-                        std::vector<unsigned char> vj_assemble_u1c0_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-                        bfloat16_t* vj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u1c0_bytes.data());  // paged_attention.pto:40:39
-                        if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
-                            return 29;  // paged_attention.pto:41:49
-                        }
-                        bfloat16_t* v2_u1c0 = v + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        start_launch(poison);  // paged_attention.pto:38:31
-                        paged_attention_bf16_k14(qi_u1c0, kj_assemble_u1c0, sij_u1c0, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                        if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
-                            return 30;  // paged_attention.pto:42:55
-                        }
-                        bfloat16_t* v3_u1c0 = v + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
-                        bfloat16_t* vj_u1c0 = vj_assemble_u1c0;  // paged_attention.pto:43:30
-                        std::vector<unsigned char> sij_scale_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-                        float* sij_scale_u1c0 = reinterpret_cast<float*>(sij_scale_u1c0_bytes.data());  // paged_attention.pto:44:37
-                        std::vector<unsigned char> tilda_pij_1_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-                        float* tilda_pij_1_u1c0 = reinterpret_cast<float*>(tilda_pij_1_u1c0_bytes.data());  // paged_attention.pto:53:41
-                        std::vector<unsigned char> t15_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-                        bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // paged_attention.pto:58:76
-                        std::vector<unsigned char> t14_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-                        float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:69
-                        start_launch(poison);  // paged_attention.pto:41:25
-                        paged_attention_bf16_k15(v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, KR, s3_u1c0, s4_u1c0);  // paged_attention.pto:41:25
-                        start_launch(poison);  // paged_attention.pto:44:37
-                        paged_attention_bf16_k16(sij_valid_u1c0, sij_scale_u1c0, max_update, tilda_pij_1_u1c0, sum_update, oi_update, t15_u1c0, vj_u1c0, t14_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:44:37
-                    }
-                    if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) >= 2) {  // paged_attention.pto:28:21
-                        for (int64_t _s2_last = 0; _s2_last < 1; ++_s2_last) {  // paged_attention.pto:28:21
-                            if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
-                                return 31;  // paged_attention.pto:32:30
-                            }
-                            bfloat16_t* qi_last = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
-                            if (!(0 <= (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2 && (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>((ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2);  // paged_attention.pto:33:38
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
-                                return 32;  // paged_attention.pto:33:38
-                            }
-                            const int64_t s3_last = static_cast<int64_t>(block_table[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2]);  // paged_attention.pto:33:38
-                            if (!(0 <= ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 && ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 <= MB - 1)) {  // paged_attention.pto:34:38
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1);  // paged_attention.pto:34:38
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
-                                return 33;  // paged_attention.pto:34:38
-                            }
-                            const int64_t s4_last = static_cast<int64_t>(block_table[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1)]);  // paged_attention.pto:34:38
-                            std::vector<unsigned char> kj_assemble_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-                            bfloat16_t* kj_assemble_last = reinterpret_cast<bfloat16_t*>(kj_assemble_last_bytes.data());  // paged_attention.pto:35:39
-                            if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
-                                return 34;  // paged_attention.pto:36:49
-                            }
-                            bfloat16_t* v0_last = k + max_i64(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                            if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
-                                return 35;  // paged_attention.pto:37:55
-                            }
-                            bfloat16_t* v1_last = k + max_i64(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
-                            std::vector<unsigned char> sij_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-                            float* sij_last = reinterpret_cast<float*>(sij_last_bytes.data());  // paged_attention.pto:38:31
-                            start_launch(poison);  // paged_attention.pto:36:25
-                            paged_attention_bf16_k17(v0_last, KD, kj_assemble_last, v1_last, KD, KR, s3_last, s4_last);  // paged_attention.pto:36:25
-                            float* sij_valid_last = sij_last;  // paged_attention.pto:39:37
-                            std::vector<unsigned char> vj_assemble_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-                            bfloat16_t* vj_assemble_last = reinterpret_cast<bfloat16_t*>(vj_assemble_last_bytes.data());  // paged_attention.pto:40:39
-                            if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
-                                return 36;  // paged_attention.pto:41:49
-                            }
-                            bfloat16_t* v2_last = v + max_i64(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                            start_launch(poison);  // paged_attention.pto:38:31
-                            paged_attention_bf16_k18(qi_last, kj_assemble_last, sij_last, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                            if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
-                                return 37;  // paged_attention.pto:42:55
-                            }
-                            bfloat16_t* v3_last = v + max_i64(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
-                            bfloat16_t* vj_last = vj_assemble_last;  // paged_attention.pto:43:30
-                            std::vector<unsigned char> sij_scale_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-                            float* sij_scale_last = reinterpret_cast<float*>(sij_scale_last_bytes.data());  // paged_attention.pto:44:37
-                            std::vector<unsigned char> tilda_pij_1_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-                            float* tilda_pij_1_last = reinterpret_cast<float*>(tilda_pij_1_last_bytes.data());  // paged_attention.pto:53:41
-                            std::vector<unsigned char> t15_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-                            bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // paged_attention.pto:58:76
-                            std::vector<unsigned char> t14_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-                            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // paged_attention.pto:58:69
-                            start_launch(poison);  // paged_attention.pto:41:25
-                            paged_attention_bf16_k19(v2_last, KD, vj_assemble_last, v3_last, KD, KR, s3_last, s4_last);  // paged_attention.pto:41:25
-                            if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
-                                paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
-                                return 38;  // paged_attention.pto:61:29
-                            }
-                            start_launch(poison);  // paged_attention.pto:44:37
-                            paged_attention_bf16_k20(sij_valid_last, sij_scale_last, max_update, tilda_pij_1_last, sum_update, oi_update, t15_last, vj_last, t14_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:44:37
-                            start_launch(poison);  // paged_attention.pto:61:64
-                            paged_attention_bf16_k21(oi_update, sum_update, atten_out, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:61:64
-                        }
-                    }
-                }
-            }
+    std::vector<unsigned char> oi_update_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:25:33
+    float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // paged_attention.pto:25:33
+    std::vector<unsigned char> sum_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:26:34
+    float* sum_update = reinterpret_cast<float*>(sum_update_bytes.data());  // paged_attention.pto:26:34
+    std::vector<unsigned char> max_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:27:34
+    float* max_update = reinterpret_cast<float*>(max_update_bytes.data());  // paged_attention.pto:27:34
+    std::vector<unsigned char> kj_assemble_first_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    bfloat16_t* kj_assemble_first = reinterpret_cast<bfloat16_t*>(kj_assemble_first_bytes.data());  // paged_attention.pto:35:39
+    std::vector<unsigned char> sij_first_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    float* sij_first = reinterpret_cast<float*>(sij_first_bytes.data());  // paged_attention.pto:38:31
+    std::vector<unsigned char> vj_assemble_first_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    bfloat16_t* vj_assemble_first = reinterpret_cast<bfloat16_t*>(vj_assemble_first_bytes.data());  // paged_attention.pto:40:39
+    std::vector<unsigned char> sij_scale_first_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    float* sij_scale_first = reinterpret_cast<float*>(sij_scale_first_bytes.data());  // paged_attention.pto:44:37
+    std::vector<unsigned char> tilda_pij_first_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:47:41
+    float* tilda_pij_first = reinterpret_cast<float*>(tilda_pij_first_bytes.data());  // paged_attention.pto:47:41
+    std::vector<unsigned char> t7_first_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:50:51
+    bfloat16_t* t7_first = reinterpret_cast<bfloat16_t*>(t7_first_bytes.data());  // paged_attention.pto:50:51
+    std::vector<unsigned char> kj_assemble_u2c0_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    bfloat16_t* kj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c0_bytes.data());  // paged_attention.pto:35:39
+    std::vector<unsigned char> sij_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    float* sij_u2c0 = reinterpret_cast<float*>(sij_u2c0_bytes.data());  // paged_attention.pto:38:31
+    std::vector<unsigned char> vj_assemble_u2c0_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    bfloat16_t* vj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c0_bytes.data());  // paged_attention.pto:40:39
+    std::vector<unsigned char> sij_scale_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    float* sij_scale_u2c0 = reinterpret_cast<float*>(sij_scale_u2c0_bytes.data());  // paged_attention.pto:44:37
+    std::vector<unsigned char> tilda_pij_1_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+    float* tilda_pij_1_u2c0 = reinterpret_cast<float*>(tilda_pij_1_u2c0_bytes.data());  // paged_attention.pto:53:41
+    std::vector<unsigned char> t15_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+    bfloat16_t* t15_u2c0 = reinterpret_cast<bfloat16_t*>(t15_u2c0_bytes.data());  // paged_attention.pto:58:76
+    std::vector<unsigned char> t14_u2c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+    float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:69
+    std::vector<unsigned char> kj_assemble_u2c1_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    bfloat16_t* kj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c1_bytes.data());  // paged_attention.pto:35:39
+    std::vector<unsigned char> sij_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    float* sij_u2c1 = reinterpret_cast<float*>(sij_u2c1_bytes.data());  // paged_attention.pto:38:31
+    std::vector<unsigned char> vj_assemble_u2c1_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    bfloat16_t* vj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c1_bytes.data());  // paged_attention.pto:40:39
+    std::vector<unsigned char> sij_scale_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    float* sij_scale_u2c1 = reinterpret_cast<float*>(sij_scale_u2c1_bytes.data());  // paged_attention.pto:44:37
+    std::vector<unsigned char> tilda_pij_1_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+    float* tilda_pij_1_u2c1 = reinterpret_cast<float*>(tilda_pij_1_u2c1_bytes.data());  // paged_attention.pto:53:41
+    std::vector<unsigned char> t15_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+    bfloat16_t* t15_u2c1 = reinterpret_cast<bfloat16_t*>(t15_u2c1_bytes.data());  // paged_attention.pto:58:76
+    std::vector<unsigned char> t14_u2c1_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+    float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:69
+    std::vector<unsigned char> kj_assemble_u1c0_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    bfloat16_t* kj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u1c0_bytes.data());  // paged_attention.pto:35:39
+    std::vector<unsigned char> sij_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    float* sij_u1c0 = reinterpret_cast<float*>(sij_u1c0_bytes.data());  // paged_attention.pto:38:31
+    std::vector<unsigned char> vj_assemble_u1c0_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    bfloat16_t* vj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u1c0_bytes.data());  // paged_attention.pto:40:39
+    std::vector<unsigned char> sij_scale_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    float* sij_scale_u1c0 = reinterpret_cast<float*>(sij_scale_u1c0_bytes.data());  // paged_attention.pto:44:37
+    std::vector<unsigned char> tilda_pij_1_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+    float* tilda_pij_1_u1c0 = reinterpret_cast<float*>(tilda_pij_1_u1c0_bytes.data());  // paged_attention.pto:53:41
+    std::vector<unsigned char> t15_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+    bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // paged_attention.pto:58:76
+    std::vector<unsigned char> t14_u1c0_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+    float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:69
+    std::vector<unsigned char> kj_assemble_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    bfloat16_t* kj_assemble_last = reinterpret_cast<bfloat16_t*>(kj_assemble_last_bytes.data());  // paged_attention.pto:35:39
+    std::vector<unsigned char> sij_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    float* sij_last = reinterpret_cast<float*>(sij_last_bytes.data());  // paged_attention.pto:38:31
+    std::vector<unsigned char> vj_assemble_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    bfloat16_t* vj_assemble_last = reinterpret_cast<bfloat16_t*>(vj_assemble_last_bytes.data());  // paged_attention.pto:40:39
+    std::vector<unsigned char> sij_scale_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    float* sij_scale_last = reinterpret_cast<float*>(sij_scale_last_bytes.data());  // paged_attention.pto:44:37
+    std::vector<unsigned char> tilda_pij_1_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+    float* tilda_pij_1_last = reinterpret_cast<float*>(tilda_pij_1_last_bytes.data());  // paged_attention.pto:53:41
+    std::vector<unsigned char> t15_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+    bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // paged_attention.pto:58:76
+    std::vector<unsigned char> t14_last_bytes = workspace(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // paged_attention.pto:58:69
+    {  // paged_attention.pto:20:5
+        std::vector<int64_t> paged_attention_bf16_k0_status(static_cast<size_t>(4 * 1), 0);  // paged_attention.pto:20:5
+        start_launch(poison);  // paged_attention.pto:20:5
+        paged_attention_bf16_k0(kv_act_seqs, q, block_table, k, kj_assemble_first, sij_first, v, vj_assemble_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, oi_update, atten_out, kj_assemble_u2c0, sij_u2c0, vj_assemble_u2c0, sij_scale_u2c0, tilda_pij_1_u2c0, t15_u2c0, t14_u2c0, kj_assemble_u2c1, sij_u2c1, vj_assemble_u2c1, sij_scale_u2c1, tilda_pij_1_u2c1, t15_u2c1, t14_u2c1, kj_assemble_u1c0, sij_u1c0, vj_assemble_u1c0, sij_scale_u1c0, tilda_pij_1_u1c0, t15_u1c0, t14_u1c0, kj_assemble_last, sij_last, vj_assemble_last, sij_scale_last, tilda_pij_1_last, t15_last, t14_last, B, QR, KD, KR, MB, softmax_scale, paged_attention_bf16_k0_status.data());  // paged_attention.pto:20:5
+        const int64_t paged_attention_bf16_k0_stopped = guard_stopped(paged_attention_bf16_k0_status.data(), 1, paged_attention_bf16_guard);  // paged_attention.pto:20:5
+        if (paged_attention_bf16_k0_stopped != 0) {  // paged_attention.pto:20:5
+            return static_cast<int>(paged_attention_bf16_k0_stopped);  // paged_attention.pto:20:5
         }
     }
 #ifdef PTO_CPU_SUBSET

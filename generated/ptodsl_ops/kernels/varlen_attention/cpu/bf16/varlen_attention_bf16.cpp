@@ -12,13 +12,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, __gm__ bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
-extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* mij_first, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, int64_t h, int64_t NH, int64_t HD);
-extern "C" __global__ AICORE void varlen_attention_bf16_k2(__gm__ float* pij_first, __gm__ bfloat16_t* t5_first, __gm__ bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, __gm__ float* oi_update, __gm__ float* lij_first, __gm__ float* li_update, __gm__ float* mij_first, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
-extern "C" __global__ AICORE void varlen_attention_bf16_k3(__gm__ bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, __gm__ bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ bfloat16_t* v_tile_view, int64_t v_tile_view_stride0, __gm__ float* oij_1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, float softmax_scale);
-extern "C" __global__ AICORE void varlen_attention_bf16_k4(__gm__ float* mi, __gm__ float* mij, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* li, __gm__ float* t9, __gm__ float* lij, __gm__ float* t10, __gm__ float* li_new, __gm__ float* oi, __gm__ float* t11, __gm__ float* oij_1, __gm__ float* t12, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0);
-extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* q_tile_view_last, int64_t q_tile_view_last_stride0, __gm__ bfloat16_t* k_tile_view_last, int64_t k_tile_view_last_stride0, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ bfloat16_t* v_tile_view_last, int64_t v_tile_view_last_stride0, __gm__ float* oij_1_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
-extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ float* mi_last, __gm__ float* mij_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* li_last, __gm__ float* t9_last, __gm__ float* lij_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* oi_last, __gm__ float* t11_last, __gm__ float* oij_1_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD);
+extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* t9, __gm__ float* t10, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* t9_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* t11_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, __gm__ int64_t* status);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -39,25 +33,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
 {
-    const int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
-{
-    return -floor_div(-a, b);
-}
-
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
-{
-    return b > a ? b : a;
+    for (int64_t b = 0; b < blocks; ++b) {
+        if (status[4 * b] != 0) {
+            for (int k = 0; k < 3; ++k) {
+                values[k] = status[4 * b + 1 + k];
+            }
+            return status[4 * b];
+        }
+    }
+    return 0;
 }
 
 extern "C" { int64_t varlen_attention_bf16_guard[3] = {0, 0, 0}; }
@@ -77,266 +63,97 @@ extern "C" int varlen_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t b = 0; b < C - 1; ++b) {  // varlen_attention.pto:16:5
-        const int64_t q_start = static_cast<int64_t>(cu_seqlens_q[b]);  // varlen_attention.pto:17:19
-        const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
-        const int64_t k_start = static_cast<int64_t>(cu_seqlens_k[b]);  // varlen_attention.pto:19:19
-        const int64_t s1 = static_cast<int64_t>(cu_seqlens_k[b + 1]);  // varlen_attention.pto:20:21
-        for (int64_t h = 0; h < HD / 64; ++h) {  // varlen_attention.pto:21:9
-            if (!(ceil_div(s0 - q_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:22:31
-                varlen_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s0 - q_start, 16));  // varlen_attention.pto:22:31
-                varlen_attention_bf16_guard[1] = static_cast<int64_t>(0);  // varlen_attention.pto:22:31
-                varlen_attention_bf16_guard[2] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:22:31
-                return 1;  // varlen_attention.pto:22:31
-            }
-            for (int64_t q_tile_idx = 0; q_tile_idx < ceil_div(s0 - q_start, 16); ++q_tile_idx) {  // varlen_attention.pto:22:13
-                std::vector<unsigned char> oi_update_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:23:29
-                float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // varlen_attention.pto:23:29
-                std::vector<unsigned char> li_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:24:29
-                float* li_update = reinterpret_cast<float*>(li_update_bytes.data());  // varlen_attention.pto:24:29
-                std::vector<unsigned char> mi_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:25:29
-                float* mi_update = reinterpret_cast<float*>(mi_update_bytes.data());  // varlen_attention.pto:25:29
-                if (!(ceil_div(s1 - k_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:29:35
-                    varlen_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s1 - k_start, 16));  // varlen_attention.pto:29:35
-                    varlen_attention_bf16_guard[1] = static_cast<int64_t>(0);  // varlen_attention.pto:29:35
-                    varlen_attention_bf16_guard[2] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:29:35
-                    return 2;  // varlen_attention.pto:29:35
-                }
-                if (ceil_div(s1 - k_start, 16) >= 1) {  // varlen_attention.pto:29:17
-                    for (int64_t _k_tile_idx_first = 0; _k_tile_idx_first < 1; ++_k_tile_idx_first) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-                            return 3;  // varlen_attention.pto:32:35
-                        }
-                        bfloat16_t* q_tile_view_first = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
-                        if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start);  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-                            return 4;  // varlen_attention.pto:33:35
-                        }
-                        bfloat16_t* k_tile_view_first = k + k_start * HD + h * 64;  // varlen_attention.pto:33:35
-                        if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start);  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-                            return 5;  // varlen_attention.pto:34:35
-                        }
-                        bfloat16_t* v_tile_view_first = v + k_start * HD + h * 64;  // varlen_attention.pto:34:35
-                        std::vector<unsigned char> scores_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-                        float* scores_first = reinterpret_cast<float*>(scores_first_bytes.data());  // varlen_attention.pto:35:30
-                        std::vector<unsigned char> scores_scaled_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-                        float* scores_scaled_first = reinterpret_cast<float*>(scores_scaled_first_bytes.data());  // varlen_attention.pto:36:37
-                        std::vector<unsigned char> mij_first_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-                        float* mij_first = reinterpret_cast<float*>(mij_first_bytes.data());  // varlen_attention.pto:37:27
-                        std::vector<unsigned char> pij_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-                        float* pij_first = reinterpret_cast<float*>(pij_first_bytes.data());  // varlen_attention.pto:38:27
-                        std::vector<unsigned char> lij_first_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-                        float* lij_first = reinterpret_cast<float*>(lij_first_bytes.data());  // varlen_attention.pto:39:27
-                        start_launch(poison);  // varlen_attention.pto:35:30
-                        varlen_attention_bf16_k0(q_tile_view_first, HD, k_tile_view_first, HD, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, softmax_scale);  // varlen_attention.pto:35:30
-                        if (ceil_div(s1 - k_start, 16) == 1) {  // varlen_attention.pto:41:25
-                            std::vector<unsigned char> t1_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:42:42
-                            bfloat16_t* t1_first = reinterpret_cast<bfloat16_t*>(t1_first_bytes.data());  // varlen_attention.pto:42:42
-                            std::vector<unsigned char> oij_first_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:42:35
-                            float* oij_first = reinterpret_cast<float*>(oij_first_bytes.data());  // varlen_attention.pto:42:35
-                            if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
-                                return 6;  // varlen_attention.pto:43:29
-                            }
-                            if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
-                                return 7;  // varlen_attention.pto:43:29
-                            }
-                            if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
-                                return 8;  // varlen_attention.pto:44:29
-                            }
-                            if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
-                                return 9;  // varlen_attention.pto:44:29
-                            }
-                            if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:45:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:45:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:45:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
-                                return 10;  // varlen_attention.pto:45:29
-                            }
-                            start_launch(poison);  // varlen_attention.pto:42:47
-                            varlen_attention_bf16_k1(pij_first, lij_first, t1_first, v_tile_view_first, HD, oij_first, l_output, mij_first, m_output, output, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, h, NH, HD);  // varlen_attention.pto:42:47
-                        } else {
-                            std::vector<unsigned char> t5_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
-                            bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
-                            start_launch(poison);  // varlen_attention.pto:47:51
-                            varlen_attention_bf16_k2(pij_first, t5_first, v_tile_view_first, HD, oi_update, lij_first, li_update, mij_first, mi_update, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:51
-                        }
-                    }
-                }
-                for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 16) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
-                    if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                        varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                        varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                        varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-                        return 11;  // varlen_attention.pto:32:35
-                    }
-                    bfloat16_t* q_tile_view = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
-                    if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                        varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:33:35
-                        varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:33:35
-                        varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-                        return 12;  // varlen_attention.pto:33:35
-                    }
-                    bfloat16_t* k_tile_view = k + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:33:35
-                    if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                        varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:34:35
-                        varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:34:35
-                        varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-                        return 13;  // varlen_attention.pto:34:35
-                    }
-                    bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:34:35
-                    std::vector<unsigned char> scores_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-                    float* scores = reinterpret_cast<float*>(scores_bytes.data());  // varlen_attention.pto:35:30
-                    std::vector<unsigned char> scores_scaled_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-                    float* scores_scaled = reinterpret_cast<float*>(scores_scaled_bytes.data());  // varlen_attention.pto:36:37
-                    std::vector<unsigned char> mij_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-                    float* mij = reinterpret_cast<float*>(mij_bytes.data());  // varlen_attention.pto:37:27
-                    std::vector<unsigned char> pij_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-                    float* pij = reinterpret_cast<float*>(pij_bytes.data());  // varlen_attention.pto:38:27
-                    std::vector<unsigned char> lij_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-                    float* lij = reinterpret_cast<float*>(lij_bytes.data());  // varlen_attention.pto:39:27
-                    std::vector<unsigned char> t6_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
-                    bfloat16_t* t6 = reinterpret_cast<bfloat16_t*>(t6_bytes.data());  // varlen_attention.pto:51:38
-                    std::vector<unsigned char> oij_1_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
-                    float* oij_1 = reinterpret_cast<float*>(oij_1_bytes.data());  // varlen_attention.pto:51:31
-                    float* li = li_update;  // varlen_attention.pto:52:30
-                    float* mi = mi_update;  // varlen_attention.pto:53:30
-                    float* oi = oi_update;  // varlen_attention.pto:54:30
-                    std::vector<unsigned char> mi_new_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
-                    float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
-                    start_launch(poison);  // varlen_attention.pto:35:30
-                    varlen_attention_bf16_k3(q_tile_view, HD, k_tile_view, HD, scores, scores_scaled, mij, pij, lij, t6, v_tile_view, HD, oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1, softmax_scale);  // varlen_attention.pto:35:30
-                    std::vector<unsigned char> t2_1_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
-                    float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
-                    std::vector<unsigned char> t4_1_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
-                    float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
-                    std::vector<unsigned char> t9_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                    float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
-                    std::vector<unsigned char> t10_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
-                    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
-                    std::vector<unsigned char> li_new_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                    float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
-                    std::vector<unsigned char> t11_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-                    float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
-                    std::vector<unsigned char> t12_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
-                    float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
-                    start_launch(poison);  // varlen_attention.pto:55:34
-                    varlen_attention_bf16_k4(mi, mij, mi_new, t2_1, t4_1, li, t9, lij, t10, li_new, oi, t11, oij_1, t12, oi_update, li_update, mi_update, v_TQ, q_start, q_tile_idx, s0);  // varlen_attention.pto:55:34
-                }
-                if (ceil_div(s1 - k_start, 16) >= 2) {  // varlen_attention.pto:29:17
-                    for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-                            return 14;  // varlen_attention.pto:32:35
-                        }
-                        bfloat16_t* q_tile_view_last = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
-                        if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-                            return 15;  // varlen_attention.pto:33:35
-                        }
-                        bfloat16_t* k_tile_view_last = k + (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16) * HD + h * 64;  // varlen_attention.pto:33:35
-                        if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-                            return 16;  // varlen_attention.pto:34:35
-                        }
-                        bfloat16_t* v_tile_view_last = v + (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16) * HD + h * 64;  // varlen_attention.pto:34:35
-                        std::vector<unsigned char> scores_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-                        float* scores_last = reinterpret_cast<float*>(scores_last_bytes.data());  // varlen_attention.pto:35:30
-                        std::vector<unsigned char> scores_scaled_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-                        float* scores_scaled_last = reinterpret_cast<float*>(scores_scaled_last_bytes.data());  // varlen_attention.pto:36:37
-                        std::vector<unsigned char> mij_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-                        float* mij_last = reinterpret_cast<float*>(mij_last_bytes.data());  // varlen_attention.pto:37:27
-                        std::vector<unsigned char> pij_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-                        float* pij_last = reinterpret_cast<float*>(pij_last_bytes.data());  // varlen_attention.pto:38:27
-                        std::vector<unsigned char> lij_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-                        float* lij_last = reinterpret_cast<float*>(lij_last_bytes.data());  // varlen_attention.pto:39:27
-                        std::vector<unsigned char> t6_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
-                        bfloat16_t* t6_last = reinterpret_cast<bfloat16_t*>(t6_last_bytes.data());  // varlen_attention.pto:51:38
-                        std::vector<unsigned char> oij_1_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
-                        float* oij_1_last = reinterpret_cast<float*>(oij_1_last_bytes.data());  // varlen_attention.pto:51:31
-                        float* li_last = li_update;  // varlen_attention.pto:52:30
-                        float* mi_last = mi_update;  // varlen_attention.pto:53:30
-                        float* oi_last = oi_update;  // varlen_attention.pto:54:30
-                        std::vector<unsigned char> mi_new_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
-                        float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
-                        start_launch(poison);  // varlen_attention.pto:35:30
-                        varlen_attention_bf16_k5(q_tile_view_last, HD, k_tile_view_last, HD, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, softmax_scale);  // varlen_attention.pto:35:30
-                        std::vector<unsigned char> t2_1_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
-                        float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
-                        std::vector<unsigned char> t4_1_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
-                        float* t4_1_last = reinterpret_cast<float*>(t4_1_last_bytes.data());  // varlen_attention.pto:57:30
-                        std::vector<unsigned char> t9_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                        float* t9_last = reinterpret_cast<float*>(t9_last_bytes.data());  // varlen_attention.pto:58:34
-                        std::vector<unsigned char> t10_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
-                        float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // varlen_attention.pto:58:44
-                        std::vector<unsigned char> li_new_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                        float* li_new_last = reinterpret_cast<float*>(li_new_last_bytes.data());  // varlen_attention.pto:58:34
-                        std::vector<unsigned char> t11_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-                        float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // varlen_attention.pto:59:34
-                        std::vector<unsigned char> t12_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
-                        float* t12_last = reinterpret_cast<float*>(t12_last_bytes.data());  // varlen_attention.pto:59:44
-                        std::vector<unsigned char> oi_tmp_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-                        float* oi_tmp_last = reinterpret_cast<float*>(oi_tmp_last_bytes.data());  // varlen_attention.pto:59:34
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))))) {  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))));  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
-                            return 17;  // varlen_attention.pto:61:29
-                        }
-                        if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
-                            return 18;  // varlen_attention.pto:61:29
-                        }
-                        if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) {  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))));  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
-                            return 19;  // varlen_attention.pto:62:29
-                        }
-                        if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
-                            return 20;  // varlen_attention.pto:62:29
-                        }
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))))) {  // varlen_attention.pto:63:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))));  // varlen_attention.pto:63:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
-                            return 21;  // varlen_attention.pto:63:29
-                        }
-                        start_launch(poison);  // varlen_attention.pto:55:34
-                        varlen_attention_bf16_k6(mi_last, mij_last, mi_new_last, t2_1_last, t4_1_last, li_last, t9_last, lij_last, t10_last, li_new_last, oi_last, t11_last, oij_1_last, t12_last, oi_tmp_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
-                    }
-                }
-            }
+    std::vector<unsigned char> oi_update_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:23:29
+    float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // varlen_attention.pto:23:29
+    std::vector<unsigned char> li_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:24:29
+    float* li_update = reinterpret_cast<float*>(li_update_bytes.data());  // varlen_attention.pto:24:29
+    std::vector<unsigned char> mi_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:25:29
+    float* mi_update = reinterpret_cast<float*>(mi_update_bytes.data());  // varlen_attention.pto:25:29
+    std::vector<unsigned char> scores_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    float* scores_first = reinterpret_cast<float*>(scores_first_bytes.data());  // varlen_attention.pto:35:30
+    std::vector<unsigned char> scores_scaled_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    float* scores_scaled_first = reinterpret_cast<float*>(scores_scaled_first_bytes.data());  // varlen_attention.pto:36:37
+    std::vector<unsigned char> mij_first_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    float* mij_first = reinterpret_cast<float*>(mij_first_bytes.data());  // varlen_attention.pto:37:27
+    std::vector<unsigned char> pij_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    float* pij_first = reinterpret_cast<float*>(pij_first_bytes.data());  // varlen_attention.pto:38:27
+    std::vector<unsigned char> lij_first_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    float* lij_first = reinterpret_cast<float*>(lij_first_bytes.data());  // varlen_attention.pto:39:27
+    std::vector<unsigned char> t1_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:42:42
+    bfloat16_t* t1_first = reinterpret_cast<bfloat16_t*>(t1_first_bytes.data());  // varlen_attention.pto:42:42
+    std::vector<unsigned char> oij_first_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:42:35
+    float* oij_first = reinterpret_cast<float*>(oij_first_bytes.data());  // varlen_attention.pto:42:35
+    std::vector<unsigned char> t5_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
+    bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
+    std::vector<unsigned char> scores_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    float* scores = reinterpret_cast<float*>(scores_bytes.data());  // varlen_attention.pto:35:30
+    std::vector<unsigned char> scores_scaled_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    float* scores_scaled = reinterpret_cast<float*>(scores_scaled_bytes.data());  // varlen_attention.pto:36:37
+    std::vector<unsigned char> mij_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    float* mij = reinterpret_cast<float*>(mij_bytes.data());  // varlen_attention.pto:37:27
+    std::vector<unsigned char> pij_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    float* pij = reinterpret_cast<float*>(pij_bytes.data());  // varlen_attention.pto:38:27
+    std::vector<unsigned char> lij_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    float* lij = reinterpret_cast<float*>(lij_bytes.data());  // varlen_attention.pto:39:27
+    std::vector<unsigned char> t6_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+    bfloat16_t* t6 = reinterpret_cast<bfloat16_t*>(t6_bytes.data());  // varlen_attention.pto:51:38
+    std::vector<unsigned char> oij_1_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+    float* oij_1 = reinterpret_cast<float*>(oij_1_bytes.data());  // varlen_attention.pto:51:31
+    std::vector<unsigned char> mi_new_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+    float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
+    std::vector<unsigned char> t2_1_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+    float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
+    std::vector<unsigned char> t4_1_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+    float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
+    std::vector<unsigned char> t9_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
+    std::vector<unsigned char> t10_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
+    std::vector<unsigned char> li_new_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
+    std::vector<unsigned char> t11_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
+    std::vector<unsigned char> t12_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+    float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
+    std::vector<unsigned char> scores_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    float* scores_last = reinterpret_cast<float*>(scores_last_bytes.data());  // varlen_attention.pto:35:30
+    std::vector<unsigned char> scores_scaled_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    float* scores_scaled_last = reinterpret_cast<float*>(scores_scaled_last_bytes.data());  // varlen_attention.pto:36:37
+    std::vector<unsigned char> mij_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    float* mij_last = reinterpret_cast<float*>(mij_last_bytes.data());  // varlen_attention.pto:37:27
+    std::vector<unsigned char> pij_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    float* pij_last = reinterpret_cast<float*>(pij_last_bytes.data());  // varlen_attention.pto:38:27
+    std::vector<unsigned char> lij_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    float* lij_last = reinterpret_cast<float*>(lij_last_bytes.data());  // varlen_attention.pto:39:27
+    std::vector<unsigned char> t6_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+    bfloat16_t* t6_last = reinterpret_cast<bfloat16_t*>(t6_last_bytes.data());  // varlen_attention.pto:51:38
+    std::vector<unsigned char> oij_1_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+    float* oij_1_last = reinterpret_cast<float*>(oij_1_last_bytes.data());  // varlen_attention.pto:51:31
+    std::vector<unsigned char> mi_new_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+    float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
+    std::vector<unsigned char> t2_1_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+    float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
+    std::vector<unsigned char> t4_1_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+    float* t4_1_last = reinterpret_cast<float*>(t4_1_last_bytes.data());  // varlen_attention.pto:57:30
+    std::vector<unsigned char> t9_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    float* t9_last = reinterpret_cast<float*>(t9_last_bytes.data());  // varlen_attention.pto:58:34
+    std::vector<unsigned char> t10_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+    float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // varlen_attention.pto:58:44
+    std::vector<unsigned char> li_new_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    float* li_new_last = reinterpret_cast<float*>(li_new_last_bytes.data());  // varlen_attention.pto:58:34
+    std::vector<unsigned char> t11_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // varlen_attention.pto:59:34
+    std::vector<unsigned char> t12_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+    float* t12_last = reinterpret_cast<float*>(t12_last_bytes.data());  // varlen_attention.pto:59:44
+    std::vector<unsigned char> oi_tmp_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    float* oi_tmp_last = reinterpret_cast<float*>(oi_tmp_last_bytes.data());  // varlen_attention.pto:59:34
+    {  // varlen_attention.pto:16:5
+        std::vector<int64_t> varlen_attention_bf16_k0_status(static_cast<size_t>(4 * 1), 0);  // varlen_attention.pto:16:5
+        start_launch(poison);  // varlen_attention.pto:16:5
+        varlen_attention_bf16_k0(cu_seqlens_q, cu_seqlens_k, q, k, v, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, t1_first, oij_first, l_output, m_output, output, t5_first, oi_update, li_update, mi_update, scores, scores_scaled, mij, pij, lij, t6, oij_1, mi_new, t2_1, t4_1, t9, t10, li_new, t11, t12, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, oij_1_last, mi_new_last, t2_1_last, t4_1_last, t9_last, t10_last, li_new_last, t11_last, t12_last, oi_tmp_last, C, HD, NH, v_TK, v_TQ, softmax_scale, varlen_attention_bf16_k0_status.data());  // varlen_attention.pto:16:5
+        const int64_t varlen_attention_bf16_k0_stopped = guard_stopped(varlen_attention_bf16_k0_status.data(), 1, varlen_attention_bf16_guard);  // varlen_attention.pto:16:5
+        if (varlen_attention_bf16_k0_stopped != 0) {  // varlen_attention.pto:16:5
+            return static_cast<int>(varlen_attention_bf16_k0_stopped);  // varlen_attention.pto:16:5
         }
     }
 #ifdef PTO_CPU_SUBSET

@@ -14,13 +14,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, float* scores_first, float* scores_scaled_first, float* mij_first, float* pij_first, float* lij_first, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
-extern "C" void varlen_attention_bf16_k1_launch(uint32_t block_dim, void* stream, float* pij_first, float* lij_first, bfloat16_t* t1_first, bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, float* oij_first, float* l_output, float* mij_first, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, int64_t h, int64_t NH, int64_t HD);
-extern "C" void varlen_attention_bf16_k2_launch(uint32_t block_dim, void* stream, float* pij_first, bfloat16_t* t5_first, bfloat16_t* v_tile_view_first, int64_t v_tile_view_first_stride0, float* oi_update, float* lij_first, float* li_update, float* mij_first, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1);
-extern "C" void varlen_attention_bf16_k3_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, float* scores, float* scores_scaled, float* mij, float* pij, float* lij, bfloat16_t* t6, bfloat16_t* v_tile_view, int64_t v_tile_view_stride0, float* oij_1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, float softmax_scale);
-extern "C" void varlen_attention_bf16_k4_launch(uint32_t block_dim, void* stream, float* mi, float* mij, float* mi_new, float* t2_1, float* t4_1, float* li, float* t9, float* lij, float* t10, float* li_new, float* oi, float* t11, float* oij_1, float* t12, float* oi_update, float* li_update, float* mi_update, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0);
-extern "C" void varlen_attention_bf16_k5_launch(uint32_t block_dim, void* stream, bfloat16_t* q_tile_view_last, int64_t q_tile_view_last_stride0, bfloat16_t* k_tile_view_last, int64_t k_tile_view_last_stride0, float* scores_last, float* scores_scaled_last, float* mij_last, float* pij_last, float* lij_last, bfloat16_t* t6_last, bfloat16_t* v_tile_view_last, int64_t v_tile_view_last_stride0, float* oij_1_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1, float softmax_scale);
-extern "C" void varlen_attention_bf16_k6_launch(uint32_t block_dim, void* stream, float* mi_last, float* mij_last, float* mi_new_last, float* t2_1_last, float* t4_1_last, float* li_last, float* t9_last, float* lij_last, float* t10_last, float* li_new_last, float* oi_last, float* t11_last, float* oij_1_last, float* t12_last, float* oi_tmp_last, float* l_output, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD);
+extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, int32_t* cu_seqlens_q, int32_t* cu_seqlens_k, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, float* scores_first, float* scores_scaled_first, float* mij_first, float* pij_first, float* lij_first, bfloat16_t* t1_first, float* oij_first, float* l_output, float* m_output, bfloat16_t* output, bfloat16_t* t5_first, float* oi_update, float* li_update, float* mi_update, float* scores, float* scores_scaled, float* mij, float* pij, float* lij, bfloat16_t* t6, float* oij_1, float* mi_new, float* t2_1, float* t4_1, float* t9, float* t10, float* li_new, float* t11, float* t12, float* scores_last, float* scores_scaled_last, float* mij_last, float* pij_last, float* lij_last, bfloat16_t* t6_last, float* oij_1_last, float* mi_new_last, float* t2_1_last, float* t4_1_last, float* t9_last, float* t10_last, float* li_new_last, float* t11_last, float* t12_last, float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t* status);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -205,25 +199,17 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
 {
-    const int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
-{
-    return -floor_div(-a, b);
-}
-
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
-{
-    return b > a ? b : a;
+    for (int64_t b = 0; b < blocks; ++b) {
+        if (status[4 * b] != 0) {
+            for (int k = 0; k < 3; ++k) {
+                values[k] = status[4 * b + 1 + k];
+            }
+            return status[4 * b];
+        }
+    }
+    return 0;
 }
 
 extern "C" { int64_t varlen_attention_bf16_guard[3] = {0, 0, 0}; }
@@ -239,420 +225,236 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
     if (ptodsl_failed) {
         return -1;
     }
-    HostPages<int32_t> cu_seqlens_q_pages(cu_seqlens_q, C);
-    HostPages<int32_t> cu_seqlens_k_pages(cu_seqlens_k, C);
-    for (int64_t b = 0; b < C - 1; ++b) {  // varlen_attention.pto:16:5
-        const int64_t q_start = static_cast<int64_t>(cu_seqlens_q_pages[b]);  // varlen_attention.pto:17:19
-        if (ptodsl_failed) {  // varlen_attention.pto:17:19
-            return -1;  // varlen_attention.pto:17:19
+    DeviceWorkspace oi_update_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:23:29
+    if (ptodsl_failed) {  // varlen_attention.pto:23:29
+        return -1;  // varlen_attention.pto:23:29
+    }
+    float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // varlen_attention.pto:23:29
+    DeviceWorkspace li_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:24:29
+    if (ptodsl_failed) {  // varlen_attention.pto:24:29
+        return -1;  // varlen_attention.pto:24:29
+    }
+    float* li_update = reinterpret_cast<float*>(li_update_bytes.data());  // varlen_attention.pto:24:29
+    DeviceWorkspace mi_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:25:29
+    if (ptodsl_failed) {  // varlen_attention.pto:25:29
+        return -1;  // varlen_attention.pto:25:29
+    }
+    float* mi_update = reinterpret_cast<float*>(mi_update_bytes.data());  // varlen_attention.pto:25:29
+    DeviceWorkspace scores_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    if (ptodsl_failed) {  // varlen_attention.pto:35:30
+        return -1;  // varlen_attention.pto:35:30
+    }
+    float* scores_first = reinterpret_cast<float*>(scores_first_bytes.data());  // varlen_attention.pto:35:30
+    DeviceWorkspace scores_scaled_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    if (ptodsl_failed) {  // varlen_attention.pto:36:37
+        return -1;  // varlen_attention.pto:36:37
+    }
+    float* scores_scaled_first = reinterpret_cast<float*>(scores_scaled_first_bytes.data());  // varlen_attention.pto:36:37
+    DeviceWorkspace mij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    if (ptodsl_failed) {  // varlen_attention.pto:37:27
+        return -1;  // varlen_attention.pto:37:27
+    }
+    float* mij_first = reinterpret_cast<float*>(mij_first_bytes.data());  // varlen_attention.pto:37:27
+    DeviceWorkspace pij_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    if (ptodsl_failed) {  // varlen_attention.pto:38:27
+        return -1;  // varlen_attention.pto:38:27
+    }
+    float* pij_first = reinterpret_cast<float*>(pij_first_bytes.data());  // varlen_attention.pto:38:27
+    DeviceWorkspace lij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    if (ptodsl_failed) {  // varlen_attention.pto:39:27
+        return -1;  // varlen_attention.pto:39:27
+    }
+    float* lij_first = reinterpret_cast<float*>(lij_first_bytes.data());  // varlen_attention.pto:39:27
+    DeviceWorkspace t1_first_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:42:42
+    if (ptodsl_failed) {  // varlen_attention.pto:42:42
+        return -1;  // varlen_attention.pto:42:42
+    }
+    bfloat16_t* t1_first = reinterpret_cast<bfloat16_t*>(t1_first_bytes.data());  // varlen_attention.pto:42:42
+    DeviceWorkspace oij_first_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:42:35
+    if (ptodsl_failed) {  // varlen_attention.pto:42:35
+        return -1;  // varlen_attention.pto:42:35
+    }
+    float* oij_first = reinterpret_cast<float*>(oij_first_bytes.data());  // varlen_attention.pto:42:35
+    DeviceWorkspace t5_first_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
+    if (ptodsl_failed) {  // varlen_attention.pto:47:51
+        return -1;  // varlen_attention.pto:47:51
+    }
+    bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
+    DeviceWorkspace scores_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    if (ptodsl_failed) {  // varlen_attention.pto:35:30
+        return -1;  // varlen_attention.pto:35:30
+    }
+    float* scores = reinterpret_cast<float*>(scores_bytes.data());  // varlen_attention.pto:35:30
+    DeviceWorkspace scores_scaled_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    if (ptodsl_failed) {  // varlen_attention.pto:36:37
+        return -1;  // varlen_attention.pto:36:37
+    }
+    float* scores_scaled = reinterpret_cast<float*>(scores_scaled_bytes.data());  // varlen_attention.pto:36:37
+    DeviceWorkspace mij_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    if (ptodsl_failed) {  // varlen_attention.pto:37:27
+        return -1;  // varlen_attention.pto:37:27
+    }
+    float* mij = reinterpret_cast<float*>(mij_bytes.data());  // varlen_attention.pto:37:27
+    DeviceWorkspace pij_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    if (ptodsl_failed) {  // varlen_attention.pto:38:27
+        return -1;  // varlen_attention.pto:38:27
+    }
+    float* pij = reinterpret_cast<float*>(pij_bytes.data());  // varlen_attention.pto:38:27
+    DeviceWorkspace lij_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    if (ptodsl_failed) {  // varlen_attention.pto:39:27
+        return -1;  // varlen_attention.pto:39:27
+    }
+    float* lij = reinterpret_cast<float*>(lij_bytes.data());  // varlen_attention.pto:39:27
+    DeviceWorkspace t6_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+    if (ptodsl_failed) {  // varlen_attention.pto:51:38
+        return -1;  // varlen_attention.pto:51:38
+    }
+    bfloat16_t* t6 = reinterpret_cast<bfloat16_t*>(t6_bytes.data());  // varlen_attention.pto:51:38
+    DeviceWorkspace oij_1_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+    if (ptodsl_failed) {  // varlen_attention.pto:51:31
+        return -1;  // varlen_attention.pto:51:31
+    }
+    float* oij_1 = reinterpret_cast<float*>(oij_1_bytes.data());  // varlen_attention.pto:51:31
+    DeviceWorkspace mi_new_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+    if (ptodsl_failed) {  // varlen_attention.pto:55:34
+        return -1;  // varlen_attention.pto:55:34
+    }
+    float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
+    DeviceWorkspace t2_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+    if (ptodsl_failed) {  // varlen_attention.pto:56:30
+        return -1;  // varlen_attention.pto:56:30
+    }
+    float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
+    DeviceWorkspace t4_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+    if (ptodsl_failed) {  // varlen_attention.pto:57:30
+        return -1;  // varlen_attention.pto:57:30
+    }
+    float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
+    DeviceWorkspace t9_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    if (ptodsl_failed) {  // varlen_attention.pto:58:34
+        return -1;  // varlen_attention.pto:58:34
+    }
+    float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
+    DeviceWorkspace t10_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+    if (ptodsl_failed) {  // varlen_attention.pto:58:44
+        return -1;  // varlen_attention.pto:58:44
+    }
+    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
+    DeviceWorkspace li_new_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    if (ptodsl_failed) {  // varlen_attention.pto:58:34
+        return -1;  // varlen_attention.pto:58:34
+    }
+    float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
+    DeviceWorkspace t11_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    if (ptodsl_failed) {  // varlen_attention.pto:59:34
+        return -1;  // varlen_attention.pto:59:34
+    }
+    float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
+    DeviceWorkspace t12_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+    if (ptodsl_failed) {  // varlen_attention.pto:59:44
+        return -1;  // varlen_attention.pto:59:44
+    }
+    float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
+    DeviceWorkspace scores_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    if (ptodsl_failed) {  // varlen_attention.pto:35:30
+        return -1;  // varlen_attention.pto:35:30
+    }
+    float* scores_last = reinterpret_cast<float*>(scores_last_bytes.data());  // varlen_attention.pto:35:30
+    DeviceWorkspace scores_scaled_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    if (ptodsl_failed) {  // varlen_attention.pto:36:37
+        return -1;  // varlen_attention.pto:36:37
+    }
+    float* scores_scaled_last = reinterpret_cast<float*>(scores_scaled_last_bytes.data());  // varlen_attention.pto:36:37
+    DeviceWorkspace mij_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    if (ptodsl_failed) {  // varlen_attention.pto:37:27
+        return -1;  // varlen_attention.pto:37:27
+    }
+    float* mij_last = reinterpret_cast<float*>(mij_last_bytes.data());  // varlen_attention.pto:37:27
+    DeviceWorkspace pij_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    if (ptodsl_failed) {  // varlen_attention.pto:38:27
+        return -1;  // varlen_attention.pto:38:27
+    }
+    float* pij_last = reinterpret_cast<float*>(pij_last_bytes.data());  // varlen_attention.pto:38:27
+    DeviceWorkspace lij_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    if (ptodsl_failed) {  // varlen_attention.pto:39:27
+        return -1;  // varlen_attention.pto:39:27
+    }
+    float* lij_last = reinterpret_cast<float*>(lij_last_bytes.data());  // varlen_attention.pto:39:27
+    DeviceWorkspace t6_last_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+    if (ptodsl_failed) {  // varlen_attention.pto:51:38
+        return -1;  // varlen_attention.pto:51:38
+    }
+    bfloat16_t* t6_last = reinterpret_cast<bfloat16_t*>(t6_last_bytes.data());  // varlen_attention.pto:51:38
+    DeviceWorkspace oij_1_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+    if (ptodsl_failed) {  // varlen_attention.pto:51:31
+        return -1;  // varlen_attention.pto:51:31
+    }
+    float* oij_1_last = reinterpret_cast<float*>(oij_1_last_bytes.data());  // varlen_attention.pto:51:31
+    DeviceWorkspace mi_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+    if (ptodsl_failed) {  // varlen_attention.pto:55:34
+        return -1;  // varlen_attention.pto:55:34
+    }
+    float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
+    DeviceWorkspace t2_1_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+    if (ptodsl_failed) {  // varlen_attention.pto:56:30
+        return -1;  // varlen_attention.pto:56:30
+    }
+    float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
+    DeviceWorkspace t4_1_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+    if (ptodsl_failed) {  // varlen_attention.pto:57:30
+        return -1;  // varlen_attention.pto:57:30
+    }
+    float* t4_1_last = reinterpret_cast<float*>(t4_1_last_bytes.data());  // varlen_attention.pto:57:30
+    DeviceWorkspace t9_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    if (ptodsl_failed) {  // varlen_attention.pto:58:34
+        return -1;  // varlen_attention.pto:58:34
+    }
+    float* t9_last = reinterpret_cast<float*>(t9_last_bytes.data());  // varlen_attention.pto:58:34
+    DeviceWorkspace t10_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+    if (ptodsl_failed) {  // varlen_attention.pto:58:44
+        return -1;  // varlen_attention.pto:58:44
+    }
+    float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // varlen_attention.pto:58:44
+    DeviceWorkspace li_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    if (ptodsl_failed) {  // varlen_attention.pto:58:34
+        return -1;  // varlen_attention.pto:58:34
+    }
+    float* li_new_last = reinterpret_cast<float*>(li_new_last_bytes.data());  // varlen_attention.pto:58:34
+    DeviceWorkspace t11_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    if (ptodsl_failed) {  // varlen_attention.pto:59:34
+        return -1;  // varlen_attention.pto:59:34
+    }
+    float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // varlen_attention.pto:59:34
+    DeviceWorkspace t12_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+    if (ptodsl_failed) {  // varlen_attention.pto:59:44
+        return -1;  // varlen_attention.pto:59:44
+    }
+    float* t12_last = reinterpret_cast<float*>(t12_last_bytes.data());  // varlen_attention.pto:59:44
+    DeviceWorkspace oi_tmp_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    if (ptodsl_failed) {  // varlen_attention.pto:59:34
+        return -1;  // varlen_attention.pto:59:34
+    }
+    float* oi_tmp_last = reinterpret_cast<float*>(oi_tmp_last_bytes.data());  // varlen_attention.pto:59:34
+    {  // varlen_attention.pto:16:5
+        DeviceWorkspace varlen_attention_bf16_k0_status(4 * 1 * static_cast<int64_t>(sizeof(int64_t)), 0);  // varlen_attention.pto:16:5
+        if (ptodsl_failed) {  // varlen_attention.pto:16:5
+            return -1;  // varlen_attention.pto:16:5
         }
-        const int64_t s0 = static_cast<int64_t>(cu_seqlens_q_pages[b + 1]);  // varlen_attention.pto:18:21
-        if (ptodsl_failed) {  // varlen_attention.pto:18:21
-            return -1;  // varlen_attention.pto:18:21
+        uint64_t* ffts = ptodsl_c2c_ctrl();  // varlen_attention.pto:16:5
+        if (ptodsl_failed) {  // varlen_attention.pto:16:5
+            return -1;  // varlen_attention.pto:16:5
         }
-        const int64_t k_start = static_cast<int64_t>(cu_seqlens_k_pages[b]);  // varlen_attention.pto:19:19
-        if (ptodsl_failed) {  // varlen_attention.pto:19:19
-            return -1;  // varlen_attention.pto:19:19
+        varlen_attention_bf16_k0_launch(1, ptodsl_stream, ffts, cu_seqlens_q, cu_seqlens_k, q, k, v, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, t1_first, oij_first, l_output, m_output, output, t5_first, oi_update, li_update, mi_update, scores, scores_scaled, mij, pij, lij, t6, oij_1, mi_new, t2_1, t4_1, t9, t10, li_new, t11, t12, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, oij_1_last, mi_new_last, t2_1_last, t4_1_last, t9_last, t10_last, li_new_last, t11_last, t12_last, oi_tmp_last, C, HD, NH, v_TK, v_TQ, softmax_scale, reinterpret_cast<int64_t*>(varlen_attention_bf16_k0_status.data()));  // varlen_attention.pto:16:5
+        if (!launched("the launch of varlen_attention_bf16_k0")) {  // varlen_attention.pto:16:5
+            return -1;  // varlen_attention.pto:16:5
         }
-        const int64_t s1 = static_cast<int64_t>(cu_seqlens_k_pages[b + 1]);  // varlen_attention.pto:20:21
-        if (ptodsl_failed) {  // varlen_attention.pto:20:21
-            return -1;  // varlen_attention.pto:20:21
+        const std::vector<int64_t> varlen_attention_bf16_k0_status_host = read_status(varlen_attention_bf16_k0_status, 1);  // varlen_attention.pto:16:5
+        if (ptodsl_failed) {  // varlen_attention.pto:16:5
+            return -1;  // varlen_attention.pto:16:5
         }
-        for (int64_t h = 0; h < HD / 64; ++h) {  // varlen_attention.pto:21:9
-            if (!(ceil_div(s0 - q_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:22:31
-                varlen_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s0 - q_start, 16));  // varlen_attention.pto:22:31
-                varlen_attention_bf16_guard[1] = static_cast<int64_t>(0);  // varlen_attention.pto:22:31
-                varlen_attention_bf16_guard[2] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:22:31
-                return 1;  // varlen_attention.pto:22:31
-            }
-            for (int64_t q_tile_idx = 0; q_tile_idx < ceil_div(s0 - q_start, 16); ++q_tile_idx) {  // varlen_attention.pto:22:13
-                DeviceWorkspace oi_update_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:23:29
-                if (ptodsl_failed) {  // varlen_attention.pto:23:29
-                    return -1;  // varlen_attention.pto:23:29
-                }
-                float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // varlen_attention.pto:23:29
-                DeviceWorkspace li_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:24:29
-                if (ptodsl_failed) {  // varlen_attention.pto:24:29
-                    return -1;  // varlen_attention.pto:24:29
-                }
-                float* li_update = reinterpret_cast<float*>(li_update_bytes.data());  // varlen_attention.pto:24:29
-                DeviceWorkspace mi_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:25:29
-                if (ptodsl_failed) {  // varlen_attention.pto:25:29
-                    return -1;  // varlen_attention.pto:25:29
-                }
-                float* mi_update = reinterpret_cast<float*>(mi_update_bytes.data());  // varlen_attention.pto:25:29
-                if (!(ceil_div(s1 - k_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:29:35
-                    varlen_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s1 - k_start, 16));  // varlen_attention.pto:29:35
-                    varlen_attention_bf16_guard[1] = static_cast<int64_t>(0);  // varlen_attention.pto:29:35
-                    varlen_attention_bf16_guard[2] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:29:35
-                    return 2;  // varlen_attention.pto:29:35
-                }
-                if (ceil_div(s1 - k_start, 16) >= 1) {  // varlen_attention.pto:29:17
-                    for (int64_t _k_tile_idx_first = 0; _k_tile_idx_first < 1; ++_k_tile_idx_first) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-                            return 3;  // varlen_attention.pto:32:35
-                        }
-                        bfloat16_t* q_tile_view_first = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
-                        if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start);  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-                            return 4;  // varlen_attention.pto:33:35
-                        }
-                        bfloat16_t* k_tile_view_first = k + k_start * HD + h * 64;  // varlen_attention.pto:33:35
-                        if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start);  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-                            return 5;  // varlen_attention.pto:34:35
-                        }
-                        bfloat16_t* v_tile_view_first = v + k_start * HD + h * 64;  // varlen_attention.pto:34:35
-                        DeviceWorkspace scores_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-                        if (ptodsl_failed) {  // varlen_attention.pto:35:30
-                            return -1;  // varlen_attention.pto:35:30
-                        }
-                        float* scores_first = reinterpret_cast<float*>(scores_first_bytes.data());  // varlen_attention.pto:35:30
-                        DeviceWorkspace scores_scaled_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-                        if (ptodsl_failed) {  // varlen_attention.pto:36:37
-                            return -1;  // varlen_attention.pto:36:37
-                        }
-                        float* scores_scaled_first = reinterpret_cast<float*>(scores_scaled_first_bytes.data());  // varlen_attention.pto:36:37
-                        DeviceWorkspace mij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-                        if (ptodsl_failed) {  // varlen_attention.pto:37:27
-                            return -1;  // varlen_attention.pto:37:27
-                        }
-                        float* mij_first = reinterpret_cast<float*>(mij_first_bytes.data());  // varlen_attention.pto:37:27
-                        DeviceWorkspace pij_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-                        if (ptodsl_failed) {  // varlen_attention.pto:38:27
-                            return -1;  // varlen_attention.pto:38:27
-                        }
-                        float* pij_first = reinterpret_cast<float*>(pij_first_bytes.data());  // varlen_attention.pto:38:27
-                        DeviceWorkspace lij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-                        if (ptodsl_failed) {  // varlen_attention.pto:39:27
-                            return -1;  // varlen_attention.pto:39:27
-                        }
-                        float* lij_first = reinterpret_cast<float*>(lij_first_bytes.data());  // varlen_attention.pto:39:27
-                        varlen_attention_bf16_k0_launch(1, ptodsl_stream, q_tile_view_first, HD, k_tile_view_first, HD, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, softmax_scale);  // varlen_attention.pto:35:30
-                        if (!launched("the launch of varlen_attention_bf16_k0")) {  // varlen_attention.pto:35:30
-                            return -1;  // varlen_attention.pto:35:30
-                        }
-                        if (ceil_div(s1 - k_start, 16) == 1) {  // varlen_attention.pto:41:25
-                            DeviceWorkspace t1_first_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:42:42
-                            if (ptodsl_failed) {  // varlen_attention.pto:42:42
-                                return -1;  // varlen_attention.pto:42:42
-                            }
-                            bfloat16_t* t1_first = reinterpret_cast<bfloat16_t*>(t1_first_bytes.data());  // varlen_attention.pto:42:42
-                            DeviceWorkspace oij_first_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:42:35
-                            if (ptodsl_failed) {  // varlen_attention.pto:42:35
-                                return -1;  // varlen_attention.pto:42:35
-                            }
-                            float* oij_first = reinterpret_cast<float*>(oij_first_bytes.data());  // varlen_attention.pto:42:35
-                            if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
-                                return 6;  // varlen_attention.pto:43:29
-                            }
-                            if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
-                                return 7;  // varlen_attention.pto:43:29
-                            }
-                            if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
-                                return 8;  // varlen_attention.pto:44:29
-                            }
-                            if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
-                                return 9;  // varlen_attention.pto:44:29
-                            }
-                            if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:45:29
-                                varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:45:29
-                                varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:45:29
-                                varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
-                                return 10;  // varlen_attention.pto:45:29
-                            }
-                            varlen_attention_bf16_k1_launch(1, ptodsl_stream, pij_first, lij_first, t1_first, v_tile_view_first, HD, oij_first, l_output, mij_first, m_output, output, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, h, NH, HD);  // varlen_attention.pto:42:47
-                            if (!launched("the launch of varlen_attention_bf16_k1")) {  // varlen_attention.pto:42:47
-                                return -1;  // varlen_attention.pto:42:47
-                            }
-                        } else {
-                            DeviceWorkspace t5_first_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
-                            if (ptodsl_failed) {  // varlen_attention.pto:47:51
-                                return -1;  // varlen_attention.pto:47:51
-                            }
-                            bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
-                            varlen_attention_bf16_k2_launch(1, ptodsl_stream, pij_first, t5_first, v_tile_view_first, HD, oi_update, lij_first, li_update, mij_first, mi_update, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:51
-                            if (!launched("the launch of varlen_attention_bf16_k2")) {  // varlen_attention.pto:47:51
-                                return -1;  // varlen_attention.pto:47:51
-                            }
-                        }
-                    }
-                }
-                for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 16) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
-                    if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                        varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                        varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                        varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-                        return 11;  // varlen_attention.pto:32:35
-                    }
-                    bfloat16_t* q_tile_view = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
-                    if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                        varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:33:35
-                        varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:33:35
-                        varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-                        return 12;  // varlen_attention.pto:33:35
-                    }
-                    bfloat16_t* k_tile_view = k + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:33:35
-                    if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                        varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:34:35
-                        varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:34:35
-                        varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-                        return 13;  // varlen_attention.pto:34:35
-                    }
-                    bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:34:35
-                    DeviceWorkspace scores_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-                    if (ptodsl_failed) {  // varlen_attention.pto:35:30
-                        return -1;  // varlen_attention.pto:35:30
-                    }
-                    float* scores = reinterpret_cast<float*>(scores_bytes.data());  // varlen_attention.pto:35:30
-                    DeviceWorkspace scores_scaled_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-                    if (ptodsl_failed) {  // varlen_attention.pto:36:37
-                        return -1;  // varlen_attention.pto:36:37
-                    }
-                    float* scores_scaled = reinterpret_cast<float*>(scores_scaled_bytes.data());  // varlen_attention.pto:36:37
-                    DeviceWorkspace mij_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-                    if (ptodsl_failed) {  // varlen_attention.pto:37:27
-                        return -1;  // varlen_attention.pto:37:27
-                    }
-                    float* mij = reinterpret_cast<float*>(mij_bytes.data());  // varlen_attention.pto:37:27
-                    DeviceWorkspace pij_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-                    if (ptodsl_failed) {  // varlen_attention.pto:38:27
-                        return -1;  // varlen_attention.pto:38:27
-                    }
-                    float* pij = reinterpret_cast<float*>(pij_bytes.data());  // varlen_attention.pto:38:27
-                    DeviceWorkspace lij_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-                    if (ptodsl_failed) {  // varlen_attention.pto:39:27
-                        return -1;  // varlen_attention.pto:39:27
-                    }
-                    float* lij = reinterpret_cast<float*>(lij_bytes.data());  // varlen_attention.pto:39:27
-                    DeviceWorkspace t6_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
-                    if (ptodsl_failed) {  // varlen_attention.pto:51:38
-                        return -1;  // varlen_attention.pto:51:38
-                    }
-                    bfloat16_t* t6 = reinterpret_cast<bfloat16_t*>(t6_bytes.data());  // varlen_attention.pto:51:38
-                    DeviceWorkspace oij_1_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
-                    if (ptodsl_failed) {  // varlen_attention.pto:51:31
-                        return -1;  // varlen_attention.pto:51:31
-                    }
-                    float* oij_1 = reinterpret_cast<float*>(oij_1_bytes.data());  // varlen_attention.pto:51:31
-                    float* li = li_update;  // varlen_attention.pto:52:30
-                    float* mi = mi_update;  // varlen_attention.pto:53:30
-                    float* oi = oi_update;  // varlen_attention.pto:54:30
-                    DeviceWorkspace mi_new_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
-                    if (ptodsl_failed) {  // varlen_attention.pto:55:34
-                        return -1;  // varlen_attention.pto:55:34
-                    }
-                    float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
-                    varlen_attention_bf16_k3_launch(1, ptodsl_stream, q_tile_view, HD, k_tile_view, HD, scores, scores_scaled, mij, pij, lij, t6, v_tile_view, HD, oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1, softmax_scale);  // varlen_attention.pto:35:30
-                    if (!launched("the launch of varlen_attention_bf16_k3")) {  // varlen_attention.pto:35:30
-                        return -1;  // varlen_attention.pto:35:30
-                    }
-                    DeviceWorkspace t2_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
-                    if (ptodsl_failed) {  // varlen_attention.pto:56:30
-                        return -1;  // varlen_attention.pto:56:30
-                    }
-                    float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
-                    DeviceWorkspace t4_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
-                    if (ptodsl_failed) {  // varlen_attention.pto:57:30
-                        return -1;  // varlen_attention.pto:57:30
-                    }
-                    float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
-                    DeviceWorkspace t9_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                    if (ptodsl_failed) {  // varlen_attention.pto:58:34
-                        return -1;  // varlen_attention.pto:58:34
-                    }
-                    float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
-                    DeviceWorkspace t10_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
-                    if (ptodsl_failed) {  // varlen_attention.pto:58:44
-                        return -1;  // varlen_attention.pto:58:44
-                    }
-                    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
-                    DeviceWorkspace li_new_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                    if (ptodsl_failed) {  // varlen_attention.pto:58:34
-                        return -1;  // varlen_attention.pto:58:34
-                    }
-                    float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
-                    DeviceWorkspace t11_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-                    if (ptodsl_failed) {  // varlen_attention.pto:59:34
-                        return -1;  // varlen_attention.pto:59:34
-                    }
-                    float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
-                    DeviceWorkspace t12_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
-                    if (ptodsl_failed) {  // varlen_attention.pto:59:44
-                        return -1;  // varlen_attention.pto:59:44
-                    }
-                    float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
-                    varlen_attention_bf16_k4_launch(1, ptodsl_stream, mi, mij, mi_new, t2_1, t4_1, li, t9, lij, t10, li_new, oi, t11, oij_1, t12, oi_update, li_update, mi_update, v_TQ, q_start, q_tile_idx, s0);  // varlen_attention.pto:55:34
-                    if (!launched("the launch of varlen_attention_bf16_k4")) {  // varlen_attention.pto:55:34
-                        return -1;  // varlen_attention.pto:55:34
-                    }
-                }
-                if (ceil_div(s1 - k_start, 16) >= 2) {  // varlen_attention.pto:29:17
-                    for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-                            return 14;  // varlen_attention.pto:32:35
-                        }
-                        bfloat16_t* q_tile_view_last = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
-                        if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:33:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-                            return 15;  // varlen_attention.pto:33:35
-                        }
-                        bfloat16_t* k_tile_view_last = k + (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16) * HD + h * 64;  // varlen_attention.pto:33:35
-                        if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:34:35
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-                            return 16;  // varlen_attention.pto:34:35
-                        }
-                        bfloat16_t* v_tile_view_last = v + (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16) * HD + h * 64;  // varlen_attention.pto:34:35
-                        DeviceWorkspace scores_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-                        if (ptodsl_failed) {  // varlen_attention.pto:35:30
-                            return -1;  // varlen_attention.pto:35:30
-                        }
-                        float* scores_last = reinterpret_cast<float*>(scores_last_bytes.data());  // varlen_attention.pto:35:30
-                        DeviceWorkspace scores_scaled_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-                        if (ptodsl_failed) {  // varlen_attention.pto:36:37
-                            return -1;  // varlen_attention.pto:36:37
-                        }
-                        float* scores_scaled_last = reinterpret_cast<float*>(scores_scaled_last_bytes.data());  // varlen_attention.pto:36:37
-                        DeviceWorkspace mij_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-                        if (ptodsl_failed) {  // varlen_attention.pto:37:27
-                            return -1;  // varlen_attention.pto:37:27
-                        }
-                        float* mij_last = reinterpret_cast<float*>(mij_last_bytes.data());  // varlen_attention.pto:37:27
-                        DeviceWorkspace pij_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-                        if (ptodsl_failed) {  // varlen_attention.pto:38:27
-                            return -1;  // varlen_attention.pto:38:27
-                        }
-                        float* pij_last = reinterpret_cast<float*>(pij_last_bytes.data());  // varlen_attention.pto:38:27
-                        DeviceWorkspace lij_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-                        if (ptodsl_failed) {  // varlen_attention.pto:39:27
-                            return -1;  // varlen_attention.pto:39:27
-                        }
-                        float* lij_last = reinterpret_cast<float*>(lij_last_bytes.data());  // varlen_attention.pto:39:27
-                        DeviceWorkspace t6_last_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
-                        if (ptodsl_failed) {  // varlen_attention.pto:51:38
-                            return -1;  // varlen_attention.pto:51:38
-                        }
-                        bfloat16_t* t6_last = reinterpret_cast<bfloat16_t*>(t6_last_bytes.data());  // varlen_attention.pto:51:38
-                        DeviceWorkspace oij_1_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
-                        if (ptodsl_failed) {  // varlen_attention.pto:51:31
-                            return -1;  // varlen_attention.pto:51:31
-                        }
-                        float* oij_1_last = reinterpret_cast<float*>(oij_1_last_bytes.data());  // varlen_attention.pto:51:31
-                        float* li_last = li_update;  // varlen_attention.pto:52:30
-                        float* mi_last = mi_update;  // varlen_attention.pto:53:30
-                        float* oi_last = oi_update;  // varlen_attention.pto:54:30
-                        DeviceWorkspace mi_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
-                        if (ptodsl_failed) {  // varlen_attention.pto:55:34
-                            return -1;  // varlen_attention.pto:55:34
-                        }
-                        float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
-                        varlen_attention_bf16_k5_launch(1, ptodsl_stream, q_tile_view_last, HD, k_tile_view_last, HD, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, softmax_scale);  // varlen_attention.pto:35:30
-                        if (!launched("the launch of varlen_attention_bf16_k5")) {  // varlen_attention.pto:35:30
-                            return -1;  // varlen_attention.pto:35:30
-                        }
-                        DeviceWorkspace t2_1_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
-                        if (ptodsl_failed) {  // varlen_attention.pto:56:30
-                            return -1;  // varlen_attention.pto:56:30
-                        }
-                        float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
-                        DeviceWorkspace t4_1_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
-                        if (ptodsl_failed) {  // varlen_attention.pto:57:30
-                            return -1;  // varlen_attention.pto:57:30
-                        }
-                        float* t4_1_last = reinterpret_cast<float*>(t4_1_last_bytes.data());  // varlen_attention.pto:57:30
-                        DeviceWorkspace t9_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                        if (ptodsl_failed) {  // varlen_attention.pto:58:34
-                            return -1;  // varlen_attention.pto:58:34
-                        }
-                        float* t9_last = reinterpret_cast<float*>(t9_last_bytes.data());  // varlen_attention.pto:58:34
-                        DeviceWorkspace t10_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
-                        if (ptodsl_failed) {  // varlen_attention.pto:58:44
-                            return -1;  // varlen_attention.pto:58:44
-                        }
-                        float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // varlen_attention.pto:58:44
-                        DeviceWorkspace li_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                        if (ptodsl_failed) {  // varlen_attention.pto:58:34
-                            return -1;  // varlen_attention.pto:58:34
-                        }
-                        float* li_new_last = reinterpret_cast<float*>(li_new_last_bytes.data());  // varlen_attention.pto:58:34
-                        DeviceWorkspace t11_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-                        if (ptodsl_failed) {  // varlen_attention.pto:59:34
-                            return -1;  // varlen_attention.pto:59:34
-                        }
-                        float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // varlen_attention.pto:59:34
-                        DeviceWorkspace t12_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
-                        if (ptodsl_failed) {  // varlen_attention.pto:59:44
-                            return -1;  // varlen_attention.pto:59:44
-                        }
-                        float* t12_last = reinterpret_cast<float*>(t12_last_bytes.data());  // varlen_attention.pto:59:44
-                        DeviceWorkspace oi_tmp_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-                        if (ptodsl_failed) {  // varlen_attention.pto:59:34
-                            return -1;  // varlen_attention.pto:59:34
-                        }
-                        float* oi_tmp_last = reinterpret_cast<float*>(oi_tmp_last_bytes.data());  // varlen_attention.pto:59:34
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))))) {  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))));  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
-                            return 17;  // varlen_attention.pto:61:29
-                        }
-                        if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
-                            return 18;  // varlen_attention.pto:61:29
-                        }
-                        if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) {  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))));  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
-                            return 19;  // varlen_attention.pto:62:29
-                        }
-                        if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
-                            return 20;  // varlen_attention.pto:62:29
-                        }
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))))) {  // varlen_attention.pto:63:29
-                            varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
-                            varlen_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))));  // varlen_attention.pto:63:29
-                            varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
-                            return 21;  // varlen_attention.pto:63:29
-                        }
-                        varlen_attention_bf16_k6_launch(1, ptodsl_stream, mi_last, mij_last, mi_new_last, t2_1_last, t4_1_last, li_last, t9_last, lij_last, t10_last, li_new_last, oi_last, t11_last, oij_1_last, t12_last, oi_tmp_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
-                        if (!launched("the launch of varlen_attention_bf16_k6")) {  // varlen_attention.pto:55:34
-                            return -1;  // varlen_attention.pto:55:34
-                        }
-                    }
-                }
-            }
+        const int64_t varlen_attention_bf16_k0_stopped = guard_stopped(varlen_attention_bf16_k0_status_host.data(), 1, varlen_attention_bf16_guard);  // varlen_attention.pto:16:5
+        if (varlen_attention_bf16_k0_stopped != 0) {  // varlen_attention.pto:16:5
+            return static_cast<int>(varlen_attention_bf16_k0_stopped);  // varlen_attention.pto:16:5
         }
     }
     return call.finish();
