@@ -249,7 +249,7 @@ def cmd_test(args, out: _Out) -> int:
 def stats_json(v: Any) -> dict[str, Any]:
     """One variant of ``ptodsl ir --stats`` as JSON (a :class:`ptodsl.stats.VariantStats`)."""
     return {"variant": v.variant, "paths": v.paths, "vector_kernels": v.vector_kernels,
-            "cube_kernels": v.cube_kernels, "peak_bytes": dict(v.peak),
+            "cube_kernels": v.cube_kernels, "mixed_kernels": v.mixed_kernels, "peak_bytes": dict(v.peak),
             "stack_bytes": dict(v.stack), "stack_limit_bytes": v.stack_limit,
             "traffic": [{"case": cid, "moved": moved, "minimum": minimum,
                          "ratio": moved / minimum if minimum else None} for cid, moved, minimum in v.traffic],

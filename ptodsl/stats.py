@@ -91,6 +91,7 @@ class VariantStats:
     passes: dict[str, tuple[int, str | None]] = field(default_factory=dict)
     chip: list[ChipStats] = field(default_factory=list)
     bench: bool = False  # the cases are the spec's bench cases, modelled (not simulated)
+    mixed_kernels: int = 0  # kernels with a cube part and a vector part
     unmodelled: list[str] = field(default_factory=list)  # bench cases too long to walk
 
 
@@ -158,6 +159,7 @@ def collect(op: Operator, bench: bool = False) -> list[VariantStats]:
                           sum(k.kind == "vector" for k in kernels), sum(k.kind == "cube" for k in kernels), peak,
                           {k.name: frames[k.name] for k in kernels}, op.compiled.target.stack.limit_bytes)
         vs.passes = input_passes(tile)
+        vs.mixed_kernels = sum(k.kind == "mixed" for k in kernels)
         if bench:
             vs.bench = True
             for case in op.spec.bench:
@@ -222,7 +224,8 @@ def render(op: Operator, stats: list[VariantStats]) -> str:
     for s in stats:
         peak = ", ".join(f"{k.upper()} {v} B" for k, v in sorted(s.peak.items())) or "none"
         lines.append(f"  variant {s.variant}: {s.paths} compiled path{'s' if s.paths != 1 else ''}, "
-                     f"{s.vector_kernels} vector + {s.cube_kernels} cube kernels; peak {peak}")
+                     f"{s.vector_kernels} vector + {s.cube_kernels} cube"
+                     f"{f' + {s.mixed_kernels} mixed' if s.mixed_kernels else ''} kernels; peak {peak}")
         if s.stack:
             # kernels are named <control>_k<n>: the suffix is enough beside the variant
             frames = ", ".join(f"{k[k.rfind('_') + 1:]} {v}" for k, v in s.stack.items())

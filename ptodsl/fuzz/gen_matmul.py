@@ -132,9 +132,17 @@ def _steps_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn:
     row-wise (row_interchange then runs it as a mixed kernel over row blocks)."""
     from .gen import Block
 
-    steps = rng.randint(2, 5)  # from 3 on, a loop of the middle steps between the peeled ends
+    steps: Any = rng.randint(2, 5)  # from 3 on, a loop of the middle steps between the peeled ends
     comb = rng.choice([f"maximum(st{k}, t{k}) * 0.5 + t{k}", f"st{k} * 0.25 + exp(t{k} * 0.125)",
                        f"st{k} + relu(t{k})"])
+    # (a stream of its own, so the programs drawn before it keep theirs) half the time the steps
+    # run a number of times known only at the call, inside a loop of rounds that each rewrite y:
+    # the peeled first and last steps sit behind branches inside a loop of the user's, which run
+    # as loops of 0 or 1 trips in one mixed kernel (passes/branches.py, passes/persistent.py)
+    nest = random.Random(f"mm_steps_nest:{gen.seed}:{k}")
+    rounds = nest.randint(1, 2) if nest.random() < 0.5 else 0
+    if rounds:
+        steps = f"cdiv(K, {nest.choice([8, 16, 32])})"
     lines: list[tuple[int, Any]] = [
         (0, f"st{k} = tensor([M, {nn}], f32)"),
         (0, f'for j in loop({steps}, name="S{k}"):'),
@@ -146,6 +154,8 @@ def _steps_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn:
         (1, "if is_loop_end(j):"),
         (2, f"{y}[:] = cast(st{k}, {out})"),
     ]
+    if rounds:
+        lines = [(0, f'for r{k} in loop({rounds}, name="R{k}"):'), *((d + 1, text) for d, text in lines)]
     return Block("matmul", lines, [y, *names])
 
 

@@ -26,13 +26,26 @@ call and the loop's proof holds with the workspace shared (each iteration writes
 ``passes/parallel.py``'s, or for a row block loop ``passes/rowgrid.py``'s (``rows_interchanged``),
 whose iterations touch only their own rows of every tensor written, workspaces included. A
 ``mixed`` kernel's blocks go to the cube cores (one AIC and the AIVs beside it per block).
+
+Otherwise a kernel launched once per call whose body is a nest of loops of the user's down to a
+``parallel`` one (:func:`nested_parallel`: the loops around hold only element reads, views and
+guards besides the next loop, and bind nothing the parallel loop's bounds name) runs as blocks
+sharing out that loop when every workspace it writes was allocated inside it (``alloc {within}``,
+recorded by partitioning) and its iterations are independent with those workspaces their own and
+the indices of the loops around free to differ (:func:`private_share`): each block runs the loops
+around in full and its share of the parallel loop in each of their iterations, and gets a copy of
+each such workspace (:func:`privatize`: the control program allocates ``block_dim`` copies along
+the first dim, the kernel views the one at its block index). Varlen attention's heads loop inside
+its batch loop runs so, on as many blocks as heads. When several guards of such a kernel fail, the
+call stops at the first of the lowest block that stopped, on every backend; that may come after
+another failing one in program order (a later iteration of the loops around, in a lower block).
 """
 
 from __future__ import annotations
 
 from .. import sym
 from ..dtypes import DTYPES
-from ..ir import Func, Module, Op, Param, TensorType
+from ..ir import Func, Module, Op, Param, TensorType, Value
 from ..ir.gm import Origin, launches, walk_ops
 from ..ir.opdefs import block_params, indexed_gm
 from .blocks_flat import share_out_tiles, share_tiles, tileable
@@ -267,6 +280,111 @@ def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
 
 # Top-level ops of a kernel that move no data: each part of a split kernel keeps a copy of them.
 PURE = frozenset({"view", "reshape"})
+# What the bodies of the loops around a nested parallel loop may hold besides it: every block runs
+# them (``nested_parallel``).
+SKELETON = frozenset({"read", "view", "guard"})
+
+
+def nested_parallel(kernel: Func) -> tuple[list[Op], Op] | None:
+    """``(loops around, loop)`` when the kernel's body is a loop of the user's (its only op besides
+    element reads, views and guards), nested so down to a ``parallel`` loop of the user's whose
+    bounds name nothing the loops around bind: every block may run the loops around in full and,
+    in each of their iterations, its share of the parallel loop's. The parallel loop may be the
+    body's own (no loops around)."""
+    if block_params(kernel):
+        return None
+    path: list[Op] = []
+    bound: set[str] = set()
+    body = kernel.body
+    while True:
+        loops = [o for o in body if o.name == "loop"]
+        if len(loops) != 1 or any(o.name not in SKELETON for o in body if o is not loops[0]):
+            return None
+        loop = loops[0]
+        step = loop.attrs["step"]
+        if loop.attrs.get("kind") is not None or not isinstance(step, int) or step < 1:
+            return None
+        bound |= {o.attrs["sym"] for o in body if o.name == "read"}
+        if loop.attrs.get("parallel") == 1:
+            free = sym.free_symbols(loop.attrs["lo"]) | sym.free_symbols(loop.attrs["hi"])
+            return (path, loop) if not free & bound else None
+        path.append(loop)
+        bound.add(loop.attrs["index"])
+        body = loop.regions[0]
+
+
+def _written_params(kernel: Func) -> set[str]:
+    """The tensor parameters a kernel writes (through a view of one too)."""
+    derived = {p.name: p.name for p in kernel.params if p.is_tensor}
+    for op in kernel.walk():
+        if op.name == "view" and op.operands[0].name in derived:
+            derived[op.result.name] = derived[op.operands[0].name]
+    out: set[str] = set()
+    for op in kernel.walk():
+        written = [op.operands[0]] if op.name == "tile.store" else list(indexed_gm(op)[1])
+        out |= {derived[v.name] for v in written if v.name in derived}
+    return out
+
+
+def private_share(kernel: Func, launch: Op, allocs: dict[str, Op]) -> tuple[Op, list[str]] | None:
+    """``(loop, workspaces)`` when ``kernel`` may run as blocks sharing out ``loop``
+    (``nested_parallel``) with a copy of each of ``workspaces`` per block: every workspace of the
+    call it writes (``allocs``: the control program's, by name) was allocated inside ``loop``
+    before partitioning hoisted it (``alloc {within}``), so each iteration had its own, and the
+    iterations are independent with those workspaces private to them and with the indices of the
+    loops around free to differ (each block runs those loops in full)."""
+    nest = nested_parallel(kernel)
+    if nest is None:
+        return None
+    path, loop = nest
+    params = [p for p in kernel.params if p.is_tensor]
+    launched = {p.name: v.name for p, v in zip(params, launch.operands)}
+    private: list[str] = []
+    for name in sorted(_written_params(kernel)):
+        alloc = allocs.get(launched.get(name, ""))
+        if alloc is None:
+            continue  # a tensor of the call: the proof below decides
+        if loop.attrs["index"] not in alloc.attrs.get("within", ()) or not alloc.result.type.shape:
+            return None
+        private.append(name)
+    origins = origins_of(kernel)
+    outer: set[str] = set()
+    for around in path:
+        outer |= bound_within(around) - bound_within(loop)
+    if origins is None or not independent(loop, origins, frozenset(outer), frozenset(private)):
+        return None
+    return loop, private
+
+
+def privatize(kernel: Func, launch: Op, control: Func, names: list[str]) -> None:
+    """Give each block its own copy of the workspaces ``names`` (parameters of ``kernel``, run as
+    blocks by ``launch``, in place): the control program allocates ``block_dim`` copies one after
+    another along the first dim, and the kernel works on the copy at its block index."""
+    index, count = kernel.attrs["block_index"], kernel.attrs["block_count"]
+    launched = {p.name: v.name for p, v in zip([p for p in kernel.params if p.is_tensor], launch.operands)}
+    taken = {v.name for o in kernel.walk() for v in (*o.operands, *o.results)} | {p.name for p in kernel.params}
+    views: list[Op] = []
+    renamed: dict[str, Value] = {}
+    for p in kernel.params:
+        if p.name not in names:
+            continue
+        t: TensorType = p.type
+        rows = t.shape[0]
+        own = _free(f"{p.name}_own", taken)
+        taken.add(own)
+        renamed[p.name] = Value(own, t)
+        p.type = TensorType(t.dtype, (sym.mul(rows, sym.Sym(count)), *t.shape[1:]), None)
+        p.value = Value(p.name, p.type)
+        offsets = (sym.mul(sym.Sym(index), rows), *(0,) * (len(t.shape) - 1))
+        views.append(Op("view", [p.value], {"offsets": offsets}, [renamed[p.name]], span=kernel.span))
+        whole = TensorType(t.dtype, (sym.mul(rows, launch.attrs["block_dim"]), *t.shape[1:]), None)
+        for op in control.walk():
+            for v in (*op.operands, *op.results):
+                if v.name == launched[p.name]:
+                    v.type = whole
+    for op in kernel.walk():
+        op.operands = [renamed.get(v.name, v) for v in op.operands]
+    kernel.body[:0] = views
 
 
 def _nests(kernel: Func) -> tuple[Op | None, list[Op]] | None:
@@ -527,22 +645,27 @@ def run(module: Module, ctx: PassContext) -> Module:
         workspaces = _workspaces(control)
         outer = {id(op) for op in _outer_launches(control.body)}
         origins = origins_of(control)
+        allocs = {o.result.name: o for o in walk_ops(control.body) if o.name == "alloc"}
         for op in launches(control):
             kernel = funcs[op.attrs["kernel"]]
             loops = blockable(kernel)
             roots = control_roots(origins, op, kernel)
             nests = independent_nests(kernel, roots) if loops is None and id(op) in outer else None
-            if counts[kernel.name] != 1 or "block_dim" in op.attrs or (loops is None and nests is None) \
-                    or _aliased(kernel, roots):
+            if counts[kernel.name] != 1 or "block_dim" in op.attrs or _aliased(kernel, roots):
                 continue
             if nests is not None:  # each proved independent with the call's workspaces shared
                 _share_nests(kernel, nests, op, ctx.target.chip.cores(kernel.kind))
                 continue
+            if loops is None or _writes_workspace(kernel, op, workspaces) and \
+                    not (id(op) in outer and _shares_disjointly(kernel, loops)):
+                # else blocks would share a workspace every iteration writes anew: one copy each
+                plan = private_share(kernel, op, allocs) if id(op) in outer else None
+                if plan is not None:
+                    share_out(kernel, [plan[0]], op, ctx.target.chip.cores(kernel.kind))
+                    privatize(kernel, op, control, plan[1])
+                continue
             # (a launch in a loop of the control program keeps the old rule: the dry run samples
             # such loops by their alike iterations, which blocks whose count varies break)
-            if _writes_workspace(kernel, op, workspaces) and \
-                    not (id(op) in outer and _shares_disjointly(kernel, loops)):
-                continue
             cores = ctx.target.chip.cores(kernel.kind)
             inner = _inner_grid(kernel, loops[0]) if len(loops) == 1 and loops[0].attrs.get("kind") in SHARED else None
             if inner is not None and tileable(kernel):

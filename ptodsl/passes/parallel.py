@@ -30,7 +30,8 @@ The proof is deliberately conservative. For the loop with index ``i`` and step `
 
 A guard inside does not make a loop sequential: its condition reads nothing that iterations write,
 and each backend reports the failure of the first iteration in loop order (blocks run contiguous
-ranges of iterations and the host takes the first block that stopped).
+ranges of iterations and the host takes the first block that stopped; of a parallel loop nested in
+sequential ones that every block runs, ``passes/blocks.py``, the first block's first failure).
 """
 
 from __future__ import annotations
@@ -67,9 +68,13 @@ def origins_of(func: Func) -> dict[str, Origin] | None:
         return None
 
 
-def independent(loop: Op, origins: dict[str, Origin]) -> bool:
+def independent(loop: Op, origins: dict[str, Origin], outer: frozenset[str] = frozenset(),
+                private: frozenset[str] = frozenset()) -> bool:
     """Whether the iterations of ``loop`` (in a function whose GM values are ``origins``) are
-    independent (module docstring)."""
+    independent (module docstring). ``outer``: symbols bound around the loop that may differ
+    between the two iterations compared (the indices of loops around it that every block runs in
+    full, ``passes/blocks.py``), so a band's offset must not name them either; ``private``: roots
+    that are workspaces of the iteration's own although allocated outside it."""
     step = loop.attrs["step"]
     if not isinstance(step, int) or step < 1:
         return False
@@ -78,8 +83,8 @@ def independent(loop: Op, origins: dict[str, Origin]) -> bool:
         return False  # a single iteration: nothing to share out
     body = loop.regions[0]
     index = loop.attrs["index"]
-    local: set[str] = set()
-    inner: set[str] = set()  # symbols bound inside the loop: inner indices, values read
+    local: set[str] = set(private)
+    inner: set[str] = set(outer)  # symbols bound inside the loop: inner indices, values read
     tiles_inside: set[str] = set()
     for op in walk_ops(body):
         if op.name == "alloc":

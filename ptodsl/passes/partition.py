@@ -98,8 +98,11 @@ class _Partitioner:
                 out.append(op)  # a workspace or a view, hoisted above the kernel as above a run
                 continue
             kinds = self.place.kinds(op)
-            if kinds is not None and mixed_loop(op, kinds) and not self.compiles([op], MIXED):
-                self.place.refuse(op)  # launched per iteration, its body in kernels of one kind each
+            if kinds is not None and mixed_loop(op, kinds) and op.attrs.get("rows_interchanged") != 1 \
+                    and not self.compiles([op], MIXED):
+                # launched per iteration, its body in kernels of one kind each (a row block loop
+                # has no such fallback: its blocks' rows are the point of the interchange)
+                self.place.refuse(op)
                 kinds = None
             if kinds is not None and mixed_loop(op, kinds):
                 self.flush(run, out)

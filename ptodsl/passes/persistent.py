@@ -168,11 +168,13 @@ class Placement:
         return self.origins[v.name].root
 
 
-def _regions(ops: list[Op]) -> Iterator[list[Op]]:
-    yield ops
+def _regions(ops: list[Op], within: tuple[str, ...]) -> Iterator[tuple[list[Op], tuple[str, ...]]]:
+    """Every region of ``ops``, with the indices of the loops around it."""
+    yield ops, within
     for op in ops:
+        inner = (*within, op.attrs["index"]) if op.name == "loop" else within
         for r in op.regions:
-            yield from _regions(r)
+            yield from _regions(r, inner)
 
 
 def hoist_workspaces(ops: list[Op]) -> list[Op]:
@@ -190,16 +192,19 @@ def hoist_workspaces(ops: list[Op]) -> list[Op]:
         bound |= bound_within(op)
     allocs: list[Op] = []
     widened: dict[str, Value] = {}
-    for region in list(_regions(ops)):
+    for region, within in list(_regions(ops, ())):
         kept = [op for op in region if op.name != "alloc"]
         for op in region:
             if op.name != "alloc":
                 continue
             t = op.result.type
+            attrs = dict(op.attrs) | ({"within": within} if within else {})
             if any(sym.free_symbols(d) & bound for d in t.valid_shape):
                 wide = Value(op.result.name, TensorType(t.dtype, t.shape, None))
                 widened[wide.name] = wide
-                op = Op("alloc", [], dict(op.attrs), [wide], span=op.span)
+                op = Op("alloc", [], attrs, [wide], span=op.span)
+            else:
+                op.attrs = attrs
             allocs.append(op)
         region[:] = kept
     if widened:

@@ -54,6 +54,7 @@ class _Deps:
         self.barriers: dict[tuple[int, int], tuple[Op, Op]] = {}
         self.carried_barriers: dict[int, Op] = {}
         self._once: dict[int, bool] = {}  # loop -> whether it provably runs at most once
+        self._units: dict[int, str | None] = {}
         counter = [0]
 
         self.end: dict[int, int] = {}
@@ -116,9 +117,10 @@ class _Deps:
 
     def record(self, a: Op, pa: str, b: Op, pb: str) -> None:
         if pa == pb:
-            if split_unit(pa)[1] == "V" and self.pos[id(a)] < self.pos[id(b)]:
+            vector = pa.endswith("V") and split_unit(pa)[1] == "V"
+            if vector and self.pos[id(a)] < self.pos[id(b)]:
                 self.barriers[(id(a), id(b))] = (a, b)
-            elif split_unit(pa)[1] == "V":
+            elif vector:
                 loop = self.carrier(a, b)
                 self.carried_barriers[id(loop)] = loop
             return
@@ -129,7 +131,10 @@ class _Deps:
         self.carried[(id(loop), id(a), id(b))] = (loop, a, b)
 
     def unit(self, op: Op) -> str | None:
-        return unit_of(op, self.mixed)
+        key = id(op)
+        if key not in self._units:  # asked of every op again for each dependency it is in
+            self._units[key] = unit_of(op, self.mixed)
+        return self._units[key]
 
     def credits(self) -> None:
         """A flag between cores counts (a cube core's flag to its vector cores is a counter, not a
@@ -149,8 +154,8 @@ class _Deps:
     def repeating_loop(self, a: Op, b: Op) -> Op | None:
         """The innermost loop holding both ops that can run again (a loop of at most one trip
         cannot), if any."""
-        common = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]]
-        return next((x for x in common if not self.once(x)), None)
+        around_b = {id(x) for x in self.ancestors(b)[1:]}
+        return next((x for x in self.ancestors(a)[1:] if id(x) in around_b and not self.once(x)), None)
 
     def carrier(self, a: Op, b: Op) -> Op:
         """The loop that carries a dependency of b on a later op a of its previous iteration."""

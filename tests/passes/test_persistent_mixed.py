@@ -32,6 +32,13 @@ PICKED = ("kernel picked(x: f32[16, 16], w: f32[R, 16], pick: i32[H, J], y: out 
           "                acc[:] = acc + exp(matmul(x, wj) * 0.125)\n"
           "            if is_loop_end(j):\n"
           "                y[h * 16:h * 16 + 16, :] = acc\n")
+# the same heads, computed twice: the rounds loop is sequential (both rounds write all of y), the
+# heads loop inside it parallel whatever the round, so blocks share out the heads and each runs
+# both rounds
+ROUNDS = PICKED.replace("kernel picked(", "kernel rounds(").replace(
+    "    for h in loop(H, name=\"heads\"):\n", "    for r in loop(2, name=\"rounds\"):\n        for h in loop(H, name=\"heads\"):\n"
+).replace("\n        ", "\n            ").replace("            for h in loop(H", "        for h in loop(H").replace(
+    "y[h * 16:h * 16 + 16, :] = acc\n", "y[h * 16:h * 16 + 16, :] = acc + r\n")
 YAML = ("op: picked\nsymbols: {Y: 16*H}\nschedule: {vec_tile: [16, 16], cube_tile: {m: [16, 16], k: [16, 16], n: [16, 16]}}\n")
 
 
@@ -132,3 +139,39 @@ def test_a_workspace_whose_valid_shape_the_kernel_binds_is_allocated_whole():
     (alloc,) = hoist_workspaces([loop])
     assert alloc.result.type.valid is None and use.operands[0].type.valid is None
     assert loop.regions[0] == [use]
+
+
+def _launch(op: ptodsl.Operator) -> Op:
+    (control,) = [f for f in op.compiled.stages["block"].funcs if f.kind == "control"]
+    (launch,) = [o for o in control.walk() if o.name == "launch"]
+    return launch
+
+
+def test_blocks_share_out_the_heads_each_with_its_own_workspaces(picked):
+    """The heads loop is parallel: each head's tensors are its own (allocated inside the loop), so
+    each block gets a copy of every workspace the kernel writes, at its block index."""
+    launch = _launch(picked)
+    assert sym.evaluate(launch.attrs["block_dim"], {"H": 3}) == 3
+    assert sym.evaluate(launch.attrs["block_dim"], {"H": 100}) == 20  # 24 cube cores, 5 heads each
+    (kernel,) = [f for f in picked.compiled.stages["block"].funcs if f.kind == "mixed"]
+    own = [o for o in kernel.body if o.name == "view"]
+    assert own and all(o.attrs["offsets"][0] == sym.mul(sym.Sym(kernel.attrs["block_index"]), 16) for o in own)
+    private = {o.operands[0].name for o in own}
+    assert "acc" in private and "y" not in private
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_every_block_runs_the_sequential_loop_around_its_share(tmp_path, backend: str):
+    (tmp_path / "rounds.pto").write_text(ROUNDS)
+    (tmp_path / "rounds.yaml").write_text(YAML.replace("op: picked", "op: rounds"))
+    rounds = ptodsl.load(str(tmp_path / "rounds.yaml"))
+    launch = _launch(rounds)
+    assert sym.evaluate(launch.attrs["block_dim"], {"H": 4}) == 4
+    (kernel,) = [f for f in rounds.compiled.stages["block"].funcs if f.kind == "mixed"]
+    outer = next(o for o in kernel.body if o.name == "loop")
+    assert outer.attrs["name"] == "rounds" and outer.attrs.get("parallel") is None
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-1, 1, (16, 16)).astype(np.float32)
+    w = rng.uniform(-1, 1, (16 * 5, 16)).astype(np.float32)
+    pick = np.array([[1, 4, 2], [0, 0, 3], [4, 1, 1], [2, 3, 0]], np.int32)
+    np.testing.assert_allclose(rounds(x, w, pick, backend=backend), _want(x, w, pick) + 1.0, rtol=1e-5, atol=1e-5)

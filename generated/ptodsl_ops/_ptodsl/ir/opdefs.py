@@ -489,7 +489,11 @@ def _structural() -> list[IROp]:
              (same_dtype("src", "result"), same_rank("src", "result"), offsets_of("src")), control=True),
         IROp("reshape", ALL, "reshape", (Arg("src", TENSOR),), (TENSOR,), rules=(same_dtype("src", "result"),),
              control=True),
-        IROp("alloc", ALL, "alloc", (), (TENSOR,), (Attr("fill", "expr"),), control=True),
+        IROp("alloc", ALL, "alloc", (), (TENSOR,), (Attr("fill", "expr"), Attr(
+            "within", "any", doc="the indices of the loops of a kernel this workspace was allocated inside "
+            "before partitioning hoisted it above the launch (passes/persistent.py): each of their "
+            "iterations has a workspace of its own, so blocks sharing one of them out may each take "
+            "a copy (passes/blocks.py)")), control=True),
         IROp("assemble", ("tensor",), "assemble", (Arg("dst", TENSOR, "dst"), Arg("src", TENSOR)), (),
              (OFFSETS,), (same_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("dst"))),
         IROp("fill", ("tensor",), "fill", (Arg("dst", TENSOR, "dst"),), (),

@@ -13,7 +13,7 @@
 #include <vector>
 
 extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t B, int64_t N);
+extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -92,10 +92,33 @@ extern "C" int softmax_long_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_
 #endif
         }
     } else {
-        std::vector<unsigned char> e_bytes = workspace(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
+        std::vector<unsigned char> e_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1) * N) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
         bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
-        start_launch(poison);  // softmax_long.pto:3:5
-        softmax_long_bf16_k1(x, e, y, B, N);  // softmax_long.pto:3:5
+        {  // softmax_long.pto:3:5
+            const int64_t softmax_long_bf16_k1_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
+            bool softmax_long_bf16_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t softmax_long_bf16_k1_block = 0; softmax_long_bf16_k1_block < softmax_long_bf16_k1_blocks; ++softmax_long_bf16_k1_block) {  // softmax_long.pto:3:5
+                try {
+                    start_launch(poison);  // softmax_long.pto:3:5
+                    softmax_long_bf16_k1(x, e, y, B, N, softmax_long_bf16_k1_block, softmax_long_bf16_k1_blocks);  // softmax_long.pto:3:5
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    softmax_long_bf16_k1_block_no_memory = true;
+                }
+            }
+            if (softmax_long_bf16_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

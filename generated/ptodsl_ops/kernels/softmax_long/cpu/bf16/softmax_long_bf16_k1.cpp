@@ -4,13 +4,32 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t B, int64_t N)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT27 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT29B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT30B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -55,11 +74,12 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
+    __gm__ bfloat16_t* e_own = e + block_index * N;  // softmax_long.pto:3:5
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t b = 0; b < B; ++b) {  // softmax_long.pto:3:5
+    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax_long.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ bfloat16_t* row = x + b * N;  // softmax_long.pto:4:15
         TileT27 t27;  // softmax_long.pto:5:23
@@ -185,8 +205,8 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
-            GmView3 eGm3(e + _g33_db * 2 * 1024, GmView3::Shape(t43_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:5:13
-            TSTORE(eGm3, t43_b0);  // softmax_long.pto:5:13
+            GmView3 e_ownGm3(e_own + _g33_db * 2 * 1024, GmView3::Shape(t43_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:5:13
+            TSTORE(e_ownGm3, t43_b0);  // softmax_long.pto:5:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             TileT49B0 t49_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:6:23
@@ -247,8 +267,8 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
-                GmView5 eGm5(e + (_g33_db * 2 + 1 + _g33_dr) * 1024, GmView5::Shape(t43_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:5:13
-                TSTORE(eGm5, t43_b1);  // softmax_long.pto:5:13
+                GmView5 e_ownGm5(e_own + (_g33_db * 2 + 1 + _g33_dr) * 1024, GmView5::Shape(t43_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:5:13
+                TSTORE(e_ownGm5, t43_b1);  // softmax_long.pto:5:13
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 TileT49B1 t49_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:6:23
                 TASSIGN(t49_b1, 14432);  // softmax_long.pto:6:23
@@ -294,8 +314,8 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
             TASSIGN(t53_b0, 64);  // softmax_long.pto:6:19
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView6 eGm6(e + _g52_db * 2 * 1024, GmView6::Shape(t53_b0.GetValidCol()), GmView6::Stride(N));  // softmax_long.pto:6:19
-            TLOAD(t53_b0, eGm6);  // softmax_long.pto:6:19
+            GmView6 e_ownGm6(e_own + _g52_db * 2 * 1024, GmView6::Shape(t53_b0.GetValidCol()), GmView6::Stride(N));  // softmax_long.pto:6:19
+            TLOAD(t53_b0, e_ownGm6);  // softmax_long.pto:6:19
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileC3B0 c3_b0;  // softmax_long.pto:6:19
             TASSIGN(c3_b0, 0);  // softmax_long.pto:6:19
@@ -330,8 +350,8 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
                 TileT53B1 t53_b1(min_i64(N - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // softmax_long.pto:6:19
                 TASSIGN(t53_b1, 12352);  // softmax_long.pto:6:19
                 using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-                GmView8 eGm8(e + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView8::Shape(t53_b1.GetValidCol()), GmView8::Stride(N));  // softmax_long.pto:6:19
-                TLOAD(t53_b1, eGm8);  // softmax_long.pto:6:19
+                GmView8 e_ownGm8(e_own + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView8::Shape(t53_b1.GetValidCol()), GmView8::Stride(N));  // softmax_long.pto:6:19
+                TLOAD(t53_b1, e_ownGm8);  // softmax_long.pto:6:19
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileC3B1 c3_b1;  // softmax_long.pto:6:19
                 TASSIGN(c3_b1, 14400);  // softmax_long.pto:6:19

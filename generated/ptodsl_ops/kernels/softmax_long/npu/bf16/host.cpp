@@ -236,14 +236,17 @@ extern "C" int softmax_long_bf16(int32_t device, void* stream, bfloat16_t* x, bf
             }
         }
     } else {
-        DeviceWorkspace e_bytes(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
+        DeviceWorkspace e_bytes((max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1) * N) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
         if (ptodsl_failed) {  // softmax_long.pto:5:13
             return -1;  // softmax_long.pto:5:13
         }
         bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
-        softmax_long_bf16_k1_launch(1, ptodsl_stream, x, e, y, B, N);  // softmax_long.pto:3:5
-        if (!launched("the launch of softmax_long_bf16_k1")) {  // softmax_long.pto:3:5
-            return -1;  // softmax_long.pto:3:5
+        {  // softmax_long.pto:3:5
+            const int64_t softmax_long_bf16_k1_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
+            softmax_long_bf16_k1_launch(softmax_long_bf16_k1_blocks, ptodsl_stream, x, e, y, B, N);  // softmax_long.pto:3:5
+            if (!launched("the launch of softmax_long_bf16_k1")) {  // softmax_long.pto:3:5
+                return -1;  // softmax_long.pto:3:5
+            }
         }
     }
     return call.finish();

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* t9, __gm__ float* t10, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* t9_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* t11_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, __gm__ int64_t* status);
+extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* t9, __gm__ float* t10, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* t9_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* t11_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -31,6 +31,22 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
@@ -63,95 +79,116 @@ extern "C" int varlen_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v
     pto::cpu::clear_failure();
 #endif
     try {
-    std::vector<unsigned char> oi_update_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:23:29
+    std::vector<unsigned char> oi_update_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:23:29
     float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // varlen_attention.pto:23:29
-    std::vector<unsigned char> li_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:24:29
+    std::vector<unsigned char> li_update_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:24:29
     float* li_update = reinterpret_cast<float*>(li_update_bytes.data());  // varlen_attention.pto:24:29
-    std::vector<unsigned char> mi_update_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:25:29
+    std::vector<unsigned char> mi_update_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:25:29
     float* mi_update = reinterpret_cast<float*>(mi_update_bytes.data());  // varlen_attention.pto:25:29
-    std::vector<unsigned char> scores_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    std::vector<unsigned char> scores_first_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
     float* scores_first = reinterpret_cast<float*>(scores_first_bytes.data());  // varlen_attention.pto:35:30
-    std::vector<unsigned char> scores_scaled_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    std::vector<unsigned char> scores_scaled_first_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
     float* scores_scaled_first = reinterpret_cast<float*>(scores_scaled_first_bytes.data());  // varlen_attention.pto:36:37
-    std::vector<unsigned char> mij_first_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    std::vector<unsigned char> mij_first_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
     float* mij_first = reinterpret_cast<float*>(mij_first_bytes.data());  // varlen_attention.pto:37:27
-    std::vector<unsigned char> pij_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    std::vector<unsigned char> pij_first_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
     float* pij_first = reinterpret_cast<float*>(pij_first_bytes.data());  // varlen_attention.pto:38:27
-    std::vector<unsigned char> lij_first_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    std::vector<unsigned char> lij_first_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
     float* lij_first = reinterpret_cast<float*>(lij_first_bytes.data());  // varlen_attention.pto:39:27
-    std::vector<unsigned char> t1_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:42:42
+    std::vector<unsigned char> t1_first_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:42:42
     bfloat16_t* t1_first = reinterpret_cast<bfloat16_t*>(t1_first_bytes.data());  // varlen_attention.pto:42:42
-    std::vector<unsigned char> oij_first_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:42:35
+    std::vector<unsigned char> oij_first_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:42:35
     float* oij_first = reinterpret_cast<float*>(oij_first_bytes.data());  // varlen_attention.pto:42:35
-    std::vector<unsigned char> t5_first_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
+    std::vector<unsigned char> t5_first_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
     bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
-    std::vector<unsigned char> scores_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    std::vector<unsigned char> scores_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
     float* scores = reinterpret_cast<float*>(scores_bytes.data());  // varlen_attention.pto:35:30
-    std::vector<unsigned char> scores_scaled_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    std::vector<unsigned char> scores_scaled_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
     float* scores_scaled = reinterpret_cast<float*>(scores_scaled_bytes.data());  // varlen_attention.pto:36:37
-    std::vector<unsigned char> mij_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    std::vector<unsigned char> mij_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
     float* mij = reinterpret_cast<float*>(mij_bytes.data());  // varlen_attention.pto:37:27
-    std::vector<unsigned char> pij_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    std::vector<unsigned char> pij_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
     float* pij = reinterpret_cast<float*>(pij_bytes.data());  // varlen_attention.pto:38:27
-    std::vector<unsigned char> lij_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    std::vector<unsigned char> lij_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
     float* lij = reinterpret_cast<float*>(lij_bytes.data());  // varlen_attention.pto:39:27
-    std::vector<unsigned char> t6_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+    std::vector<unsigned char> t6_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
     bfloat16_t* t6 = reinterpret_cast<bfloat16_t*>(t6_bytes.data());  // varlen_attention.pto:51:38
-    std::vector<unsigned char> oij_1_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+    std::vector<unsigned char> oij_1_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
     float* oij_1 = reinterpret_cast<float*>(oij_1_bytes.data());  // varlen_attention.pto:51:31
-    std::vector<unsigned char> mi_new_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+    std::vector<unsigned char> mi_new_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
     float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
-    std::vector<unsigned char> t2_1_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+    std::vector<unsigned char> t2_1_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
     float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
-    std::vector<unsigned char> t4_1_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+    std::vector<unsigned char> t4_1_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
     float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
-    std::vector<unsigned char> t9_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    std::vector<unsigned char> t9_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
-    std::vector<unsigned char> t10_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+    std::vector<unsigned char> t10_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
     float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
-    std::vector<unsigned char> li_new_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    std::vector<unsigned char> li_new_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
-    std::vector<unsigned char> t11_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    std::vector<unsigned char> t11_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
     float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
-    std::vector<unsigned char> t12_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+    std::vector<unsigned char> t12_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
     float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
-    std::vector<unsigned char> scores_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    std::vector<unsigned char> scores_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
     float* scores_last = reinterpret_cast<float*>(scores_last_bytes.data());  // varlen_attention.pto:35:30
-    std::vector<unsigned char> scores_scaled_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    std::vector<unsigned char> scores_scaled_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
     float* scores_scaled_last = reinterpret_cast<float*>(scores_scaled_last_bytes.data());  // varlen_attention.pto:36:37
-    std::vector<unsigned char> mij_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    std::vector<unsigned char> mij_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
     float* mij_last = reinterpret_cast<float*>(mij_last_bytes.data());  // varlen_attention.pto:37:27
-    std::vector<unsigned char> pij_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    std::vector<unsigned char> pij_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
     float* pij_last = reinterpret_cast<float*>(pij_last_bytes.data());  // varlen_attention.pto:38:27
-    std::vector<unsigned char> lij_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    std::vector<unsigned char> lij_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
     float* lij_last = reinterpret_cast<float*>(lij_last_bytes.data());  // varlen_attention.pto:39:27
-    std::vector<unsigned char> t6_last_bytes = workspace(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+    std::vector<unsigned char> t6_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 16) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
     bfloat16_t* t6_last = reinterpret_cast<bfloat16_t*>(t6_last_bytes.data());  // varlen_attention.pto:51:38
-    std::vector<unsigned char> oij_1_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+    std::vector<unsigned char> oij_1_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
     float* oij_1_last = reinterpret_cast<float*>(oij_1_last_bytes.data());  // varlen_attention.pto:51:31
-    std::vector<unsigned char> mi_new_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+    std::vector<unsigned char> mi_new_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
     float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
-    std::vector<unsigned char> t2_1_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+    std::vector<unsigned char> t2_1_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
     float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
-    std::vector<unsigned char> t4_1_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+    std::vector<unsigned char> t4_1_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
     float* t4_1_last = reinterpret_cast<float*>(t4_1_last_bytes.data());  // varlen_attention.pto:57:30
-    std::vector<unsigned char> t9_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    std::vector<unsigned char> t9_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     float* t9_last = reinterpret_cast<float*>(t9_last_bytes.data());  // varlen_attention.pto:58:34
-    std::vector<unsigned char> t10_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+    std::vector<unsigned char> t10_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
     float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // varlen_attention.pto:58:44
-    std::vector<unsigned char> li_new_last_bytes = workspace(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    std::vector<unsigned char> li_new_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     float* li_new_last = reinterpret_cast<float*>(li_new_last_bytes.data());  // varlen_attention.pto:58:34
-    std::vector<unsigned char> t11_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    std::vector<unsigned char> t11_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
     float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // varlen_attention.pto:59:34
-    std::vector<unsigned char> t12_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+    std::vector<unsigned char> t12_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
     float* t12_last = reinterpret_cast<float*>(t12_last_bytes.data());  // varlen_attention.pto:59:44
-    std::vector<unsigned char> oi_tmp_last_bytes = workspace(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    std::vector<unsigned char> oi_tmp_last_bytes = workspace((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 16 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
     float* oi_tmp_last = reinterpret_cast<float*>(oi_tmp_last_bytes.data());  // varlen_attention.pto:59:34
     {  // varlen_attention.pto:16:5
-        std::vector<int64_t> varlen_attention_bf16_k0_status(static_cast<size_t>(4 * 1), 0);  // varlen_attention.pto:16:5
-        start_launch(poison);  // varlen_attention.pto:16:5
-        varlen_attention_bf16_k0(cu_seqlens_q, cu_seqlens_k, q, k, v, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, t1_first, oij_first, l_output, m_output, output, t5_first, oi_update, li_update, mi_update, scores, scores_scaled, mij, pij, lij, t6, oij_1, mi_new, t2_1, t4_1, t9, t10, li_new, t11, t12, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, oij_1_last, mi_new_last, t2_1_last, t4_1_last, t9_last, t10_last, li_new_last, t11_last, t12_last, oi_tmp_last, C, HD, NH, v_TK, v_TQ, softmax_scale, varlen_attention_bf16_k0_status.data());  // varlen_attention.pto:16:5
-        const int64_t varlen_attention_bf16_k0_stopped = guard_stopped(varlen_attention_bf16_k0_status.data(), 1, varlen_attention_bf16_guard);  // varlen_attention.pto:16:5
+        const int64_t varlen_attention_bf16_k0_blocks = max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1);  // varlen_attention.pto:16:5
+        std::vector<int64_t> varlen_attention_bf16_k0_status(static_cast<size_t>(4 * varlen_attention_bf16_k0_blocks), 0);  // varlen_attention.pto:16:5
+        bool varlen_attention_bf16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t varlen_attention_bf16_k0_block = 0; varlen_attention_bf16_k0_block < varlen_attention_bf16_k0_blocks; ++varlen_attention_bf16_k0_block) {  // varlen_attention.pto:16:5
+            try {
+                start_launch(poison);  // varlen_attention.pto:16:5
+                varlen_attention_bf16_k0(cu_seqlens_q, cu_seqlens_k, q, k, v, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, t1_first, oij_first, l_output, m_output, output, t5_first, oi_update, li_update, mi_update, scores, scores_scaled, mij, pij, lij, t6, oij_1, mi_new, t2_1, t4_1, t9, t10, li_new, t11, t12, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, oij_1_last, mi_new_last, t2_1_last, t4_1_last, t9_last, t10_last, li_new_last, t11_last, t12_last, oi_tmp_last, C, HD, NH, v_TK, v_TQ, softmax_scale, varlen_attention_bf16_k0_block, varlen_attention_bf16_k0_blocks, varlen_attention_bf16_k0_status.data());  // varlen_attention.pto:16:5
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                varlen_attention_bf16_k0_block_no_memory = true;
+            }
+        }
+        if (varlen_attention_bf16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+        const int64_t varlen_attention_bf16_k0_stopped = guard_stopped(varlen_attention_bf16_k0_status.data(), varlen_attention_bf16_k0_blocks, varlen_attention_bf16_guard);  // varlen_attention.pto:16:5
         if (varlen_attention_bf16_k0_stopped != 0) {  // varlen_attention.pto:16:5
             return static_cast<int>(varlen_attention_bf16_k0_stopped);  // varlen_attention.pto:16:5
         }

@@ -26,7 +26,7 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* t9, __gm__ float* t10, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* t9_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* t11_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, __gm__ int64_t* status)
+extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* t9, __gm__ float* t10, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* t9_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* t11_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status)
 #else
 extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* t9, __gm__ float* t10, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* t9_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* t11_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, __gm__ int64_t* status)
 #endif
@@ -196,19 +196,61 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    __gm__ float* scores_first_own = scores_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_scaled_first_own = scores_scaled_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mij_first_own = mij_first + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* pij_first_own = pij_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* lij_first_own = lij_first + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t1_first_own = t1_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oij_first_own = oij_first + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t5_first_own = t5_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oi_update_own = oi_update + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* li_update_own = li_update + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mi_update_own = mi_update + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_own = scores + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_scaled_own = scores_scaled + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mij_own = mij + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* pij_own = pij + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* lij_own = lij + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t6_own = t6 + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oij_1_own = oij_1 + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* mi_new_own = mi_new + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t2_1_own = t2_1 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t4_1_own = t4_1 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t9_own = t9 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t10_own = t10 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* li_new_own = li_new + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t11_own = t11 + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* t12_own = t12 + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* scores_last_own = scores_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_scaled_last_own = scores_scaled_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mij_last_own = mij_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* pij_last_own = pij_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* lij_last_own = lij_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t6_last_own = t6_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oij_1_last_own = oij_1_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* mi_new_last_own = mi_new_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t2_1_last_own = t2_1_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t4_1_last_own = t4_1_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t9_last_own = t9_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t10_last_own = t10_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* li_new_last_own = li_new_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t11_last_own = t11_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* t12_last_own = t12_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* oi_tmp_last_own = oi_tmp_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
     for (int64_t b = 0; b < C - 1; ++b) {  // varlen_attention.pto:16:5
         const int64_t q_start = static_cast<int64_t>(cu_seqlens_q[b]);  // varlen_attention.pto:17:19
         const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
         const int64_t k_start = static_cast<int64_t>(cu_seqlens_k[b]);  // varlen_attention.pto:19:19
         const int64_t s1 = static_cast<int64_t>(cu_seqlens_k[b + 1]);  // varlen_attention.pto:20:21
-        for (int64_t h = 0; h < HD / 64; ++h) {  // varlen_attention.pto:21:9
+        for (int64_t h = block_index * ceil_div(HD / 64, block_count); h < block_index * ceil_div(HD / 64, block_count) + min_i64(ceil_div(HD / 64, block_count), HD / 64 - block_index * ceil_div(HD / 64, block_count)); ++h) {  // varlen_attention.pto:21:9
             if (!(ceil_div(s0 - q_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:22:31
-                status[0] = 1;  // varlen_attention.pto:22:31
-                status[1] = static_cast<int64_t>(ceil_div(s0 - q_start, 16));  // varlen_attention.pto:22:31
-                status[2] = static_cast<int64_t>(0);  // varlen_attention.pto:22:31
-                status[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[0] = 1;  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - q_start, 16));  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[2] = static_cast<int64_t>(0);  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:22:31
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:22:31
+                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:22:31
 #endif
                 return;  // varlen_attention.pto:22:31
             }
@@ -225,12 +267,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
             for (int64_t q_tile_idx = 0; q_tile_idx < ceil_div(s0 - q_start, 16); ++q_tile_idx) {  // varlen_attention.pto:22:13
                 pipe_barrier(PIPE_V);
                 if (!(ceil_div(s1 - k_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:29:35
-                    status[0] = 2;  // varlen_attention.pto:29:35
-                    status[1] = static_cast<int64_t>(ceil_div(s1 - k_start, 16));  // varlen_attention.pto:29:35
-                    status[2] = static_cast<int64_t>(0);  // varlen_attention.pto:29:35
-                    status[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[0] = 2;  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s1 - k_start, 16));  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[2] = static_cast<int64_t>(0);  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:29:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                    dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:29:35
+                    dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:29:35
 #endif
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);  // varlen_attention.pto:29:35
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);  // varlen_attention.pto:29:35
@@ -257,34 +299,34 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(s1 - k_start, 16), 0), 1); ++_br2) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_first = 0; _k_tile_idx_first < 1; ++_k_tile_idx_first) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            status[0] = 3;  // varlen_attention.pto:32:35
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[0] = 3;  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
                             return;  // varlen_attention.pto:32:35
                         }
                         __gm__ bfloat16_t* q_tile_view_first = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
                         if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:33:35
-                            status[0] = 4;  // varlen_attention.pto:33:35
-                            status[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:33:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:33:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[0] = 4;  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
                             return;  // varlen_attention.pto:33:35
                         }
                         __gm__ bfloat16_t* k_tile_view_first = k + k_start * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:34:35
-                            status[0] = 5;  // varlen_attention.pto:34:35
-                            status[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:34:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:34:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[0] = 5;  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
                             return;  // varlen_attention.pto:34:35
                         }
@@ -325,13 +367,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:35:30
-                                GmView2 scores_firstGm2(scores_first + _g0 * 16 * 16 + _g1 * 16, GmView2::Shape(t2.GetValidRow(), t2.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_firstGm2, t2);  // varlen_attention.pto:35:30
+                                GmView2 scores_first_ownGm2(scores_first_own + _g0 * 16 * 16 + _g1 * 16, GmView2::Shape(t2.GetValidRow(), t2.GetValidCol()));  // varlen_attention.pto:35:30
+                                TSTORE(scores_first_ownGm2, t2);  // varlen_attention.pto:35:30
                                 TileT9Tile t9Tile(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:36:37
                                 TASSIGN(t9Tile, 512);  // varlen_attention.pto:36:37
                                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                GmView3 scores_firstGm3(scores_first + _g0 * 16 * 16 + _g1 * 16, GmView3::Shape(t9Tile.GetValidRow(), t9Tile.GetValidCol()));  // varlen_attention.pto:36:37
-                                TLOAD(t9Tile, scores_firstGm3);  // varlen_attention.pto:36:37
+                                GmView3 scores_first_ownGm3(scores_first_own + _g0 * 16 * 16 + _g1 * 16, GmView3::Shape(t9Tile.GetValidRow(), t9Tile.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t9Tile, scores_first_ownGm3);  // varlen_attention.pto:36:37
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 TileT10Tile t10Tile(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:36:37
                                 TASSIGN(t10Tile, 1536);  // varlen_attention.pto:36:37
@@ -340,8 +382,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                GmView4 scores_scaled_firstGm4(scores_scaled_first + _g0 * 16 * 16 + _g1 * 16, GmView4::Shape(t10Tile.GetValidRow(), t10Tile.GetValidCol()));  // varlen_attention.pto:36:37
-                                TSTORE(scores_scaled_firstGm4, t10Tile);  // varlen_attention.pto:36:37
+                                GmView4 scores_scaled_first_ownGm4(scores_scaled_first_own + _g0 * 16 * 16 + _g1 * 16, GmView4::Shape(t10Tile.GetValidRow(), t10Tile.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_first_ownGm4, t10Tile);  // varlen_attention.pto:36:37
                                 TileT15 t15(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:37:27
                                 TASSIGN(t15, 512);  // varlen_attention.pto:37:27
                                 pipe_barrier(PIPE_V);
@@ -359,8 +401,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                            GmView5 mij_firstGm5(mij_first + _g0 * 16, GmView5::Shape(t12Tile.GetValidRow()));  // varlen_attention.pto:37:27
-                            TSTORE(mij_firstGm5, t12Tile);  // varlen_attention.pto:37:27
+                            GmView5 mij_first_ownGm5(mij_first_own + _g0 * 16, GmView5::Shape(t12Tile.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_first_ownGm5, t12Tile);  // varlen_attention.pto:37:27
                             TileT27 t27(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:39:27
                             TASSIGN(t27, 512);  // varlen_attention.pto:39:27
                             pipe_barrier(PIPE_V);
@@ -374,8 +416,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT18 t18(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
                                 TASSIGN(t18, 1024);  // varlen_attention.pto:38:31
                                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
-                                GmView6 scores_scaled_firstGm6(scores_scaled_first + _g0 * 16 * 16 + _g17 * 16, GmView6::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
-                                TLOAD(t18, scores_scaled_firstGm6);  // varlen_attention.pto:38:31
+                                GmView6 scores_scaled_first_ownGm6(scores_scaled_first_own + _g0 * 16 * 16 + _g17 * 16, GmView6::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t18, scores_scaled_first_ownGm6);  // varlen_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT25 t25(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:27
                                 TASSIGN(t25, 2048);  // varlen_attention.pto:38:27
@@ -388,8 +430,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-                                GmView7 pij_firstGm7(pij_first + _g0 * 16 * 16 + _g17 * 16, GmView7::Shape(t25.GetValidRow(), t25.GetValidCol()));  // varlen_attention.pto:38:27
-                                TSTORE(pij_firstGm7, t25);  // varlen_attention.pto:38:27
+                                GmView7 pij_first_ownGm7(pij_first_own + _g0 * 16 * 16 + _g17 * 16, GmView7::Shape(t25.GetValidRow(), t25.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_first_ownGm7, t25);  // varlen_attention.pto:38:27
                                 TileT30 t30(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:39:27
                                 TASSIGN(t30, 1024);  // varlen_attention.pto:39:27
                                 pipe_barrier(PIPE_V);
@@ -403,8 +445,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                            GmView8 lij_firstGm8(lij_first + _g0 * 16, GmView8::Shape(t27.GetValidRow()));  // varlen_attention.pto:39:27
-                            TSTORE(lij_firstGm8, t27);  // varlen_attention.pto:39:27
+                            GmView8 lij_first_ownGm8(lij_first_own + _g0 * 16, GmView8::Shape(t27.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_first_ownGm8, t27);  // varlen_attention.pto:39:27
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -436,12 +478,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 16) - 1, -(ceil_div(s1 - k_start, 16) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             pipe_barrier(PIPE_V);
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:43:29
-                                status[0] = 6;  // varlen_attention.pto:43:29
-                                status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:43:29
-                                status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:43:29
-                                status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[0] = 6;  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:43:29
@@ -454,12 +496,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
-                                status[0] = 7;  // varlen_attention.pto:43:29
-                                status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
-                                status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
-                                status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[0] = 7;  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:43:29
@@ -472,12 +514,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:44:29
-                                status[0] = 8;  // varlen_attention.pto:44:29
-                                status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:44:29
-                                status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:44:29
-                                status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[0] = 8;  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:44:29
@@ -490,12 +532,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
-                                status[0] = 9;  // varlen_attention.pto:44:29
-                                status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
-                                status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
-                                status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[0] = 9;  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:44:29
@@ -508,12 +550,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:45:29
-                                status[0] = 10;  // varlen_attention.pto:45:29
-                                status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:45:29
-                                status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:45:29
-                                status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[0] = 10;  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:45:29
@@ -538,14 +580,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT33 t33(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
                                     TASSIGN(t33, 0);  // varlen_attention.pto:42:47
                                     using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:47
-                                    GmView9 pij_firstGm9(pij_first + _g31 * 16 * 16 + _g32 * 16, GmView9::Shape(t33.GetValidRow(), t33.GetValidCol()));  // varlen_attention.pto:42:47
-                                    TLOAD(t33, pij_firstGm9);  // varlen_attention.pto:42:47
+                                    GmView9 pij_first_ownGm9(pij_first_own + _g31 * 16 * 16 + _g32 * 16, GmView9::Shape(t33.GetValidRow(), t33.GetValidCol()));  // varlen_attention.pto:42:47
+                                    TLOAD(t33, pij_first_ownGm9);  // varlen_attention.pto:42:47
                                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                     TileT34 t34(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
                                     TASSIGN(t34, 1024);  // varlen_attention.pto:42:47
                                     using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
-                                    GmView10 lij_firstGm10(lij_first + _g31 * 16, GmView10::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
-                                    TLOAD(t34, lij_firstGm10);  // varlen_attention.pto:42:47
+                                    GmView10 lij_first_ownGm10(lij_first_own + _g31 * 16, GmView10::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
+                                    TLOAD(t34, lij_first_ownGm10);  // varlen_attention.pto:42:47
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     TileT36 t36(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
                                     TASSIGN(t36, 1536);  // varlen_attention.pto:42:47
@@ -563,8 +605,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                     using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:42
-                                    GmView11 t1_firstGm11(t1_first + _g31 * 16 * 16 + _g32 * 16, GmView11::Shape(t40.GetValidRow(), t40.GetValidCol()));  // varlen_attention.pto:42:42
-                                    TSTORE(t1_firstGm11, t40);  // varlen_attention.pto:42:42
+                                    GmView11 t1_first_ownGm11(t1_first_own + _g31 * 16 * 16 + _g32 * 16, GmView11::Shape(t40.GetValidRow(), t40.GetValidCol()));  // varlen_attention.pto:42:42
+                                    TSTORE(t1_first_ownGm11, t40);  // varlen_attention.pto:42:42
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -573,8 +615,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT43 t43(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t43, 0);  // varlen_attention.pto:42:35
                                 using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
-                                GmView12 t1_firstGm12(t1_first + _g31 * 16 * 16, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
-                                TLOAD(t43, t1_firstGm12);  // varlen_attention.pto:42:35
+                                GmView12 t1_first_ownGm12(t1_first_own + _g31 * 16 * 16, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
+                                TLOAD(t43, t1_first_ownGm12);  // varlen_attention.pto:42:35
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                 TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t44, 0);  // varlen_attention.pto:42:35
@@ -603,8 +645,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t48, 0);  // varlen_attention.pto:42:35
                                     using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
-                                    GmView14 t1_firstGm14(t1_first + _g31 * 16 * 16 + _k47 * 16, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
-                                    TLOAD(t48, t1_firstGm14);  // varlen_attention.pto:42:35
+                                    GmView14 t1_first_ownGm14(t1_first_own + _g31 * 16 * 16 + _k47 * 16, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
+                                    TLOAD(t48, t1_first_ownGm14);  // varlen_attention.pto:42:35
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                     TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t49, 0);  // varlen_attention.pto:42:35
@@ -629,15 +671,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
-                                GmView16 oij_firstGm16(oij_first + _g31 * 16 * 64, GmView16::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
-                                TSTORE(oij_firstGm16, t42);  // varlen_attention.pto:42:35
+                                GmView16 oij_first_ownGm16(oij_first_own + _g31 * 16 * 64, GmView16::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
+                                TSTORE(oij_first_ownGm16, t42);  // varlen_attention.pto:42:35
                                 TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:43:29
                                 TASSIGN(t53, 0);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
-                                GmView17 lij_firstGm17(lij_first + _g31 * 16, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
-                                TLOAD(t53, lij_firstGm17);  // varlen_attention.pto:43:29
+                                GmView17 lij_first_ownGm17(lij_first_own + _g31 * 16, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
+                                TLOAD(t53, lij_first_ownGm17);  // varlen_attention.pto:43:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                 using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
@@ -648,8 +690,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t55, 0);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
-                                GmView19 mij_firstGm19(mij_first + _g31 * 16, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
-                                TLOAD(t55, mij_firstGm19);  // varlen_attention.pto:44:29
+                                GmView19 mij_first_ownGm19(mij_first_own + _g31 * 16, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
+                                TLOAD(t55, mij_first_ownGm19);  // varlen_attention.pto:44:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                 using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
@@ -660,8 +702,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t57, 0);  // varlen_attention.pto:45:71
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
-                                GmView21 oij_firstGm21(oij_first + _g31 * 16 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
-                                TLOAD(t57, oij_firstGm21);  // varlen_attention.pto:45:71
+                                GmView21 oij_first_ownGm21(oij_first_own + _g31 * 16 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
+                                TLOAD(t57, oij_first_ownGm21);  // varlen_attention.pto:45:71
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:45:71
                                 TASSIGN(t58, 4096);  // varlen_attention.pto:45:71
@@ -711,8 +753,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT61 t61(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g60 * 16, 16));  // varlen_attention.pto:47:51
                                     TASSIGN(t61, 0);  // varlen_attention.pto:47:51
                                     using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:51
-                                    GmView23 pij_firstGm23(pij_first + _g59 * 16 * 16 + _g60 * 16, GmView23::Shape(t61.GetValidRow(), t61.GetValidCol()));  // varlen_attention.pto:47:51
-                                    TLOAD(t61, pij_firstGm23);  // varlen_attention.pto:47:51
+                                    GmView23 pij_first_ownGm23(pij_first_own + _g59 * 16 * 16 + _g60 * 16, GmView23::Shape(t61.GetValidRow(), t61.GetValidCol()));  // varlen_attention.pto:47:51
+                                    TLOAD(t61, pij_first_ownGm23);  // varlen_attention.pto:47:51
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     TileT62 t62(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g60 * 16, 16));  // varlen_attention.pto:47:51
                                     TASSIGN(t62, 1024);  // varlen_attention.pto:47:51
@@ -721,8 +763,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:51
-                                    GmView24 t5_firstGm24(t5_first + _g59 * 16 * 16 + _g60 * 16, GmView24::Shape(t62.GetValidRow(), t62.GetValidCol()));  // varlen_attention.pto:47:51
-                                    TSTORE(t5_firstGm24, t62);  // varlen_attention.pto:47:51
+                                    GmView24 t5_first_ownGm24(t5_first_own + _g59 * 16 * 16 + _g60 * 16, GmView24::Shape(t62.GetValidRow(), t62.GetValidCol()));  // varlen_attention.pto:47:51
+                                    TSTORE(t5_first_ownGm24, t62);  // varlen_attention.pto:47:51
                                 }
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 TileT64 t64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16));  // varlen_attention.pto:47:44
@@ -730,8 +772,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT65 t65(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
                                 TASSIGN(t65, 0);  // varlen_attention.pto:47:44
                                 using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:44
-                                GmView25 t5_firstGm25(t5_first + _g59 * 16 * 16, GmView25::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
-                                TLOAD(t65, t5_firstGm25);  // varlen_attention.pto:47:44
+                                GmView25 t5_first_ownGm25(t5_first_own + _g59 * 16 * 16, GmView25::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
+                                TLOAD(t65, t5_first_ownGm25);  // varlen_attention.pto:47:44
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                 TileT66 t66(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
                                 TASSIGN(t66, 0);  // varlen_attention.pto:47:44
@@ -760,8 +802,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT70 t70(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
                                     TASSIGN(t70, 0);  // varlen_attention.pto:47:44
                                     using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:44
-                                    GmView27 t5_firstGm27(t5_first + _g59 * 16 * 16 + _k69 * 16, GmView27::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
-                                    TLOAD(t70, t5_firstGm27);  // varlen_attention.pto:47:44
+                                    GmView27 t5_first_ownGm27(t5_first_own + _g59 * 16 * 16 + _k69 * 16, GmView27::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
+                                    TLOAD(t70, t5_first_ownGm27);  // varlen_attention.pto:47:44
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                     TileT71 t71(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
                                     TASSIGN(t71, 0);  // varlen_attention.pto:47:44
@@ -786,31 +828,31 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
-                                GmView29 oi_updateGm29(oi_update + _g59 * 16 * 64, GmView29::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
-                                TSTORE(oi_updateGm29, t64);  // varlen_attention.pto:47:44
+                                GmView29 oi_update_ownGm29(oi_update_own + _g59 * 16 * 64, GmView29::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
+                                TSTORE(oi_update_ownGm29, t64);  // varlen_attention.pto:47:44
                                 TileT75 t75(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16));  // varlen_attention.pto:48:29
                                 TASSIGN(t75, 0);  // varlen_attention.pto:48:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                GmView30 lij_firstGm30(lij_first + _g59 * 16, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
-                                TLOAD(t75, lij_firstGm30);  // varlen_attention.pto:48:29
+                                GmView30 lij_first_ownGm30(lij_first_own + _g59 * 16, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+                                TLOAD(t75, lij_first_ownGm30);  // varlen_attention.pto:48:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                GmView31 li_updateGm31(li_update + _g59 * 16, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
-                                TSTORE(li_updateGm31, t75);  // varlen_attention.pto:48:29
+                                GmView31 li_update_ownGm31(li_update_own + _g59 * 16, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+                                TSTORE(li_update_ownGm31, t75);  // varlen_attention.pto:48:29
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16));  // varlen_attention.pto:49:29
                                 TASSIGN(t77, 0);  // varlen_attention.pto:49:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                GmView32 mij_firstGm32(mij_first + _g59 * 16, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
-                                TLOAD(t77, mij_firstGm32);  // varlen_attention.pto:49:29
+                                GmView32 mij_first_ownGm32(mij_first_own + _g59 * 16, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+                                TLOAD(t77, mij_first_ownGm32);  // varlen_attention.pto:49:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                GmView33 mi_updateGm33(mi_update + _g59 * 16, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
-                                TSTORE(mi_updateGm33, t77);  // varlen_attention.pto:49:29
+                                GmView33 mi_update_ownGm33(mi_update_own + _g59 * 16, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+                                TSTORE(mi_update_ownGm33, t77);  // varlen_attention.pto:49:29
                             }
                         }
                     }
@@ -848,12 +890,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 16) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     pipe_barrier(PIPE_V);
                     if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                        status[0] = 11;  // varlen_attention.pto:32:35
-                        status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                        status[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                        status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:32:35
@@ -870,12 +912,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     __gm__ bfloat16_t* q_tile_view = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
                     if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                        status[0] = 12;  // varlen_attention.pto:33:35
-                        status[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:33:35
-                        status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:33:35
-                        status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[0] = 12;  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:33:35
@@ -892,12 +934,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     __gm__ bfloat16_t* k_tile_view = k + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:33:35
                     if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                        status[0] = 13;  // varlen_attention.pto:34:35
-                        status[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:34:35
-                        status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:34:35
-                        status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[0] = 13;  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:34:35
@@ -957,13 +999,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:35:30
-                            GmView36 scoresGm36(scores + _g78 * 16 * 16 + _g79 * 16, GmView36::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
-                            TSTORE(scoresGm36, t80);  // varlen_attention.pto:35:30
+                            GmView36 scores_ownGm36(scores_own + _g78 * 16 * 16 + _g79 * 16, GmView36::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
+                            TSTORE(scores_ownGm36, t80);  // varlen_attention.pto:35:30
                             TileT87 t87(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
                             TASSIGN(t87, 512);  // varlen_attention.pto:36:37
                             using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                            GmView37 scoresGm37(scores + _g78 * 16 * 16 + _g79 * 16, GmView37::Shape(t87.GetValidRow(), t87.GetValidCol()));  // varlen_attention.pto:36:37
-                            TLOAD(t87, scoresGm37);  // varlen_attention.pto:36:37
+                            GmView37 scores_ownGm37(scores_own + _g78 * 16 * 16 + _g79 * 16, GmView37::Shape(t87.GetValidRow(), t87.GetValidCol()));  // varlen_attention.pto:36:37
+                            TLOAD(t87, scores_ownGm37);  // varlen_attention.pto:36:37
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                             TileT88 t88(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
                             TASSIGN(t88, 1536);  // varlen_attention.pto:36:37
@@ -972,8 +1014,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                            GmView38 scores_scaledGm38(scores_scaled + _g78 * 16 * 16 + _g79 * 16, GmView38::Shape(t88.GetValidRow(), t88.GetValidCol()));  // varlen_attention.pto:36:37
-                            TSTORE(scores_scaledGm38, t88);  // varlen_attention.pto:36:37
+                            GmView38 scores_scaled_ownGm38(scores_scaled_own + _g78 * 16 * 16 + _g79 * 16, GmView38::Shape(t88.GetValidRow(), t88.GetValidCol()));  // varlen_attention.pto:36:37
+                            TSTORE(scores_scaled_ownGm38, t88);  // varlen_attention.pto:36:37
                             TileT93 t93(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:37:27
                             TASSIGN(t93, 512);  // varlen_attention.pto:37:27
                             pipe_barrier(PIPE_V);
@@ -994,8 +1036,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                        GmView39 mijGm39(mij + _g78 * 16, GmView39::Shape(t90.GetValidRow()));  // varlen_attention.pto:37:27
-                        TSTORE(mijGm39, t90);  // varlen_attention.pto:37:27
+                        GmView39 mij_ownGm39(mij_own + _g78 * 16, GmView39::Shape(t90.GetValidRow()));  // varlen_attention.pto:37:27
+                        TSTORE(mij_ownGm39, t90);  // varlen_attention.pto:37:27
                         TileT105 t105(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:39:27
                         TASSIGN(t105, 512);  // varlen_attention.pto:39:27
                         pipe_barrier(PIPE_V);
@@ -1009,8 +1051,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT96 t96(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:31
                             TASSIGN(t96, 1024);  // varlen_attention.pto:38:31
                             using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
-                            GmView40 scores_scaledGm40(scores_scaled + _g78 * 16 * 16 + _g95 * 16, GmView40::Shape(t96.GetValidRow(), t96.GetValidCol()));  // varlen_attention.pto:38:31
-                            TLOAD(t96, scores_scaledGm40);  // varlen_attention.pto:38:31
+                            GmView40 scores_scaled_ownGm40(scores_scaled_own + _g78 * 16 * 16 + _g95 * 16, GmView40::Shape(t96.GetValidRow(), t96.GetValidCol()));  // varlen_attention.pto:38:31
+                            TLOAD(t96, scores_scaled_ownGm40);  // varlen_attention.pto:38:31
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                             TileT103 t103(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:27
                             TASSIGN(t103, 2048);  // varlen_attention.pto:38:27
@@ -1023,8 +1065,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-                            GmView41 pijGm41(pij + _g78 * 16 * 16 + _g95 * 16, GmView41::Shape(t103.GetValidRow(), t103.GetValidCol()));  // varlen_attention.pto:38:27
-                            TSTORE(pijGm41, t103);  // varlen_attention.pto:38:27
+                            GmView41 pij_ownGm41(pij_own + _g78 * 16 * 16 + _g95 * 16, GmView41::Shape(t103.GetValidRow(), t103.GetValidCol()));  // varlen_attention.pto:38:27
+                            TSTORE(pij_ownGm41, t103);  // varlen_attention.pto:38:27
                             TileT108 t108(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:39:27
                             TASSIGN(t108, 1024);  // varlen_attention.pto:39:27
                             pipe_barrier(PIPE_V);
@@ -1041,8 +1083,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
                         using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                        GmView42 lijGm42(lij + _g78 * 16, GmView42::Shape(t105.GetValidRow()));  // varlen_attention.pto:39:27
-                        TSTORE(lijGm42, t105);  // varlen_attention.pto:39:27
+                        GmView42 lij_ownGm42(lij_own + _g78 * 16, GmView42::Shape(t105.GetValidRow()));  // varlen_attention.pto:39:27
+                        TSTORE(lij_ownGm42, t105);  // varlen_attention.pto:39:27
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
@@ -1053,8 +1095,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT111 t111(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
                             TASSIGN(t111, 0);  // varlen_attention.pto:51:38
                             using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-                            GmView43 pijGm43(pij + _g78 * 16 * 16 + _g110 * 16, GmView43::Shape(t111.GetValidRow(), t111.GetValidCol()));  // varlen_attention.pto:51:38
-                            TLOAD(t111, pijGm43);  // varlen_attention.pto:51:38
+                            GmView43 pij_ownGm43(pij_own + _g78 * 16 * 16 + _g110 * 16, GmView43::Shape(t111.GetValidRow(), t111.GetValidCol()));  // varlen_attention.pto:51:38
+                            TLOAD(t111, pij_ownGm43);  // varlen_attention.pto:51:38
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             TileT112 t112(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
                             TASSIGN(t112, 1024);  // varlen_attention.pto:51:38
@@ -1063,8 +1105,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-                            GmView44 t6Gm44(t6 + _g78 * 16 * 16 + _g110 * 16, GmView44::Shape(t112.GetValidRow(), t112.GetValidCol()));  // varlen_attention.pto:51:38
-                            TSTORE(t6Gm44, t112);  // varlen_attention.pto:51:38
+                            GmView44 t6_ownGm44(t6_own + _g78 * 16 * 16 + _g110 * 16, GmView44::Shape(t112.GetValidRow(), t112.GetValidCol()));  // varlen_attention.pto:51:38
+                            TSTORE(t6_ownGm44, t112);  // varlen_attention.pto:51:38
                         }
                         TileT114 t114(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:51:31
                         TASSIGN(t114, 0);  // varlen_attention.pto:51:31
@@ -1072,8 +1114,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t115, 0);  // varlen_attention.pto:51:31
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-                        GmView45 t6Gm45(t6 + _g78 * 16 * 16, GmView45::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
-                        TLOAD(t115, t6Gm45);  // varlen_attention.pto:51:31
+                        GmView45 t6_ownGm45(t6_own + _g78 * 16 * 16, GmView45::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
+                        TLOAD(t115, t6_ownGm45);  // varlen_attention.pto:51:31
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                         TASSIGN(t116, 0);  // varlen_attention.pto:51:31
@@ -1104,8 +1146,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
                             TASSIGN(t120, 0);  // varlen_attention.pto:51:31
                             using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-                            GmView47 t6Gm47(t6 + _g78 * 16 * 16 + _k119 * 16, GmView47::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t120, t6Gm47);  // varlen_attention.pto:51:31
+                            GmView47 t6_ownGm47(t6_own + _g78 * 16 * 16 + _k119 * 16, GmView47::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t120, t6_ownGm47);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT121 t121(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
                             TASSIGN(t121, 0);  // varlen_attention.pto:51:31
@@ -1130,8 +1172,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                         using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                        GmView49 oij_1Gm49(oij_1 + _g78 * 16 * 64, GmView49::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
-                        TSTORE(oij_1Gm49, t114);  // varlen_attention.pto:51:31
+                        GmView49 oij_1_ownGm49(oij_1_own + _g78 * 16 * 64, GmView49::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
+                        TSTORE(oij_1_ownGm49, t114);  // varlen_attention.pto:51:31
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1142,9 +1184,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    __gm__ float* li = li_update;  // varlen_attention.pto:52:30
-                    __gm__ float* mi = mi_update;  // varlen_attention.pto:53:30
-                    __gm__ float* oi = oi_update;  // varlen_attention.pto:54:30
+                    __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
+                    __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
+                    __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     pipe_barrier(PIPE_V);
@@ -1162,8 +1204,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT126 t126(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g124 * 16, 0), 16));  // varlen_attention.pto:55:34
                         TASSIGN(t126, 512);  // varlen_attention.pto:55:34
                         using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                        GmView51 mijGm51(mij + _g124 * 16, GmView51::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
-                        TLOAD(t126, mijGm51);  // varlen_attention.pto:55:34
+                        GmView51 mij_ownGm51(mij_own + _g124 * 16, GmView51::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
+                        TLOAD(t126, mij_ownGm51);  // varlen_attention.pto:55:34
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT127 t127(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g124 * 16, 16));  // varlen_attention.pto:55:34
                         TASSIGN(t127, 1024);  // varlen_attention.pto:55:34
@@ -1172,8 +1214,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                        GmView52 mi_newGm52(mi_new + _g124 * 16, GmView52::Shape(t127.GetValidRow()));  // varlen_attention.pto:55:34
-                        TSTORE(mi_newGm52, t127);  // varlen_attention.pto:55:34
+                        GmView52 mi_new_ownGm52(mi_new_own + _g124 * 16, GmView52::Shape(t127.GetValidRow()));  // varlen_attention.pto:55:34
+                        TSTORE(mi_new_ownGm52, t127);  // varlen_attention.pto:55:34
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -1191,8 +1233,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT130 t130(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g128 * 16, 0), 16));  // varlen_attention.pto:56:34
                         TASSIGN(t130, 512);  // varlen_attention.pto:56:34
                         using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                        GmView54 mi_newGm54(mi_new + _g128 * 16, GmView54::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
-                        TLOAD(t130, mi_newGm54);  // varlen_attention.pto:56:34
+                        GmView54 mi_new_ownGm54(mi_new_own + _g128 * 16, GmView54::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
+                        TLOAD(t130, mi_new_ownGm54);  // varlen_attention.pto:56:34
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT131 t131(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g128 * 16, 16));  // varlen_attention.pto:56:34
                         TASSIGN(t131, 1024);  // varlen_attention.pto:56:34
@@ -1205,8 +1247,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
-                        GmView55 t2_1Gm55(t2_1 + _g128 * 16, GmView55::Shape(t134.GetValidRow()));  // varlen_attention.pto:56:30
-                        TSTORE(t2_1Gm55, t134);  // varlen_attention.pto:56:30
+                        GmView55 t2_1_ownGm55(t2_1_own + _g128 * 16, GmView55::Shape(t134.GetValidRow()));  // varlen_attention.pto:56:30
+                        TSTORE(t2_1_ownGm55, t134);  // varlen_attention.pto:56:30
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1217,13 +1259,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT136 t136(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g135 * 16, 0), 16));  // varlen_attention.pto:57:34
                         TASSIGN(t136, 0);  // varlen_attention.pto:57:34
                         using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                        GmView56 mijGm56(mij + _g135 * 16, GmView56::Shape(t136.GetValidRow()));  // varlen_attention.pto:57:34
-                        TLOAD(t136, mijGm56);  // varlen_attention.pto:57:34
+                        GmView56 mij_ownGm56(mij_own + _g135 * 16, GmView56::Shape(t136.GetValidRow()));  // varlen_attention.pto:57:34
+                        TLOAD(t136, mij_ownGm56);  // varlen_attention.pto:57:34
                         TileT137 t137(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g135 * 16, 0), 16));  // varlen_attention.pto:57:34
                         TASSIGN(t137, 512);  // varlen_attention.pto:57:34
                         using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                        GmView57 mi_newGm57(mi_new + _g135 * 16, GmView57::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
-                        TLOAD(t137, mi_newGm57);  // varlen_attention.pto:57:34
+                        GmView57 mi_new_ownGm57(mi_new_own + _g135 * 16, GmView57::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
+                        TLOAD(t137, mi_new_ownGm57);  // varlen_attention.pto:57:34
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT138 t138(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g135 * 16, 16));  // varlen_attention.pto:57:34
                         TASSIGN(t138, 1024);  // varlen_attention.pto:57:34
@@ -1236,8 +1278,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
-                        GmView58 t4_1Gm58(t4_1 + _g135 * 16, GmView58::Shape(t141.GetValidRow()));  // varlen_attention.pto:57:30
-                        TSTORE(t4_1Gm58, t141);  // varlen_attention.pto:57:30
+                        GmView58 t4_1_ownGm58(t4_1_own + _g135 * 16, GmView58::Shape(t141.GetValidRow()));  // varlen_attention.pto:57:30
+                        TSTORE(t4_1_ownGm58, t141);  // varlen_attention.pto:57:30
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
@@ -1248,8 +1290,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT143 t143(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g142 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t143, 0);  // varlen_attention.pto:58:34
                         using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView59 t2_1Gm59(t2_1 + _g142 * 16, GmView59::Shape(t143.GetValidRow()));  // varlen_attention.pto:58:34
-                        TLOAD(t143, t2_1Gm59);  // varlen_attention.pto:58:34
+                        GmView59 t2_1_ownGm59(t2_1_own + _g142 * 16, GmView59::Shape(t143.GetValidRow()));  // varlen_attention.pto:58:34
+                        TLOAD(t143, t2_1_ownGm59);  // varlen_attention.pto:58:34
                         TileT144 t144(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g142 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t144, 512);  // varlen_attention.pto:58:34
                         using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
@@ -1263,8 +1305,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView61 t9Gm61(t9 + _g142 * 16, GmView61::Shape(t145.GetValidRow()));  // varlen_attention.pto:58:34
-                        TSTORE(t9Gm61, t145);  // varlen_attention.pto:58:34
+                        GmView61 t9_ownGm61(t9_own + _g142 * 16, GmView61::Shape(t145.GetValidRow()));  // varlen_attention.pto:58:34
+                        TSTORE(t9_ownGm61, t145);  // varlen_attention.pto:58:34
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1275,13 +1317,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT147 t147(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g146 * 16, 0), 16));  // varlen_attention.pto:58:44
                         TASSIGN(t147, 0);  // varlen_attention.pto:58:44
                         using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                        GmView62 t4_1Gm62(t4_1 + _g146 * 16, GmView62::Shape(t147.GetValidRow()));  // varlen_attention.pto:58:44
-                        TLOAD(t147, t4_1Gm62);  // varlen_attention.pto:58:44
+                        GmView62 t4_1_ownGm62(t4_1_own + _g146 * 16, GmView62::Shape(t147.GetValidRow()));  // varlen_attention.pto:58:44
+                        TLOAD(t147, t4_1_ownGm62);  // varlen_attention.pto:58:44
                         TileT148 t148(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g146 * 16, 0), 16));  // varlen_attention.pto:58:44
                         TASSIGN(t148, 512);  // varlen_attention.pto:58:44
                         using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                        GmView63 lijGm63(lij + _g146 * 16, GmView63::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
-                        TLOAD(t148, lijGm63);  // varlen_attention.pto:58:44
+                        GmView63 lij_ownGm63(lij_own + _g146 * 16, GmView63::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
+                        TLOAD(t148, lij_ownGm63);  // varlen_attention.pto:58:44
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT149 t149(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g146 * 16, 16));  // varlen_attention.pto:58:44
                         TASSIGN(t149, 1024);  // varlen_attention.pto:58:44
@@ -1290,8 +1332,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                        GmView64 t10Gm64(t10 + _g146 * 16, GmView64::Shape(t149.GetValidRow()));  // varlen_attention.pto:58:44
-                        TSTORE(t10Gm64, t149);  // varlen_attention.pto:58:44
+                        GmView64 t10_ownGm64(t10_own + _g146 * 16, GmView64::Shape(t149.GetValidRow()));  // varlen_attention.pto:58:44
+                        TSTORE(t10_ownGm64, t149);  // varlen_attention.pto:58:44
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -1304,13 +1346,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT151 t151(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g150 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t151, 0);  // varlen_attention.pto:58:34
                         using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView65 t9Gm65(t9 + _g150 * 16, GmView65::Shape(t151.GetValidRow()));  // varlen_attention.pto:58:34
-                        TLOAD(t151, t9Gm65);  // varlen_attention.pto:58:34
+                        GmView65 t9_ownGm65(t9_own + _g150 * 16, GmView65::Shape(t151.GetValidRow()));  // varlen_attention.pto:58:34
+                        TLOAD(t151, t9_ownGm65);  // varlen_attention.pto:58:34
                         TileT152 t152(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g150 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t152, 512);  // varlen_attention.pto:58:34
                         using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView66 t10Gm66(t10 + _g150 * 16, GmView66::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
-                        TLOAD(t152, t10Gm66);  // varlen_attention.pto:58:34
+                        GmView66 t10_ownGm66(t10_own + _g150 * 16, GmView66::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
+                        TLOAD(t152, t10_ownGm66);  // varlen_attention.pto:58:34
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT153 t153(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g150 * 16, 16));  // varlen_attention.pto:58:34
                         TASSIGN(t153, 1024);  // varlen_attention.pto:58:34
@@ -1319,8 +1361,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView67 li_newGm67(li_new + _g150 * 16, GmView67::Shape(t153.GetValidRow()));  // varlen_attention.pto:58:34
-                        TSTORE(li_newGm67, t153);  // varlen_attention.pto:58:34
+                        GmView67 li_new_ownGm67(li_new_own + _g150 * 16, GmView67::Shape(t153.GetValidRow()));  // varlen_attention.pto:58:34
+                        TSTORE(li_new_ownGm67, t153);  // varlen_attention.pto:58:34
                     }
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
@@ -1336,8 +1378,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT156 t156(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g154 * 16, 0), 16));  // varlen_attention.pto:59:34
                         TASSIGN(t156, 4096);  // varlen_attention.pto:59:34
                         using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
-                        GmView69 t2_1Gm69(t2_1 + _g154 * 16, GmView69::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
-                        TLOAD(t156, t2_1Gm69);  // varlen_attention.pto:59:34
+                        GmView69 t2_1_ownGm69(t2_1_own + _g154 * 16, GmView69::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
+                        TLOAD(t156, t2_1_ownGm69);  // varlen_attention.pto:59:34
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT157 t157(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g154 * 16, 16));  // varlen_attention.pto:59:34
                         TASSIGN(t157, 4608);  // varlen_attention.pto:59:34
@@ -1350,8 +1392,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                        GmView70 t11Gm70(t11 + _g154 * 16 * 64, GmView70::Shape(t158.GetValidRow()));  // varlen_attention.pto:59:34
-                        TSTORE(t11Gm70, t158);  // varlen_attention.pto:59:34
+                        GmView70 t11_ownGm70(t11_own + _g154 * 16 * 64, GmView70::Shape(t158.GetValidRow()));  // varlen_attention.pto:59:34
+                        TSTORE(t11_ownGm70, t158);  // varlen_attention.pto:59:34
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -1363,13 +1405,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT160 t160(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g159 * 16, 0), 16));  // varlen_attention.pto:59:44
                         TASSIGN(t160, 0);  // varlen_attention.pto:59:44
                         using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                        GmView71 oij_1Gm71(oij_1 + _g159 * 16 * 64, GmView71::Shape(t160.GetValidRow()));  // varlen_attention.pto:59:44
-                        TLOAD(t160, oij_1Gm71);  // varlen_attention.pto:59:44
+                        GmView71 oij_1_ownGm71(oij_1_own + _g159 * 16 * 64, GmView71::Shape(t160.GetValidRow()));  // varlen_attention.pto:59:44
+                        TLOAD(t160, oij_1_ownGm71);  // varlen_attention.pto:59:44
                         TileT161 t161(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g159 * 16, 0), 16));  // varlen_attention.pto:59:44
                         TASSIGN(t161, 4096);  // varlen_attention.pto:59:44
                         using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
-                        GmView72 t4_1Gm72(t4_1 + _g159 * 16, GmView72::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
-                        TLOAD(t161, t4_1Gm72);  // varlen_attention.pto:59:44
+                        GmView72 t4_1_ownGm72(t4_1_own + _g159 * 16, GmView72::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
+                        TLOAD(t161, t4_1_ownGm72);  // varlen_attention.pto:59:44
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT162 t162(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g159 * 16, 16));  // varlen_attention.pto:59:44
                         TASSIGN(t162, 4608);  // varlen_attention.pto:59:44
@@ -1382,8 +1424,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                        GmView73 t12Gm73(t12 + _g159 * 16 * 64, GmView73::Shape(t163.GetValidRow()));  // varlen_attention.pto:59:44
-                        TSTORE(t12Gm73, t163);  // varlen_attention.pto:59:44
+                        GmView73 t12_ownGm73(t12_own + _g159 * 16 * 64, GmView73::Shape(t163.GetValidRow()));  // varlen_attention.pto:59:44
+                        TSTORE(t12_ownGm73, t163);  // varlen_attention.pto:59:44
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
@@ -1399,13 +1441,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT165 t165(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g164 * 16, 0), 16));  // varlen_attention.pto:59:34
                         TASSIGN(t165, 0);  // varlen_attention.pto:59:34
                         using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                        GmView74 t11Gm74(t11 + _g164 * 16 * 64, GmView74::Shape(t165.GetValidRow()));  // varlen_attention.pto:59:34
-                        TLOAD(t165, t11Gm74);  // varlen_attention.pto:59:34
+                        GmView74 t11_ownGm74(t11_own + _g164 * 16 * 64, GmView74::Shape(t165.GetValidRow()));  // varlen_attention.pto:59:34
+                        TLOAD(t165, t11_ownGm74);  // varlen_attention.pto:59:34
                         TileT166 t166(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g164 * 16, 0), 16));  // varlen_attention.pto:59:34
                         TASSIGN(t166, 4096);  // varlen_attention.pto:59:34
                         using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                        GmView75 t12Gm75(t12 + _g164 * 16 * 64, GmView75::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
-                        TLOAD(t166, t12Gm75);  // varlen_attention.pto:59:34
+                        GmView75 t12_ownGm75(t12_own + _g164 * 16 * 64, GmView75::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
+                        TLOAD(t166, t12_ownGm75);  // varlen_attention.pto:59:34
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT167 t167(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g164 * 16, 16));  // varlen_attention.pto:59:34
                         TASSIGN(t167, 8192);  // varlen_attention.pto:59:34
@@ -1414,8 +1456,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                        GmView76 oi_updateGm76(oi_update + _g164 * 16 * 64, GmView76::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
-                        TSTORE(oi_updateGm76, t167);  // varlen_attention.pto:59:34
+                        GmView76 oi_update_ownGm76(oi_update_own + _g164 * 16 * 64, GmView76::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
+                        TSTORE(oi_update_ownGm76, t167);  // varlen_attention.pto:59:34
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -1428,13 +1470,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT169 t169(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g168 * 16, 16));  // varlen_attention.pto:66:29
                         TASSIGN(t169, 0);  // varlen_attention.pto:66:29
                         using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                        GmView77 li_newGm77(li_new + _g168 * 16, GmView77::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-                        TLOAD(t169, li_newGm77);  // varlen_attention.pto:66:29
+                        GmView77 li_new_ownGm77(li_new_own + _g168 * 16, GmView77::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
+                        TLOAD(t169, li_new_ownGm77);  // varlen_attention.pto:66:29
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                        GmView78 li_updateGm78(li_update + _g168 * 16, GmView78::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-                        TSTORE(li_updateGm78, t169);  // varlen_attention.pto:66:29
+                        GmView78 li_update_ownGm78(li_update_own + _g168 * 16, GmView78::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
+                        TSTORE(li_update_ownGm78, t169);  // varlen_attention.pto:66:29
                     }
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1442,13 +1484,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT171 t171(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g170 * 16, 16));  // varlen_attention.pto:67:29
                         TASSIGN(t171, 0);  // varlen_attention.pto:67:29
                         using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                        GmView79 mi_newGm79(mi_new + _g170 * 16, GmView79::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-                        TLOAD(t171, mi_newGm79);  // varlen_attention.pto:67:29
+                        GmView79 mi_new_ownGm79(mi_new_own + _g170 * 16, GmView79::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
+                        TLOAD(t171, mi_new_ownGm79);  // varlen_attention.pto:67:29
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                        GmView80 mi_updateGm80(mi_update + _g170 * 16, GmView80::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-                        TSTORE(mi_updateGm80, t171);  // varlen_attention.pto:67:29
+                        GmView80 mi_update_ownGm80(mi_update_own + _g170 * 16, GmView80::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
+                        TSTORE(mi_update_ownGm80, t171);  // varlen_attention.pto:67:29
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
@@ -1490,34 +1532,34 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 16) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            status[0] = 14;  // varlen_attention.pto:32:35
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
                             return;  // varlen_attention.pto:32:35
                         }
                         __gm__ bfloat16_t* q_tile_view_last = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                            status[0] = 15;  // varlen_attention.pto:33:35
-                            status[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:33:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:33:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[0] = 15;  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
                             return;  // varlen_attention.pto:33:35
                         }
                         __gm__ bfloat16_t* k_tile_view_last = k + (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                            status[0] = 16;  // varlen_attention.pto:34:35
-                            status[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:34:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:34:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[0] = 16;  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
                             return;  // varlen_attention.pto:34:35
                         }
@@ -1558,13 +1600,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                                 using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:35:30
-                                GmView83 scores_lastGm83(scores_last + _g172 * 16 * 16 + _g173 * 16, GmView83::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_lastGm83, t174);  // varlen_attention.pto:35:30
+                                GmView83 scores_last_ownGm83(scores_last_own + _g172 * 16 * 16 + _g173 * 16, GmView83::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
+                                TSTORE(scores_last_ownGm83, t174);  // varlen_attention.pto:35:30
                                 TileT181 t181(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:36:37
                                 TASSIGN(t181, 512);  // varlen_attention.pto:36:37
                                 using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                GmView84 scores_lastGm84(scores_last + _g172 * 16 * 16 + _g173 * 16, GmView84::Shape(t181.GetValidRow(), t181.GetValidCol()));  // varlen_attention.pto:36:37
-                                TLOAD(t181, scores_lastGm84);  // varlen_attention.pto:36:37
+                                GmView84 scores_last_ownGm84(scores_last_own + _g172 * 16 * 16 + _g173 * 16, GmView84::Shape(t181.GetValidRow(), t181.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t181, scores_last_ownGm84);  // varlen_attention.pto:36:37
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT182 t182(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:36:37
                                 TASSIGN(t182, 1536);  // varlen_attention.pto:36:37
@@ -1573,8 +1615,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                GmView85 scores_scaled_lastGm85(scores_scaled_last + _g172 * 16 * 16 + _g173 * 16, GmView85::Shape(t182.GetValidRow(), t182.GetValidCol()));  // varlen_attention.pto:36:37
-                                TSTORE(scores_scaled_lastGm85, t182);  // varlen_attention.pto:36:37
+                                GmView85 scores_scaled_last_ownGm85(scores_scaled_last_own + _g172 * 16 * 16 + _g173 * 16, GmView85::Shape(t182.GetValidRow(), t182.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_last_ownGm85, t182);  // varlen_attention.pto:36:37
                                 TileT187 t187(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:37:27
                                 TASSIGN(t187, 512);  // varlen_attention.pto:37:27
                                 pipe_barrier(PIPE_V);
@@ -1595,8 +1637,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                            GmView86 mij_lastGm86(mij_last + _g172 * 16, GmView86::Shape(t184.GetValidRow()));  // varlen_attention.pto:37:27
-                            TSTORE(mij_lastGm86, t184);  // varlen_attention.pto:37:27
+                            GmView86 mij_last_ownGm86(mij_last_own + _g172 * 16, GmView86::Shape(t184.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_last_ownGm86, t184);  // varlen_attention.pto:37:27
                             TileT199 t199(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:39:27
                             TASSIGN(t199, 512);  // varlen_attention.pto:39:27
                             pipe_barrier(PIPE_V);
@@ -1610,8 +1652,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT190 t190(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:31
                                 TASSIGN(t190, 1024);  // varlen_attention.pto:38:31
                                 using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
-                                GmView87 scores_scaled_lastGm87(scores_scaled_last + _g172 * 16 * 16 + _g189 * 16, GmView87::Shape(t190.GetValidRow(), t190.GetValidCol()));  // varlen_attention.pto:38:31
-                                TLOAD(t190, scores_scaled_lastGm87);  // varlen_attention.pto:38:31
+                                GmView87 scores_scaled_last_ownGm87(scores_scaled_last_own + _g172 * 16 * 16 + _g189 * 16, GmView87::Shape(t190.GetValidRow(), t190.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t190, scores_scaled_last_ownGm87);  // varlen_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT197 t197(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:27
                                 TASSIGN(t197, 2048);  // varlen_attention.pto:38:27
@@ -1624,8 +1666,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-                                GmView88 pij_lastGm88(pij_last + _g172 * 16 * 16 + _g189 * 16, GmView88::Shape(t197.GetValidRow(), t197.GetValidCol()));  // varlen_attention.pto:38:27
-                                TSTORE(pij_lastGm88, t197);  // varlen_attention.pto:38:27
+                                GmView88 pij_last_ownGm88(pij_last_own + _g172 * 16 * 16 + _g189 * 16, GmView88::Shape(t197.GetValidRow(), t197.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_last_ownGm88, t197);  // varlen_attention.pto:38:27
                                 TileT202 t202(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:39:27
                                 TASSIGN(t202, 1024);  // varlen_attention.pto:39:27
                                 pipe_barrier(PIPE_V);
@@ -1642,8 +1684,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                            GmView89 lij_lastGm89(lij_last + _g172 * 16, GmView89::Shape(t199.GetValidRow()));  // varlen_attention.pto:39:27
-                            TSTORE(lij_lastGm89, t199);  // varlen_attention.pto:39:27
+                            GmView89 lij_last_ownGm89(lij_last_own + _g172 * 16, GmView89::Shape(t199.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_last_ownGm89, t199);  // varlen_attention.pto:39:27
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
@@ -1654,8 +1696,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT205 t205(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
                                 TASSIGN(t205, 0);  // varlen_attention.pto:51:38
                                 using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-                                GmView90 pij_lastGm90(pij_last + _g172 * 16 * 16 + _g204 * 16, GmView90::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
-                                TLOAD(t205, pij_lastGm90);  // varlen_attention.pto:51:38
+                                GmView90 pij_last_ownGm90(pij_last_own + _g172 * 16 * 16 + _g204 * 16, GmView90::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
+                                TLOAD(t205, pij_last_ownGm90);  // varlen_attention.pto:51:38
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT206 t206(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
                                 TASSIGN(t206, 1024);  // varlen_attention.pto:51:38
@@ -1664,8 +1706,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 using GmView91 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-                                GmView91 t6_lastGm91(t6_last + _g172 * 16 * 16 + _g204 * 16, GmView91::Shape(t206.GetValidRow(), t206.GetValidCol()));  // varlen_attention.pto:51:38
-                                TSTORE(t6_lastGm91, t206);  // varlen_attention.pto:51:38
+                                GmView91 t6_last_ownGm91(t6_last_own + _g172 * 16 * 16 + _g204 * 16, GmView91::Shape(t206.GetValidRow(), t206.GetValidCol()));  // varlen_attention.pto:51:38
+                                TSTORE(t6_last_ownGm91, t206);  // varlen_attention.pto:51:38
                             }
                             TileT208 t208(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:51:31
                             TASSIGN(t208, 0);  // varlen_attention.pto:51:31
@@ -1673,8 +1715,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t209, 0);  // varlen_attention.pto:51:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                             using GmView92 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-                            GmView92 t6_lastGm92(t6_last + _g172 * 16 * 16, GmView92::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t209, t6_lastGm92);  // varlen_attention.pto:51:31
+                            GmView92 t6_last_ownGm92(t6_last_own + _g172 * 16 * 16, GmView92::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t209, t6_last_ownGm92);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT210 t210(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                             TASSIGN(t210, 0);  // varlen_attention.pto:51:31
@@ -1705,8 +1747,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT214 t214(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
                                 TASSIGN(t214, 0);  // varlen_attention.pto:51:31
                                 using GmView94 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-                                GmView94 t6_lastGm94(t6_last + _g172 * 16 * 16 + _k213 * 16, GmView94::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t214, t6_lastGm94);  // varlen_attention.pto:51:31
+                                GmView94 t6_last_ownGm94(t6_last_own + _g172 * 16 * 16 + _k213 * 16, GmView94::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
+                                TLOAD(t214, t6_last_ownGm94);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                 TileT215 t215(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
                                 TASSIGN(t215, 0);  // varlen_attention.pto:51:31
@@ -1731,17 +1773,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                            GmView96 oij_1_lastGm96(oij_1_last + _g172 * 16 * 64, GmView96::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
-                            TSTORE(oij_1_lastGm96, t208);  // varlen_attention.pto:51:31
+                            GmView96 oij_1_last_ownGm96(oij_1_last_own + _g172 * 16 * 64, GmView96::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
+                            TSTORE(oij_1_last_ownGm96, t208);  // varlen_attention.pto:51:31
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        __gm__ float* li_last = li_update;  // varlen_attention.pto:52:30
-                        __gm__ float* mi_last = mi_update;  // varlen_attention.pto:53:30
-                        __gm__ float* oi_last = oi_update;  // varlen_attention.pto:54:30
+                        __gm__ float* li_last = li_update_own;  // varlen_attention.pto:52:30
+                        __gm__ float* mi_last = mi_update_own;  // varlen_attention.pto:53:30
+                        __gm__ float* oi_last = oi_update_own;  // varlen_attention.pto:54:30
                         pipe_barrier(PIPE_V);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1757,8 +1799,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT220 t220(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g218 * 16, 0), 16));  // varlen_attention.pto:55:34
                             TASSIGN(t220, 512);  // varlen_attention.pto:55:34
                             using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView98 mij_lastGm98(mij_last + _g218 * 16, GmView98::Shape(t220.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t220, mij_lastGm98);  // varlen_attention.pto:55:34
+                            GmView98 mij_last_ownGm98(mij_last_own + _g218 * 16, GmView98::Shape(t220.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t220, mij_last_ownGm98);  // varlen_attention.pto:55:34
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT221 t221(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g218 * 16, 16));  // varlen_attention.pto:55:34
                             TASSIGN(t221, 1024);  // varlen_attention.pto:55:34
@@ -1767,8 +1809,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView99 mi_new_lastGm99(mi_new_last + _g218 * 16, GmView99::Shape(t221.GetValidRow()));  // varlen_attention.pto:55:34
-                            TSTORE(mi_new_lastGm99, t221);  // varlen_attention.pto:55:34
+                            GmView99 mi_new_last_ownGm99(mi_new_last_own + _g218 * 16, GmView99::Shape(t221.GetValidRow()));  // varlen_attention.pto:55:34
+                            TSTORE(mi_new_last_ownGm99, t221);  // varlen_attention.pto:55:34
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1786,8 +1828,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT224 t224(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g222 * 16, 0), 16));  // varlen_attention.pto:56:34
                             TASSIGN(t224, 512);  // varlen_attention.pto:56:34
                             using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                            GmView101 mi_new_lastGm101(mi_new_last + _g222 * 16, GmView101::Shape(t224.GetValidRow()));  // varlen_attention.pto:56:34
-                            TLOAD(t224, mi_new_lastGm101);  // varlen_attention.pto:56:34
+                            GmView101 mi_new_last_ownGm101(mi_new_last_own + _g222 * 16, GmView101::Shape(t224.GetValidRow()));  // varlen_attention.pto:56:34
+                            TLOAD(t224, mi_new_last_ownGm101);  // varlen_attention.pto:56:34
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT225 t225(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g222 * 16, 16));  // varlen_attention.pto:56:34
                             TASSIGN(t225, 1024);  // varlen_attention.pto:56:34
@@ -1800,8 +1842,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
-                            GmView102 t2_1_lastGm102(t2_1_last + _g222 * 16, GmView102::Shape(t228.GetValidRow()));  // varlen_attention.pto:56:30
-                            TSTORE(t2_1_lastGm102, t228);  // varlen_attention.pto:56:30
+                            GmView102 t2_1_last_ownGm102(t2_1_last_own + _g222 * 16, GmView102::Shape(t228.GetValidRow()));  // varlen_attention.pto:56:30
+                            TSTORE(t2_1_last_ownGm102, t228);  // varlen_attention.pto:56:30
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1812,13 +1854,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT230 t230(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g229 * 16, 0), 16));  // varlen_attention.pto:57:34
                             TASSIGN(t230, 0);  // varlen_attention.pto:57:34
                             using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                            GmView103 mij_lastGm103(mij_last + _g229 * 16, GmView103::Shape(t230.GetValidRow()));  // varlen_attention.pto:57:34
-                            TLOAD(t230, mij_lastGm103);  // varlen_attention.pto:57:34
+                            GmView103 mij_last_ownGm103(mij_last_own + _g229 * 16, GmView103::Shape(t230.GetValidRow()));  // varlen_attention.pto:57:34
+                            TLOAD(t230, mij_last_ownGm103);  // varlen_attention.pto:57:34
                             TileT231 t231(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g229 * 16, 0), 16));  // varlen_attention.pto:57:34
                             TASSIGN(t231, 512);  // varlen_attention.pto:57:34
                             using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                            GmView104 mi_new_lastGm104(mi_new_last + _g229 * 16, GmView104::Shape(t231.GetValidRow()));  // varlen_attention.pto:57:34
-                            TLOAD(t231, mi_new_lastGm104);  // varlen_attention.pto:57:34
+                            GmView104 mi_new_last_ownGm104(mi_new_last_own + _g229 * 16, GmView104::Shape(t231.GetValidRow()));  // varlen_attention.pto:57:34
+                            TLOAD(t231, mi_new_last_ownGm104);  // varlen_attention.pto:57:34
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT232 t232(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g229 * 16, 16));  // varlen_attention.pto:57:34
                             TASSIGN(t232, 1024);  // varlen_attention.pto:57:34
@@ -1831,8 +1873,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
-                            GmView105 t4_1_lastGm105(t4_1_last + _g229 * 16, GmView105::Shape(t235.GetValidRow()));  // varlen_attention.pto:57:30
-                            TSTORE(t4_1_lastGm105, t235);  // varlen_attention.pto:57:30
+                            GmView105 t4_1_last_ownGm105(t4_1_last_own + _g229 * 16, GmView105::Shape(t235.GetValidRow()));  // varlen_attention.pto:57:30
+                            TSTORE(t4_1_last_ownGm105, t235);  // varlen_attention.pto:57:30
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -1843,8 +1885,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT237 t237(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g236 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t237, 0);  // varlen_attention.pto:58:34
                             using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView106 t2_1_lastGm106(t2_1_last + _g236 * 16, GmView106::Shape(t237.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t237, t2_1_lastGm106);  // varlen_attention.pto:58:34
+                            GmView106 t2_1_last_ownGm106(t2_1_last_own + _g236 * 16, GmView106::Shape(t237.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t237, t2_1_last_ownGm106);  // varlen_attention.pto:58:34
                             TileT238 t238(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g236 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t238, 512);  // varlen_attention.pto:58:34
                             using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
@@ -1858,8 +1900,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView108 t9_lastGm108(t9_last + _g236 * 16, GmView108::Shape(t239.GetValidRow()));  // varlen_attention.pto:58:34
-                            TSTORE(t9_lastGm108, t239);  // varlen_attention.pto:58:34
+                            GmView108 t9_last_ownGm108(t9_last_own + _g236 * 16, GmView108::Shape(t239.GetValidRow()));  // varlen_attention.pto:58:34
+                            TSTORE(t9_last_ownGm108, t239);  // varlen_attention.pto:58:34
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1870,13 +1912,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT241 t241(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g240 * 16, 0), 16));  // varlen_attention.pto:58:44
                             TASSIGN(t241, 0);  // varlen_attention.pto:58:44
                             using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView109 t4_1_lastGm109(t4_1_last + _g240 * 16, GmView109::Shape(t241.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t241, t4_1_lastGm109);  // varlen_attention.pto:58:44
+                            GmView109 t4_1_last_ownGm109(t4_1_last_own + _g240 * 16, GmView109::Shape(t241.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t241, t4_1_last_ownGm109);  // varlen_attention.pto:58:44
                             TileT242 t242(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g240 * 16, 0), 16));  // varlen_attention.pto:58:44
                             TASSIGN(t242, 512);  // varlen_attention.pto:58:44
                             using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView110 lij_lastGm110(lij_last + _g240 * 16, GmView110::Shape(t242.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t242, lij_lastGm110);  // varlen_attention.pto:58:44
+                            GmView110 lij_last_ownGm110(lij_last_own + _g240 * 16, GmView110::Shape(t242.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t242, lij_last_ownGm110);  // varlen_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT243 t243(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g240 * 16, 16));  // varlen_attention.pto:58:44
                             TASSIGN(t243, 1024);  // varlen_attention.pto:58:44
@@ -1885,8 +1927,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView111 t10_lastGm111(t10_last + _g240 * 16, GmView111::Shape(t243.GetValidRow()));  // varlen_attention.pto:58:44
-                            TSTORE(t10_lastGm111, t243);  // varlen_attention.pto:58:44
+                            GmView111 t10_last_ownGm111(t10_last_own + _g240 * 16, GmView111::Shape(t243.GetValidRow()));  // varlen_attention.pto:58:44
+                            TSTORE(t10_last_ownGm111, t243);  // varlen_attention.pto:58:44
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1899,13 +1941,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT245 t245(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g244 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t245, 0);  // varlen_attention.pto:58:34
                             using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView112 t9_lastGm112(t9_last + _g244 * 16, GmView112::Shape(t245.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t245, t9_lastGm112);  // varlen_attention.pto:58:34
+                            GmView112 t9_last_ownGm112(t9_last_own + _g244 * 16, GmView112::Shape(t245.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t245, t9_last_ownGm112);  // varlen_attention.pto:58:34
                             TileT246 t246(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g244 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t246, 512);  // varlen_attention.pto:58:34
                             using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView113 t10_lastGm113(t10_last + _g244 * 16, GmView113::Shape(t246.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t246, t10_lastGm113);  // varlen_attention.pto:58:34
+                            GmView113 t10_last_ownGm113(t10_last_own + _g244 * 16, GmView113::Shape(t246.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t246, t10_last_ownGm113);  // varlen_attention.pto:58:34
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT247 t247(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g244 * 16, 16));  // varlen_attention.pto:58:34
                             TASSIGN(t247, 1024);  // varlen_attention.pto:58:34
@@ -1914,8 +1956,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView114 li_new_lastGm114(li_new_last + _g244 * 16, GmView114::Shape(t247.GetValidRow()));  // varlen_attention.pto:58:34
-                            TSTORE(li_new_lastGm114, t247);  // varlen_attention.pto:58:34
+                            GmView114 li_new_last_ownGm114(li_new_last_own + _g244 * 16, GmView114::Shape(t247.GetValidRow()));  // varlen_attention.pto:58:34
+                            TSTORE(li_new_last_ownGm114, t247);  // varlen_attention.pto:58:34
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1930,8 +1972,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT250 t250(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g248 * 16, 0), 16));  // varlen_attention.pto:59:34
                             TASSIGN(t250, 4096);  // varlen_attention.pto:59:34
                             using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
-                            GmView116 t2_1_lastGm116(t2_1_last + _g248 * 16, GmView116::Shape(t250.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t250, t2_1_lastGm116);  // varlen_attention.pto:59:34
+                            GmView116 t2_1_last_ownGm116(t2_1_last_own + _g248 * 16, GmView116::Shape(t250.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t250, t2_1_last_ownGm116);  // varlen_attention.pto:59:34
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT251 t251(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g248 * 16, 16));  // varlen_attention.pto:59:34
                             TASSIGN(t251, 4608);  // varlen_attention.pto:59:34
@@ -1944,8 +1986,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView117 t11_lastGm117(t11_last + _g248 * 16 * 64, GmView117::Shape(t252.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(t11_lastGm117, t252);  // varlen_attention.pto:59:34
+                            GmView117 t11_last_ownGm117(t11_last_own + _g248 * 16 * 64, GmView117::Shape(t252.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(t11_last_ownGm117, t252);  // varlen_attention.pto:59:34
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1956,13 +1998,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT254 t254(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g253 * 16, 0), 16));  // varlen_attention.pto:59:44
                             TASSIGN(t254, 0);  // varlen_attention.pto:59:44
                             using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView118 oij_1_lastGm118(oij_1_last + _g253 * 16 * 64, GmView118::Shape(t254.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t254, oij_1_lastGm118);  // varlen_attention.pto:59:44
+                            GmView118 oij_1_last_ownGm118(oij_1_last_own + _g253 * 16 * 64, GmView118::Shape(t254.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t254, oij_1_last_ownGm118);  // varlen_attention.pto:59:44
                             TileT255 t255(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g253 * 16, 0), 16));  // varlen_attention.pto:59:44
                             TASSIGN(t255, 4096);  // varlen_attention.pto:59:44
                             using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
-                            GmView119 t4_1_lastGm119(t4_1_last + _g253 * 16, GmView119::Shape(t255.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t255, t4_1_lastGm119);  // varlen_attention.pto:59:44
+                            GmView119 t4_1_last_ownGm119(t4_1_last_own + _g253 * 16, GmView119::Shape(t255.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t255, t4_1_last_ownGm119);  // varlen_attention.pto:59:44
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT256 t256(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g253 * 16, 16));  // varlen_attention.pto:59:44
                             TASSIGN(t256, 4608);  // varlen_attention.pto:59:44
@@ -1975,8 +2017,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView120 t12_lastGm120(t12_last + _g253 * 16 * 64, GmView120::Shape(t257.GetValidRow()));  // varlen_attention.pto:59:44
-                            TSTORE(t12_lastGm120, t257);  // varlen_attention.pto:59:44
+                            GmView120 t12_last_ownGm120(t12_last_own + _g253 * 16 * 64, GmView120::Shape(t257.GetValidRow()));  // varlen_attention.pto:59:44
+                            TSTORE(t12_last_ownGm120, t257);  // varlen_attention.pto:59:44
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -1991,13 +2033,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT259 t259(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g258 * 16, 0), 16));  // varlen_attention.pto:59:34
                             TASSIGN(t259, 0);  // varlen_attention.pto:59:34
                             using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView121 t11_lastGm121(t11_last + _g258 * 16 * 64, GmView121::Shape(t259.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t259, t11_lastGm121);  // varlen_attention.pto:59:34
+                            GmView121 t11_last_ownGm121(t11_last_own + _g258 * 16 * 64, GmView121::Shape(t259.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t259, t11_last_ownGm121);  // varlen_attention.pto:59:34
                             TileT260 t260(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g258 * 16, 0), 16));  // varlen_attention.pto:59:34
                             TASSIGN(t260, 4096);  // varlen_attention.pto:59:34
                             using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView122 t12_lastGm122(t12_last + _g258 * 16 * 64, GmView122::Shape(t260.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t260, t12_lastGm122);  // varlen_attention.pto:59:34
+                            GmView122 t12_last_ownGm122(t12_last_own + _g258 * 16 * 64, GmView122::Shape(t260.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t260, t12_last_ownGm122);  // varlen_attention.pto:59:34
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT261 t261(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g258 * 16, 16));  // varlen_attention.pto:59:34
                             TASSIGN(t261, 8192);  // varlen_attention.pto:59:34
@@ -2006,20 +2048,20 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView123 oi_tmp_lastGm123(oi_tmp_last + _g258 * 16 * 64, GmView123::Shape(t261.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(oi_tmp_lastGm123, t261);  // varlen_attention.pto:59:34
+                            GmView123 oi_tmp_last_ownGm123(oi_tmp_last_own + _g258 * 16 * 64, GmView123::Shape(t261.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(oi_tmp_last_ownGm123, t261);  // varlen_attention.pto:59:34
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))))) {  // varlen_attention.pto:61:29
-                            status[0] = 17;  // varlen_attention.pto:61:29
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
-                            status[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))));  // varlen_attention.pto:61:29
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))));  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
 #endif
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
@@ -2028,12 +2070,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
-                            status[0] = 18;  // varlen_attention.pto:61:29
-                            status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
-                            status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
-                            status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 18;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
 #endif
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
@@ -2047,8 +2089,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT263 t263(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g262 * 16, 16));  // varlen_attention.pto:61:29
                             TASSIGN(t263, 0);  // varlen_attention.pto:61:29
                             using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:61:29
-                            GmView124 li_new_lastGm124(li_new_last + _g262 * 16, GmView124::Shape(t263.GetValidRow()));  // varlen_attention.pto:61:29
-                            TLOAD(t263, li_new_lastGm124);  // varlen_attention.pto:61:29
+                            GmView124 li_new_last_ownGm124(li_new_last_own + _g262 * 16, GmView124::Shape(t263.GetValidRow()));  // varlen_attention.pto:61:29
+                            TLOAD(t263, li_new_last_ownGm124);  // varlen_attention.pto:61:29
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
@@ -2057,12 +2099,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) {  // varlen_attention.pto:62:29
-                            status[0] = 19;  // varlen_attention.pto:62:29
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:62:29
-                            status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))));  // varlen_attention.pto:62:29
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))));  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
@@ -2070,12 +2112,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
-                            status[0] = 20;  // varlen_attention.pto:62:29
-                            status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
-                            status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
-                            status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 20;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
@@ -2087,8 +2129,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT265 t265(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g264 * 16, 16));  // varlen_attention.pto:62:29
                             TASSIGN(t265, 0);  // varlen_attention.pto:62:29
                             using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:62:29
-                            GmView126 mi_new_lastGm126(mi_new_last + _g264 * 16, GmView126::Shape(t265.GetValidRow()));  // varlen_attention.pto:62:29
-                            TLOAD(t265, mi_new_lastGm126);  // varlen_attention.pto:62:29
+                            GmView126 mi_new_last_ownGm126(mi_new_last_own + _g264 * 16, GmView126::Shape(t265.GetValidRow()));  // varlen_attention.pto:62:29
+                            TLOAD(t265, mi_new_last_ownGm126);  // varlen_attention.pto:62:29
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
@@ -2097,12 +2139,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))))) {  // varlen_attention.pto:63:29
-                            status[0] = 21;  // varlen_attention.pto:63:29
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
-                            status[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))));  // varlen_attention.pto:63:29
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))));  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
 #endif
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:63:29
@@ -2117,14 +2159,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT267 t267(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g266 * 16, 0), 16));  // varlen_attention.pto:63:76
                             TASSIGN(t267, 0);  // varlen_attention.pto:63:76
                             using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:63:76
-                            GmView128 oi_tmp_lastGm128(oi_tmp_last + _g266 * 16 * 64, GmView128::Shape(t267.GetValidRow()));  // varlen_attention.pto:63:76
-                            TLOAD(t267, oi_tmp_lastGm128);  // varlen_attention.pto:63:76
+                            GmView128 oi_tmp_last_ownGm128(oi_tmp_last_own + _g266 * 16 * 64, GmView128::Shape(t267.GetValidRow()));  // varlen_attention.pto:63:76
+                            TLOAD(t267, oi_tmp_last_ownGm128);  // varlen_attention.pto:63:76
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             TileT268 t268(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g266 * 16, 0), 16));  // varlen_attention.pto:63:76
                             TASSIGN(t268, 4096);  // varlen_attention.pto:63:76
                             using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:63:76
-                            GmView129 li_new_lastGm129(li_new_last + _g266 * 16, GmView129::Shape(t268.GetValidRow()));  // varlen_attention.pto:63:76
-                            TLOAD(t268, li_new_lastGm129);  // varlen_attention.pto:63:76
+                            GmView129 li_new_last_ownGm129(li_new_last_own + _g266 * 16, GmView129::Shape(t268.GetValidRow()));  // varlen_attention.pto:63:76
+                            TLOAD(t268, li_new_last_ownGm129);  // varlen_attention.pto:63:76
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT269 t269(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g266 * 16, 16));  // varlen_attention.pto:63:76
                             TASSIGN(t269, 4608);  // varlen_attention.pto:63:76
@@ -2172,20 +2214,64 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     }
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
+    __gm__ float* scores_first_own = scores_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_scaled_first_own = scores_scaled_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mij_first_own = mij_first + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* pij_first_own = pij_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* lij_first_own = lij_first + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t1_first_own = t1_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oij_first_own = oij_first + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t5_first_own = t5_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oi_update_own = oi_update + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* li_update_own = li_update + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mi_update_own = mi_update + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_own = scores + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_scaled_own = scores_scaled + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mij_own = mij + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* pij_own = pij + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* lij_own = lij + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t6_own = t6 + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oij_1_own = oij_1 + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* mi_new_own = mi_new + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t2_1_own = t2_1 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t4_1_own = t4_1 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t9_own = t9 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t10_own = t10 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* li_new_own = li_new + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t11_own = t11 + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* t12_own = t12 + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* scores_last_own = scores_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_scaled_last_own = scores_scaled_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mij_last_own = mij_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* pij_last_own = pij_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* lij_last_own = lij_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t6_last_own = t6_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oij_1_last_own = oij_1_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* mi_new_last_own = mi_new_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t2_1_last_own = t2_1_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t4_1_last_own = t4_1_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t9_last_own = t9_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t10_last_own = t10_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* li_new_last_own = li_new_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t11_last_own = t11_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* t12_last_own = t12_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* oi_tmp_last_own = oi_tmp_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
     for (int64_t b = 0; b < C - 1; ++b) {  // varlen_attention.pto:16:5
         const int64_t q_start = static_cast<int64_t>(cu_seqlens_q[b]);  // varlen_attention.pto:17:19
         const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
         const int64_t k_start = static_cast<int64_t>(cu_seqlens_k[b]);  // varlen_attention.pto:19:19
         const int64_t s1 = static_cast<int64_t>(cu_seqlens_k[b + 1]);  // varlen_attention.pto:20:21
-        for (int64_t h = 0; h < HD / 64; ++h) {  // varlen_attention.pto:21:9
+        for (int64_t h = block_index * ceil_div(HD / 64, block_count); h < block_index * ceil_div(HD / 64, block_count) + min_i64(ceil_div(HD / 64, block_count), HD / 64 - block_index * ceil_div(HD / 64, block_count)); ++h) {  // varlen_attention.pto:21:9
             if (!(ceil_div(s0 - q_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:22:31
-                status[0] = 1;  // varlen_attention.pto:22:31
-                status[1] = static_cast<int64_t>(ceil_div(s0 - q_start, 16));  // varlen_attention.pto:22:31
-                status[2] = static_cast<int64_t>(0);  // varlen_attention.pto:22:31
-                status[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[0] = 1;  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - q_start, 16));  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[2] = static_cast<int64_t>(0);  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:22:31
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:22:31
+                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:22:31
 #endif
                 return;  // varlen_attention.pto:22:31
             }
@@ -2197,12 +2283,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t q_tile_idx = 0; q_tile_idx < ceil_div(s0 - q_start, 16); ++q_tile_idx) {  // varlen_attention.pto:22:13
                 if (!(ceil_div(s1 - k_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:29:35
-                    status[0] = 2;  // varlen_attention.pto:29:35
-                    status[1] = static_cast<int64_t>(ceil_div(s1 - k_start, 16));  // varlen_attention.pto:29:35
-                    status[2] = static_cast<int64_t>(0);  // varlen_attention.pto:29:35
-                    status[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[0] = 2;  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s1 - k_start, 16));  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[2] = static_cast<int64_t>(0);  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:29:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                    dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:29:35
+                    dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:29:35
 #endif
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);  // varlen_attention.pto:29:35
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);  // varlen_attention.pto:29:35
@@ -2221,34 +2307,34 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(s1 - k_start, 16), 0), 1); ++_br2) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_first = 0; _k_tile_idx_first < 1; ++_k_tile_idx_first) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            status[0] = 3;  // varlen_attention.pto:32:35
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[0] = 3;  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
                             return;  // varlen_attention.pto:32:35
                         }
                         __gm__ bfloat16_t* q_tile_view_first = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
                         if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:33:35
-                            status[0] = 4;  // varlen_attention.pto:33:35
-                            status[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:33:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:33:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[0] = 4;  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
                             return;  // varlen_attention.pto:33:35
                         }
                         __gm__ bfloat16_t* k_tile_view_first = k + k_start * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:34:35
-                            status[0] = 5;  // varlen_attention.pto:34:35
-                            status[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:34:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:34:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[0] = 5;  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
                             return;  // varlen_attention.pto:34:35
                         }
@@ -2285,8 +2371,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:35:30
-                                GmView2 scores_firstGm2(scores_first + _g0 * 16 * 16 + _g1 * 16, GmView2::Shape(t2.GetValidRow(), t2.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_firstGm2, t2);  // varlen_attention.pto:35:30
+                                GmView2 scores_first_ownGm2(scores_first_own + _g0 * 16 * 16 + _g1 * 16, GmView2::Shape(t2.GetValidRow(), t2.GetValidCol()));  // varlen_attention.pto:35:30
+                                TSTORE(scores_first_ownGm2, t2);  // varlen_attention.pto:35:30
                                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                             }
                             for (int64_t _g17 = 0; _g17 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g17) {  // varlen_attention.pto:38:31
@@ -2309,12 +2395,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 16) - 1, -(ceil_div(s1 - k_start, 16) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:43:29
-                                status[0] = 6;  // varlen_attention.pto:43:29
-                                status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:43:29
-                                status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:43:29
-                                status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[0] = 6;  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:43:29
@@ -2324,12 +2410,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
-                                status[0] = 7;  // varlen_attention.pto:43:29
-                                status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
-                                status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
-                                status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[0] = 7;  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:43:29
@@ -2339,12 +2425,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:44:29
-                                status[0] = 8;  // varlen_attention.pto:44:29
-                                status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:44:29
-                                status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:44:29
-                                status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[0] = 8;  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:44:29
@@ -2354,12 +2440,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
-                                status[0] = 9;  // varlen_attention.pto:44:29
-                                status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
-                                status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
-                                status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[0] = 9;  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:44:29
@@ -2369,12 +2455,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:45:29
-                                status[0] = 10;  // varlen_attention.pto:45:29
-                                status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:45:29
-                                status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:45:29
-                                status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[0] = 10;  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:45:29
@@ -2397,8 +2483,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t43, 0);  // varlen_attention.pto:42:35
                                 wait_flag_dev(8);
                                 using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
-                                GmView12 t1_firstGm12(t1_first + _g31 * 16 * 16, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
-                                TLOAD(t43, t1_firstGm12);  // varlen_attention.pto:42:35
+                                GmView12 t1_first_ownGm12(t1_first_own + _g31 * 16 * 16, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
+                                TLOAD(t43, t1_first_ownGm12);  // varlen_attention.pto:42:35
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                 TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t44, 0);  // varlen_attention.pto:42:35
@@ -2427,8 +2513,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t48, 0);  // varlen_attention.pto:42:35
                                     using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
-                                    GmView14 t1_firstGm14(t1_first + _g31 * 16 * 16 + _k47 * 16, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
-                                    TLOAD(t48, t1_firstGm14);  // varlen_attention.pto:42:35
+                                    GmView14 t1_first_ownGm14(t1_first_own + _g31 * 16 * 16 + _k47 * 16, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
+                                    TLOAD(t48, t1_first_ownGm14);  // varlen_attention.pto:42:35
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                     TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t49, 0);  // varlen_attention.pto:42:35
@@ -2453,8 +2539,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
-                                GmView16 oij_firstGm16(oij_first + _g31 * 16 * 64, GmView16::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
-                                TSTORE(oij_firstGm16, t42);  // varlen_attention.pto:42:35
+                                GmView16 oij_first_ownGm16(oij_first_own + _g31 * 16 * 64, GmView16::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
+                                TSTORE(oij_first_ownGm16, t42);  // varlen_attention.pto:42:35
                                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                             }
                             set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
@@ -2486,8 +2572,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t65, 0);  // varlen_attention.pto:47:44
                                 wait_flag_dev(6);
                                 using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:44
-                                GmView25 t5_firstGm25(t5_first + _g59 * 16 * 16, GmView25::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
-                                TLOAD(t65, t5_firstGm25);  // varlen_attention.pto:47:44
+                                GmView25 t5_first_ownGm25(t5_first_own + _g59 * 16 * 16, GmView25::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
+                                TLOAD(t65, t5_first_ownGm25);  // varlen_attention.pto:47:44
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                 TileT66 t66(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
                                 TASSIGN(t66, 0);  // varlen_attention.pto:47:44
@@ -2516,8 +2602,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT70 t70(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
                                     TASSIGN(t70, 0);  // varlen_attention.pto:47:44
                                     using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:44
-                                    GmView27 t5_firstGm27(t5_first + _g59 * 16 * 16 + _k69 * 16, GmView27::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
-                                    TLOAD(t70, t5_firstGm27);  // varlen_attention.pto:47:44
+                                    GmView27 t5_first_ownGm27(t5_first_own + _g59 * 16 * 16 + _k69 * 16, GmView27::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
+                                    TLOAD(t70, t5_first_ownGm27);  // varlen_attention.pto:47:44
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                     TileT71 t71(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
                                     TASSIGN(t71, 0);  // varlen_attention.pto:47:44
@@ -2542,8 +2628,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                                 using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
-                                GmView29 oi_updateGm29(oi_update + _g59 * 16 * 64, GmView29::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
-                                TSTORE(oi_updateGm29, t64);  // varlen_attention.pto:47:44
+                                GmView29 oi_update_ownGm29(oi_update_own + _g59 * 16 * 64, GmView29::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
+                                TSTORE(oi_update_ownGm29, t64);  // varlen_attention.pto:47:44
                             }
                         }
                     }
@@ -2566,12 +2652,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 16) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                        status[0] = 11;  // varlen_attention.pto:32:35
-                        status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                        status[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                        status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:32:35
@@ -2582,12 +2668,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     __gm__ bfloat16_t* q_tile_view = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
                     if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                        status[0] = 12;  // varlen_attention.pto:33:35
-                        status[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:33:35
-                        status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:33:35
-                        status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[0] = 12;  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:33:35
@@ -2598,12 +2684,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     __gm__ bfloat16_t* k_tile_view = k + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:33:35
                     if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                        status[0] = 13;  // varlen_attention.pto:34:35
-                        status[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:34:35
-                        status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:34:35
-                        status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[0] = 13;  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:34:35
@@ -2650,8 +2736,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:35:30
-                            GmView36 scoresGm36(scores + _g78 * 16 * 16 + _g79 * 16, GmView36::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
-                            TSTORE(scoresGm36, t80);  // varlen_attention.pto:35:30
+                            GmView36 scores_ownGm36(scores_own + _g78 * 16 * 16 + _g79 * 16, GmView36::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
+                            TSTORE(scores_ownGm36, t80);  // varlen_attention.pto:35:30
                             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         }
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2668,8 +2754,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag_dev(5);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-                        GmView45 t6Gm45(t6 + _g78 * 16 * 16, GmView45::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
-                        TLOAD(t115, t6Gm45);  // varlen_attention.pto:51:31
+                        GmView45 t6_ownGm45(t6_own + _g78 * 16 * 16, GmView45::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
+                        TLOAD(t115, t6_ownGm45);  // varlen_attention.pto:51:31
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                         TASSIGN(t116, 0);  // varlen_attention.pto:51:31
@@ -2700,8 +2786,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
                             TASSIGN(t120, 0);  // varlen_attention.pto:51:31
                             using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-                            GmView47 t6Gm47(t6 + _g78 * 16 * 16 + _k119 * 16, GmView47::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t120, t6Gm47);  // varlen_attention.pto:51:31
+                            GmView47 t6_ownGm47(t6_own + _g78 * 16 * 16 + _k119 * 16, GmView47::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t120, t6_ownGm47);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT121 t121(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
                             TASSIGN(t121, 0);  // varlen_attention.pto:51:31
@@ -2726,8 +2812,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                         using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                        GmView49 oij_1Gm49(oij_1 + _g78 * 16 * 64, GmView49::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
-                        TSTORE(oij_1Gm49, t114);  // varlen_attention.pto:51:31
+                        GmView49 oij_1_ownGm49(oij_1_own + _g78 * 16 * 64, GmView49::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
+                        TSTORE(oij_1_ownGm49, t114);  // varlen_attention.pto:51:31
                     }
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
@@ -2735,9 +2821,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    __gm__ float* li = li_update;  // varlen_attention.pto:52:30
-                    __gm__ float* mi = mi_update;  // varlen_attention.pto:53:30
-                    __gm__ float* oi = oi_update;  // varlen_attention.pto:54:30
+                    __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
+                    __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
+                    __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
                     for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g124) {  // varlen_attention.pto:55:34
                     }
                     for (int64_t _g128 = 0; _g128 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g128) {  // varlen_attention.pto:56:34
@@ -2777,36 +2863,36 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 16) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            status[0] = 14;  // varlen_attention.pto:32:35
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
                             wait_flag_dev(2);  // varlen_attention.pto:32:35
                             return;  // varlen_attention.pto:32:35
                         }
                         __gm__ bfloat16_t* q_tile_view_last = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                            status[0] = 15;  // varlen_attention.pto:33:35
-                            status[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:33:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:33:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[0] = 15;  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
                             wait_flag_dev(2);  // varlen_attention.pto:33:35
                             return;  // varlen_attention.pto:33:35
                         }
                         __gm__ bfloat16_t* k_tile_view_last = k + (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                            status[0] = 16;  // varlen_attention.pto:34:35
-                            status[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:34:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:34:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[0] = 16;  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
                             wait_flag_dev(2);  // varlen_attention.pto:34:35
                             return;  // varlen_attention.pto:34:35
@@ -2844,8 +2930,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                                 using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:35:30
-                                GmView83 scores_lastGm83(scores_last + _g172 * 16 * 16 + _g173 * 16, GmView83::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_lastGm83, t174);  // varlen_attention.pto:35:30
+                                GmView83 scores_last_ownGm83(scores_last_own + _g172 * 16 * 16 + _g173 * 16, GmView83::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
+                                TSTORE(scores_last_ownGm83, t174);  // varlen_attention.pto:35:30
                                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             }
                             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2862,8 +2948,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag_dev(5);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                             using GmView92 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-                            GmView92 t6_lastGm92(t6_last + _g172 * 16 * 16, GmView92::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t209, t6_lastGm92);  // varlen_attention.pto:51:31
+                            GmView92 t6_last_ownGm92(t6_last_own + _g172 * 16 * 16, GmView92::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t209, t6_last_ownGm92);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT210 t210(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                             TASSIGN(t210, 0);  // varlen_attention.pto:51:31
@@ -2894,8 +2980,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT214 t214(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
                                 TASSIGN(t214, 0);  // varlen_attention.pto:51:31
                                 using GmView94 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
-                                GmView94 t6_lastGm94(t6_last + _g172 * 16 * 16 + _k213 * 16, GmView94::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t214, t6_lastGm94);  // varlen_attention.pto:51:31
+                                GmView94 t6_last_ownGm94(t6_last_own + _g172 * 16 * 16 + _k213 * 16, GmView94::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
+                                TLOAD(t214, t6_last_ownGm94);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                                 TileT215 t215(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
                                 TASSIGN(t215, 0);  // varlen_attention.pto:51:31
@@ -2920,13 +3006,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                            GmView96 oij_1_lastGm96(oij_1_last + _g172 * 16 * 64, GmView96::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
-                            TSTORE(oij_1_lastGm96, t208);  // varlen_attention.pto:51:31
+                            GmView96 oij_1_last_ownGm96(oij_1_last_own + _g172 * 16 * 64, GmView96::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
+                            TSTORE(oij_1_last_ownGm96, t208);  // varlen_attention.pto:51:31
                         }
                         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-                        __gm__ float* li_last = li_update;  // varlen_attention.pto:52:30
-                        __gm__ float* mi_last = mi_update;  // varlen_attention.pto:53:30
-                        __gm__ float* oi_last = oi_update;  // varlen_attention.pto:54:30
+                        __gm__ float* li_last = li_update_own;  // varlen_attention.pto:52:30
+                        __gm__ float* mi_last = mi_update_own;  // varlen_attention.pto:53:30
+                        __gm__ float* oi_last = oi_update_own;  // varlen_attention.pto:54:30
                         for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g218) {  // varlen_attention.pto:55:34
                         }
                         for (int64_t _g222 = 0; _g222 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g222) {  // varlen_attention.pto:56:34
@@ -2946,23 +3032,23 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _g258 = 0; _g258 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), 16); ++_g258) {  // varlen_attention.pto:59:34
                         }
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))))) {  // varlen_attention.pto:61:29
-                            status[0] = 17;  // varlen_attention.pto:61:29
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
-                            status[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))));  // varlen_attention.pto:61:29
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))));  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
 #endif
                             wait_flag_dev(2);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
-                            status[0] = 18;  // varlen_attention.pto:61:29
-                            status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
-                            status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
-                            status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 18;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
 #endif
                             wait_flag_dev(2);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
@@ -2970,23 +3056,23 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _g262 = 0; _g262 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g262) {  // varlen_attention.pto:61:29
                         }
                         if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) {  // varlen_attention.pto:62:29
-                            status[0] = 19;  // varlen_attention.pto:62:29
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:62:29
-                            status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))));  // varlen_attention.pto:62:29
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))));  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
                             wait_flag_dev(2);  // varlen_attention.pto:62:29
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
-                            status[0] = 20;  // varlen_attention.pto:62:29
-                            status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
-                            status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
-                            status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 20;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
                             wait_flag_dev(2);  // varlen_attention.pto:62:29
                             return;  // varlen_attention.pto:62:29
@@ -2994,12 +3080,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _g264 = 0; _g264 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g264) {  // varlen_attention.pto:62:29
                         }
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))))) {  // varlen_attention.pto:63:29
-                            status[0] = 21;  // varlen_attention.pto:63:29
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
-                            status[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))));  // varlen_attention.pto:63:29
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))));  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
 #endif
                             wait_flag_dev(2);  // varlen_attention.pto:63:29
                             return;  // varlen_attention.pto:63:29
@@ -3025,19 +3111,61 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
 #if defined(__DAV_VEC__)
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    __gm__ float* scores_first_own = scores_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_scaled_first_own = scores_scaled_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mij_first_own = mij_first + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* pij_first_own = pij_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* lij_first_own = lij_first + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t1_first_own = t1_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oij_first_own = oij_first + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t5_first_own = t5_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oi_update_own = oi_update + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* li_update_own = li_update + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mi_update_own = mi_update + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_own = scores + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_scaled_own = scores_scaled + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mij_own = mij + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* pij_own = pij + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* lij_own = lij + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t6_own = t6 + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oij_1_own = oij_1 + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* mi_new_own = mi_new + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t2_1_own = t2_1 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t4_1_own = t4_1 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t9_own = t9 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t10_own = t10 + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* li_new_own = li_new + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t11_own = t11 + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* t12_own = t12 + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* scores_last_own = scores_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* scores_scaled_last_own = scores_scaled_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* mij_last_own = mij_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* pij_last_own = pij_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* lij_last_own = lij_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ bfloat16_t* t6_last_own = t6_last + block_index * 16 * 16;  // varlen_attention.pto:16:5
+    __gm__ float* oij_1_last_own = oij_1_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* mi_new_last_own = mi_new_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t2_1_last_own = t2_1_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t4_1_last_own = t4_1_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t9_last_own = t9_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t10_last_own = t10_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* li_new_last_own = li_new_last + block_index * 16;  // varlen_attention.pto:16:5
+    __gm__ float* t11_last_own = t11_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* t12_last_own = t12_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
+    __gm__ float* oi_tmp_last_own = oi_tmp_last + block_index * 16 * 64;  // varlen_attention.pto:16:5
     for (int64_t b = 0; b < C - 1; ++b) {  // varlen_attention.pto:16:5
         const int64_t q_start = static_cast<int64_t>(cu_seqlens_q[b]);  // varlen_attention.pto:17:19
         const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
         const int64_t k_start = static_cast<int64_t>(cu_seqlens_k[b]);  // varlen_attention.pto:19:19
         const int64_t s1 = static_cast<int64_t>(cu_seqlens_k[b + 1]);  // varlen_attention.pto:20:21
-        for (int64_t h = 0; h < HD / 64; ++h) {  // varlen_attention.pto:21:9
+        for (int64_t h = block_index * ceil_div(HD / 64, block_count); h < block_index * ceil_div(HD / 64, block_count) + min_i64(ceil_div(HD / 64, block_count), HD / 64 - block_index * ceil_div(HD / 64, block_count)); ++h) {  // varlen_attention.pto:21:9
             if (!(ceil_div(s0 - q_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:22:31
-                status[0] = 1;  // varlen_attention.pto:22:31
-                status[1] = static_cast<int64_t>(ceil_div(s0 - q_start, 16));  // varlen_attention.pto:22:31
-                status[2] = static_cast<int64_t>(0);  // varlen_attention.pto:22:31
-                status[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[0] = 1;  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - q_start, 16));  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[2] = static_cast<int64_t>(0);  // varlen_attention.pto:22:31
+                (&status[4 * block_index])[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:22:31
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:22:31
+                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:22:31
 #endif
                 return;  // varlen_attention.pto:22:31
             }
@@ -3052,12 +3180,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
             for (int64_t q_tile_idx = 0; q_tile_idx < ceil_div(s0 - q_start, 16); ++q_tile_idx) {  // varlen_attention.pto:22:13
                 pipe_barrier(PIPE_V);
                 if (!(ceil_div(s1 - k_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:29:35
-                    status[0] = 2;  // varlen_attention.pto:29:35
-                    status[1] = static_cast<int64_t>(ceil_div(s1 - k_start, 16));  // varlen_attention.pto:29:35
-                    status[2] = static_cast<int64_t>(0);  // varlen_attention.pto:29:35
-                    status[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[0] = 2;  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s1 - k_start, 16));  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[2] = static_cast<int64_t>(0);  // varlen_attention.pto:29:35
+                    (&status[4 * block_index])[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH));  // varlen_attention.pto:29:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                    dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:29:35
+                    dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:29:35
 #endif
                     wait_flag_dev(1);  // varlen_attention.pto:29:35
                     wait_flag_dev(3);  // varlen_attention.pto:29:35
@@ -3079,36 +3207,36 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(s1 - k_start, 16), 0), 1); ++_br2) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_first = 0; _k_tile_idx_first < 1; ++_k_tile_idx_first) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            status[0] = 3;  // varlen_attention.pto:32:35
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[0] = 3;  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
                             wait_flag_dev(3);  // varlen_attention.pto:32:35
                             return;  // varlen_attention.pto:32:35
                         }
                         __gm__ bfloat16_t* q_tile_view_first = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
                         if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:33:35
-                            status[0] = 4;  // varlen_attention.pto:33:35
-                            status[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:33:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:33:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[0] = 4;  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
                             wait_flag_dev(3);  // varlen_attention.pto:33:35
                             return;  // varlen_attention.pto:33:35
                         }
                         __gm__ bfloat16_t* k_tile_view_first = k + k_start * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= k_start && k_start <= v_TK - min_i64(max_i64(v_TK - k_start, 0), 16))) {  // varlen_attention.pto:34:35
-                            status[0] = 5;  // varlen_attention.pto:34:35
-                            status[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:34:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:34:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[0] = 5;  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - k_start, 0), 16));  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
                             wait_flag_dev(3);  // varlen_attention.pto:34:35
                             return;  // varlen_attention.pto:34:35
@@ -3127,8 +3255,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(6);
                                 if (ptodsl_aiv0) {
                                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                    GmView3 scores_firstGm3(scores_first + _g0 * 16 * 16 + _g1 * 16, GmView3::Shape(t9Tile.GetValidRow(), t9Tile.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t9Tile, scores_firstGm3);  // varlen_attention.pto:36:37
+                                    GmView3 scores_first_ownGm3(scores_first_own + _g0 * 16 * 16 + _g1 * 16, GmView3::Shape(t9Tile.GetValidRow(), t9Tile.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t9Tile, scores_first_ownGm3);  // varlen_attention.pto:36:37
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 TileT10Tile t10Tile(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:36:37
@@ -3141,8 +3269,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                    GmView4 scores_scaled_firstGm4(scores_scaled_first + _g0 * 16 * 16 + _g1 * 16, GmView4::Shape(t10Tile.GetValidRow(), t10Tile.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_firstGm4, t10Tile);  // varlen_attention.pto:36:37
+                                    GmView4 scores_scaled_first_ownGm4(scores_scaled_first_own + _g0 * 16 * 16 + _g1 * 16, GmView4::Shape(t10Tile.GetValidRow(), t10Tile.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_first_ownGm4, t10Tile);  // varlen_attention.pto:36:37
                                 }
                                 TileT15 t15(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:37:27
                                 TASSIGN(t15, 512);  // varlen_attention.pto:37:27
@@ -3166,8 +3294,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView5 mij_firstGm5(mij_first + _g0 * 16, GmView5::Shape(t12Tile.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_firstGm5, t12Tile);  // varlen_attention.pto:37:27
+                                GmView5 mij_first_ownGm5(mij_first_own + _g0 * 16, GmView5::Shape(t12Tile.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_first_ownGm5, t12Tile);  // varlen_attention.pto:37:27
                             }
                             TileT27 t27(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:39:27
                             TASSIGN(t27, 512);  // varlen_attention.pto:39:27
@@ -3185,8 +3313,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t18, 1024);  // varlen_attention.pto:38:31
                                 if (ptodsl_aiv0) {
                                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
-                                    GmView6 scores_scaled_firstGm6(scores_scaled_first + _g0 * 16 * 16 + _g17 * 16, GmView6::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t18, scores_scaled_firstGm6);  // varlen_attention.pto:38:31
+                                    GmView6 scores_scaled_first_ownGm6(scores_scaled_first_own + _g0 * 16 * 16 + _g17 * 16, GmView6::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t18, scores_scaled_first_ownGm6);  // varlen_attention.pto:38:31
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT25 t25(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:27
@@ -3203,8 +3331,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-                                    GmView7 pij_firstGm7(pij_first + _g0 * 16 * 16 + _g17 * 16, GmView7::Shape(t25.GetValidRow(), t25.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_firstGm7, t25);  // varlen_attention.pto:38:27
+                                    GmView7 pij_first_ownGm7(pij_first_own + _g0 * 16 * 16 + _g17 * 16, GmView7::Shape(t25.GetValidRow(), t25.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_first_ownGm7, t25);  // varlen_attention.pto:38:27
                                 }
                                 TileT30 t30(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:39:27
                                 TASSIGN(t30, 1024);  // varlen_attention.pto:39:27
@@ -3224,8 +3352,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView8 lij_firstGm8(lij_first + _g0 * 16, GmView8::Shape(t27.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_firstGm8, t27);  // varlen_attention.pto:39:27
+                                GmView8 lij_first_ownGm8(lij_first_own + _g0 * 16, GmView8::Shape(t27.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_first_ownGm8, t27);  // varlen_attention.pto:39:27
                             }
                         }
                         pipe_barrier(PIPE_V);
@@ -3245,12 +3373,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 16) - 1, -(ceil_div(s1 - k_start, 16) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             pipe_barrier(PIPE_V);
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:43:29
-                                status[0] = 6;  // varlen_attention.pto:43:29
-                                status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:43:29
-                                status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:43:29
-                                status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[0] = 6;  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
@@ -3261,12 +3389,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
-                                status[0] = 7;  // varlen_attention.pto:43:29
-                                status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
-                                status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
-                                status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[0] = 7;  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
@@ -3277,12 +3405,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:44:29
-                                status[0] = 8;  // varlen_attention.pto:44:29
-                                status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:44:29
-                                status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:44:29
-                                status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[0] = 8;  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
@@ -3293,12 +3421,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
-                                status[0] = 9;  // varlen_attention.pto:44:29
-                                status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
-                                status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
-                                status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[0] = 9;  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
@@ -3309,12 +3437,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:45:29
-                                status[0] = 10;  // varlen_attention.pto:45:29
-                                status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:45:29
-                                status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:45:29
-                                status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[0] = 10;  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)));  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
 #endif
                                 wait_flag_dev(3);  // varlen_attention.pto:45:29
                                 wait_flag_dev(6);  // varlen_attention.pto:45:29
@@ -3335,16 +3463,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TASSIGN(t33, 0);  // varlen_attention.pto:42:47
                                     if (ptodsl_aiv0) {
                                         using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:47
-                                        GmView9 pij_firstGm9(pij_first + _g31 * 16 * 16 + _g32 * 16, GmView9::Shape(t33.GetValidRow(), t33.GetValidCol()));  // varlen_attention.pto:42:47
-                                        TLOAD(t33, pij_firstGm9);  // varlen_attention.pto:42:47
+                                        GmView9 pij_first_ownGm9(pij_first_own + _g31 * 16 * 16 + _g32 * 16, GmView9::Shape(t33.GetValidRow(), t33.GetValidCol()));  // varlen_attention.pto:42:47
+                                        TLOAD(t33, pij_first_ownGm9);  // varlen_attention.pto:42:47
                                     }
                                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                     TileT34 t34(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
                                     TASSIGN(t34, 1024);  // varlen_attention.pto:42:47
                                     if (ptodsl_aiv0) {
                                         using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
-                                        GmView10 lij_firstGm10(lij_first + _g31 * 16, GmView10::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
-                                        TLOAD(t34, lij_firstGm10);  // varlen_attention.pto:42:47
+                                        GmView10 lij_first_ownGm10(lij_first_own + _g31 * 16, GmView10::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
+                                        TLOAD(t34, lij_first_ownGm10);  // varlen_attention.pto:42:47
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     TileT36 t36(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
@@ -3368,8 +3496,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                     if (ptodsl_aiv0) {
                                         using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:42
-                                        GmView11 t1_firstGm11(t1_first + _g31 * 16 * 16 + _g32 * 16, GmView11::Shape(t40.GetValidRow(), t40.GetValidCol()));  // varlen_attention.pto:42:42
-                                        TSTORE(t1_firstGm11, t40);  // varlen_attention.pto:42:42
+                                        GmView11 t1_first_ownGm11(t1_first_own + _g31 * 16 * 16 + _g32 * 16, GmView11::Shape(t40.GetValidRow(), t40.GetValidCol()));  // varlen_attention.pto:42:42
+                                        TSTORE(t1_first_ownGm11, t40);  // varlen_attention.pto:42:42
                                     }
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -3383,8 +3511,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
-                                    GmView17 lij_firstGm17(lij_first + _g31 * 16, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
-                                    TLOAD(t53, lij_firstGm17);  // varlen_attention.pto:43:29
+                                    GmView17 lij_first_ownGm17(lij_first_own + _g31 * 16, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
+                                    TLOAD(t53, lij_first_ownGm17);  // varlen_attention.pto:43:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
@@ -3399,8 +3527,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
-                                    GmView19 mij_firstGm19(mij_first + _g31 * 16, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
-                                    TLOAD(t55, mij_firstGm19);  // varlen_attention.pto:44:29
+                                    GmView19 mij_first_ownGm19(mij_first_own + _g31 * 16, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
+                                    TLOAD(t55, mij_first_ownGm19);  // varlen_attention.pto:44:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
@@ -3416,8 +3544,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(8);
                                 if (ptodsl_aiv0) {
                                     using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
-                                    GmView21 oij_firstGm21(oij_first + _g31 * 16 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
-                                    TLOAD(t57, oij_firstGm21);  // varlen_attention.pto:45:71
+                                    GmView21 oij_first_ownGm21(oij_first_own + _g31 * 16 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
+                                    TLOAD(t57, oij_first_ownGm21);  // varlen_attention.pto:45:71
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:45:71
@@ -3459,8 +3587,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TASSIGN(t61, 0);  // varlen_attention.pto:47:51
                                     if (ptodsl_aiv0) {
                                         using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:51
-                                        GmView23 pij_firstGm23(pij_first + _g59 * 16 * 16 + _g60 * 16, GmView23::Shape(t61.GetValidRow(), t61.GetValidCol()));  // varlen_attention.pto:47:51
-                                        TLOAD(t61, pij_firstGm23);  // varlen_attention.pto:47:51
+                                        GmView23 pij_first_ownGm23(pij_first_own + _g59 * 16 * 16 + _g60 * 16, GmView23::Shape(t61.GetValidRow(), t61.GetValidCol()));  // varlen_attention.pto:47:51
+                                        TLOAD(t61, pij_first_ownGm23);  // varlen_attention.pto:47:51
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     TileT62 t62(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g60 * 16, 16));  // varlen_attention.pto:47:51
@@ -3473,8 +3601,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     if (ptodsl_aiv0) {
                                         using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:51
-                                        GmView24 t5_firstGm24(t5_first + _g59 * 16 * 16 + _g60 * 16, GmView24::Shape(t62.GetValidRow(), t62.GetValidCol()));  // varlen_attention.pto:47:51
-                                        TSTORE(t5_firstGm24, t62);  // varlen_attention.pto:47:51
+                                        GmView24 t5_first_ownGm24(t5_first_own + _g59 * 16 * 16 + _g60 * 16, GmView24::Shape(t62.GetValidRow(), t62.GetValidCol()));  // varlen_attention.pto:47:51
+                                        TSTORE(t5_first_ownGm24, t62);  // varlen_attention.pto:47:51
                                     }
                                 }
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -3486,15 +3614,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                    GmView30 lij_firstGm30(lij_first + _g59 * 16, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
-                                    TLOAD(t75, lij_firstGm30);  // varlen_attention.pto:48:29
+                                    GmView30 lij_first_ownGm30(lij_first_own + _g59 * 16, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+                                    TLOAD(t75, lij_first_ownGm30);  // varlen_attention.pto:48:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                    GmView31 li_updateGm31(li_update + _g59 * 16, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
-                                    TSTORE(li_updateGm31, t75);  // varlen_attention.pto:48:29
+                                    GmView31 li_update_ownGm31(li_update_own + _g59 * 16, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+                                    TSTORE(li_update_ownGm31, t75);  // varlen_attention.pto:48:29
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16));  // varlen_attention.pto:49:29
@@ -3502,15 +3630,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                    GmView32 mij_firstGm32(mij_first + _g59 * 16, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
-                                    TLOAD(t77, mij_firstGm32);  // varlen_attention.pto:49:29
+                                    GmView32 mij_first_ownGm32(mij_first_own + _g59 * 16, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+                                    TLOAD(t77, mij_first_ownGm32);  // varlen_attention.pto:49:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                    GmView33 mi_updateGm33(mi_update + _g59 * 16, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
-                                    TSTORE(mi_updateGm33, t77);  // varlen_attention.pto:49:29
+                                    GmView33 mi_update_ownGm33(mi_update_own + _g59 * 16, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+                                    TSTORE(mi_update_ownGm33, t77);  // varlen_attention.pto:49:29
                                 }
                             }
                         }
@@ -3540,12 +3668,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 16) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     pipe_barrier(PIPE_V);
                     if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                        status[0] = 11;  // varlen_attention.pto:32:35
-                        status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                        status[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                        status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
                         wait_flag_dev(1);  // varlen_attention.pto:32:35
                         wait_flag_dev(3);  // varlen_attention.pto:32:35
@@ -3561,12 +3689,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     __gm__ bfloat16_t* q_tile_view = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
                     if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                        status[0] = 12;  // varlen_attention.pto:33:35
-                        status[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:33:35
-                        status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:33:35
-                        status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[0] = 12;  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
                         wait_flag_dev(1);  // varlen_attention.pto:33:35
                         wait_flag_dev(3);  // varlen_attention.pto:33:35
@@ -3582,12 +3710,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     __gm__ bfloat16_t* k_tile_view = k + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:33:35
                     if (!(0 <= k_start + k_tile_idx * 16 && k_start + k_tile_idx * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                        status[0] = 13;  // varlen_attention.pto:34:35
-                        status[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:34:35
-                        status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:34:35
-                        status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[0] = 13;  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 16);  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16));  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
                         wait_flag_dev(1);  // varlen_attention.pto:34:35
                         wait_flag_dev(3);  // varlen_attention.pto:34:35
@@ -3620,8 +3748,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag_dev(5);
                             if (ptodsl_aiv0) {
                                 using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                GmView37 scoresGm37(scores + _g78 * 16 * 16 + _g79 * 16, GmView37::Shape(t87.GetValidRow(), t87.GetValidCol()));  // varlen_attention.pto:36:37
-                                TLOAD(t87, scoresGm37);  // varlen_attention.pto:36:37
+                                GmView37 scores_ownGm37(scores_own + _g78 * 16 * 16 + _g79 * 16, GmView37::Shape(t87.GetValidRow(), t87.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t87, scores_ownGm37);  // varlen_attention.pto:36:37
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                             TileT88 t88(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
@@ -3634,8 +3762,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                GmView38 scores_scaledGm38(scores_scaled + _g78 * 16 * 16 + _g79 * 16, GmView38::Shape(t88.GetValidRow(), t88.GetValidCol()));  // varlen_attention.pto:36:37
-                                TSTORE(scores_scaledGm38, t88);  // varlen_attention.pto:36:37
+                                GmView38 scores_scaled_ownGm38(scores_scaled_own + _g78 * 16 * 16 + _g79 * 16, GmView38::Shape(t88.GetValidRow(), t88.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_ownGm38, t88);  // varlen_attention.pto:36:37
                             }
                             TileT93 t93(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:37:27
                             TASSIGN(t93, 512);  // varlen_attention.pto:37:27
@@ -3659,8 +3787,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                            GmView39 mijGm39(mij + _g78 * 16, GmView39::Shape(t90.GetValidRow()));  // varlen_attention.pto:37:27
-                            TSTORE(mijGm39, t90);  // varlen_attention.pto:37:27
+                            GmView39 mij_ownGm39(mij_own + _g78 * 16, GmView39::Shape(t90.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_ownGm39, t90);  // varlen_attention.pto:37:27
                         }
                         TileT105 t105(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:39:27
                         TASSIGN(t105, 512);  // varlen_attention.pto:39:27
@@ -3678,8 +3806,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t96, 1024);  // varlen_attention.pto:38:31
                             if (ptodsl_aiv0) {
                                 using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
-                                GmView40 scores_scaledGm40(scores_scaled + _g78 * 16 * 16 + _g95 * 16, GmView40::Shape(t96.GetValidRow(), t96.GetValidCol()));  // varlen_attention.pto:38:31
-                                TLOAD(t96, scores_scaledGm40);  // varlen_attention.pto:38:31
+                                GmView40 scores_scaled_ownGm40(scores_scaled_own + _g78 * 16 * 16 + _g95 * 16, GmView40::Shape(t96.GetValidRow(), t96.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t96, scores_scaled_ownGm40);  // varlen_attention.pto:38:31
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                             TileT103 t103(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:27
@@ -3696,8 +3824,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-                                GmView41 pijGm41(pij + _g78 * 16 * 16 + _g95 * 16, GmView41::Shape(t103.GetValidRow(), t103.GetValidCol()));  // varlen_attention.pto:38:27
-                                TSTORE(pijGm41, t103);  // varlen_attention.pto:38:27
+                                GmView41 pij_ownGm41(pij_own + _g78 * 16 * 16 + _g95 * 16, GmView41::Shape(t103.GetValidRow(), t103.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_ownGm41, t103);  // varlen_attention.pto:38:27
                             }
                             TileT108 t108(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:39:27
                             TASSIGN(t108, 1024);  // varlen_attention.pto:39:27
@@ -3720,8 +3848,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
                         if (ptodsl_aiv0) {
                             using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                            GmView42 lijGm42(lij + _g78 * 16, GmView42::Shape(t105.GetValidRow()));  // varlen_attention.pto:39:27
-                            TSTORE(lijGm42, t105);  // varlen_attention.pto:39:27
+                            GmView42 lij_ownGm42(lij_own + _g78 * 16, GmView42::Shape(t105.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_ownGm42, t105);  // varlen_attention.pto:39:27
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
@@ -3734,8 +3862,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t111, 0);  // varlen_attention.pto:51:38
                             if (ptodsl_aiv0) {
                                 using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-                                GmView43 pijGm43(pij + _g78 * 16 * 16 + _g110 * 16, GmView43::Shape(t111.GetValidRow(), t111.GetValidCol()));  // varlen_attention.pto:51:38
-                                TLOAD(t111, pijGm43);  // varlen_attention.pto:51:38
+                                GmView43 pij_ownGm43(pij_own + _g78 * 16 * 16 + _g110 * 16, GmView43::Shape(t111.GetValidRow(), t111.GetValidCol()));  // varlen_attention.pto:51:38
+                                TLOAD(t111, pij_ownGm43);  // varlen_attention.pto:51:38
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             TileT112 t112(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
@@ -3748,8 +3876,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-                                GmView44 t6Gm44(t6 + _g78 * 16 * 16 + _g110 * 16, GmView44::Shape(t112.GetValidRow(), t112.GetValidCol()));  // varlen_attention.pto:51:38
-                                TSTORE(t6Gm44, t112);  // varlen_attention.pto:51:38
+                                GmView44 t6_ownGm44(t6_own + _g78 * 16 * 16 + _g110 * 16, GmView44::Shape(t112.GetValidRow(), t112.GetValidCol()));  // varlen_attention.pto:51:38
+                                TSTORE(t6_ownGm44, t112);  // varlen_attention.pto:51:38
                             }
                         }
                         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
@@ -3761,9 +3889,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    __gm__ float* li = li_update;  // varlen_attention.pto:52:30
-                    __gm__ float* mi = mi_update;  // varlen_attention.pto:53:30
-                    __gm__ float* oi = oi_update;  // varlen_attention.pto:54:30
+                    __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
+                    __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
+                    __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     pipe_barrier(PIPE_V);
@@ -3784,8 +3912,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t126, 512);  // varlen_attention.pto:55:34
                         if (ptodsl_aiv0) {
                             using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView51 mijGm51(mij + _g124 * 16, GmView51::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t126, mijGm51);  // varlen_attention.pto:55:34
+                            GmView51 mij_ownGm51(mij_own + _g124 * 16, GmView51::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t126, mij_ownGm51);  // varlen_attention.pto:55:34
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT127 t127(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g124 * 16, 16));  // varlen_attention.pto:55:34
@@ -3798,8 +3926,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView52 mi_newGm52(mi_new + _g124 * 16, GmView52::Shape(t127.GetValidRow()));  // varlen_attention.pto:55:34
-                            TSTORE(mi_newGm52, t127);  // varlen_attention.pto:55:34
+                            GmView52 mi_new_ownGm52(mi_new_own + _g124 * 16, GmView52::Shape(t127.GetValidRow()));  // varlen_attention.pto:55:34
+                            TSTORE(mi_new_ownGm52, t127);  // varlen_attention.pto:55:34
                         }
                     }
                     pipe_barrier(PIPE_V);
@@ -3821,8 +3949,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t130, 512);  // varlen_attention.pto:56:34
                         if (ptodsl_aiv0) {
                             using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                            GmView54 mi_newGm54(mi_new + _g128 * 16, GmView54::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
-                            TLOAD(t130, mi_newGm54);  // varlen_attention.pto:56:34
+                            GmView54 mi_new_ownGm54(mi_new_own + _g128 * 16, GmView54::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
+                            TLOAD(t130, mi_new_ownGm54);  // varlen_attention.pto:56:34
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT131 t131(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g128 * 16, 16));  // varlen_attention.pto:56:34
@@ -3841,8 +3969,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
-                            GmView55 t2_1Gm55(t2_1 + _g128 * 16, GmView55::Shape(t134.GetValidRow()));  // varlen_attention.pto:56:30
-                            TSTORE(t2_1Gm55, t134);  // varlen_attention.pto:56:30
+                            GmView55 t2_1_ownGm55(t2_1_own + _g128 * 16, GmView55::Shape(t134.GetValidRow()));  // varlen_attention.pto:56:30
+                            TSTORE(t2_1_ownGm55, t134);  // varlen_attention.pto:56:30
                         }
                     }
                     pipe_barrier(PIPE_V);
@@ -3855,15 +3983,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t136, 0);  // varlen_attention.pto:57:34
                         if (ptodsl_aiv0) {
                             using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                            GmView56 mijGm56(mij + _g135 * 16, GmView56::Shape(t136.GetValidRow()));  // varlen_attention.pto:57:34
-                            TLOAD(t136, mijGm56);  // varlen_attention.pto:57:34
+                            GmView56 mij_ownGm56(mij_own + _g135 * 16, GmView56::Shape(t136.GetValidRow()));  // varlen_attention.pto:57:34
+                            TLOAD(t136, mij_ownGm56);  // varlen_attention.pto:57:34
                         }
                         TileT137 t137(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g135 * 16, 0), 16));  // varlen_attention.pto:57:34
                         TASSIGN(t137, 512);  // varlen_attention.pto:57:34
                         if (ptodsl_aiv0) {
                             using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                            GmView57 mi_newGm57(mi_new + _g135 * 16, GmView57::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
-                            TLOAD(t137, mi_newGm57);  // varlen_attention.pto:57:34
+                            GmView57 mi_new_ownGm57(mi_new_own + _g135 * 16, GmView57::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
+                            TLOAD(t137, mi_new_ownGm57);  // varlen_attention.pto:57:34
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT138 t138(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g135 * 16, 16));  // varlen_attention.pto:57:34
@@ -3882,8 +4010,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
-                            GmView58 t4_1Gm58(t4_1 + _g135 * 16, GmView58::Shape(t141.GetValidRow()));  // varlen_attention.pto:57:30
-                            TSTORE(t4_1Gm58, t141);  // varlen_attention.pto:57:30
+                            GmView58 t4_1_ownGm58(t4_1_own + _g135 * 16, GmView58::Shape(t141.GetValidRow()));  // varlen_attention.pto:57:30
+                            TSTORE(t4_1_ownGm58, t141);  // varlen_attention.pto:57:30
                         }
                     }
                     pipe_barrier(PIPE_V);
@@ -3896,8 +4024,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t143, 0);  // varlen_attention.pto:58:34
                         if (ptodsl_aiv0) {
                             using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView59 t2_1Gm59(t2_1 + _g142 * 16, GmView59::Shape(t143.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t143, t2_1Gm59);  // varlen_attention.pto:58:34
+                            GmView59 t2_1_ownGm59(t2_1_own + _g142 * 16, GmView59::Shape(t143.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t143, t2_1_ownGm59);  // varlen_attention.pto:58:34
                         }
                         TileT144 t144(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g142 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t144, 512);  // varlen_attention.pto:58:34
@@ -3917,8 +4045,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView61 t9Gm61(t9 + _g142 * 16, GmView61::Shape(t145.GetValidRow()));  // varlen_attention.pto:58:34
-                            TSTORE(t9Gm61, t145);  // varlen_attention.pto:58:34
+                            GmView61 t9_ownGm61(t9_own + _g142 * 16, GmView61::Shape(t145.GetValidRow()));  // varlen_attention.pto:58:34
+                            TSTORE(t9_ownGm61, t145);  // varlen_attention.pto:58:34
                         }
                     }
                     pipe_barrier(PIPE_V);
@@ -3931,15 +4059,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t147, 0);  // varlen_attention.pto:58:44
                         if (ptodsl_aiv0) {
                             using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView62 t4_1Gm62(t4_1 + _g146 * 16, GmView62::Shape(t147.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t147, t4_1Gm62);  // varlen_attention.pto:58:44
+                            GmView62 t4_1_ownGm62(t4_1_own + _g146 * 16, GmView62::Shape(t147.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t147, t4_1_ownGm62);  // varlen_attention.pto:58:44
                         }
                         TileT148 t148(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g146 * 16, 0), 16));  // varlen_attention.pto:58:44
                         TASSIGN(t148, 512);  // varlen_attention.pto:58:44
                         if (ptodsl_aiv0) {
                             using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView63 lijGm63(lij + _g146 * 16, GmView63::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t148, lijGm63);  // varlen_attention.pto:58:44
+                            GmView63 lij_ownGm63(lij_own + _g146 * 16, GmView63::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t148, lij_ownGm63);  // varlen_attention.pto:58:44
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT149 t149(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g146 * 16, 16));  // varlen_attention.pto:58:44
@@ -3952,8 +4080,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView64 t10Gm64(t10 + _g146 * 16, GmView64::Shape(t149.GetValidRow()));  // varlen_attention.pto:58:44
-                            TSTORE(t10Gm64, t149);  // varlen_attention.pto:58:44
+                            GmView64 t10_ownGm64(t10_own + _g146 * 16, GmView64::Shape(t149.GetValidRow()));  // varlen_attention.pto:58:44
+                            TSTORE(t10_ownGm64, t149);  // varlen_attention.pto:58:44
                         }
                     }
                     pipe_barrier(PIPE_V);
@@ -3968,15 +4096,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t151, 0);  // varlen_attention.pto:58:34
                         if (ptodsl_aiv0) {
                             using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView65 t9Gm65(t9 + _g150 * 16, GmView65::Shape(t151.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t151, t9Gm65);  // varlen_attention.pto:58:34
+                            GmView65 t9_ownGm65(t9_own + _g150 * 16, GmView65::Shape(t151.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t151, t9_ownGm65);  // varlen_attention.pto:58:34
                         }
                         TileT152 t152(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g150 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t152, 512);  // varlen_attention.pto:58:34
                         if (ptodsl_aiv0) {
                             using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView66 t10Gm66(t10 + _g150 * 16, GmView66::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t152, t10Gm66);  // varlen_attention.pto:58:34
+                            GmView66 t10_ownGm66(t10_own + _g150 * 16, GmView66::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t152, t10_ownGm66);  // varlen_attention.pto:58:34
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT153 t153(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g150 * 16, 16));  // varlen_attention.pto:58:34
@@ -3989,8 +4117,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView67 li_newGm67(li_new + _g150 * 16, GmView67::Shape(t153.GetValidRow()));  // varlen_attention.pto:58:34
-                            TSTORE(li_newGm67, t153);  // varlen_attention.pto:58:34
+                            GmView67 li_new_ownGm67(li_new_own + _g150 * 16, GmView67::Shape(t153.GetValidRow()));  // varlen_attention.pto:58:34
+                            TSTORE(li_new_ownGm67, t153);  // varlen_attention.pto:58:34
                         }
                     }
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -4010,8 +4138,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t156, 4096);  // varlen_attention.pto:59:34
                         if (ptodsl_aiv0) {
                             using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
-                            GmView69 t2_1Gm69(t2_1 + _g154 * 16, GmView69::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t156, t2_1Gm69);  // varlen_attention.pto:59:34
+                            GmView69 t2_1_ownGm69(t2_1_own + _g154 * 16, GmView69::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t156, t2_1_ownGm69);  // varlen_attention.pto:59:34
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT157 t157(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g154 * 16, 16));  // varlen_attention.pto:59:34
@@ -4030,8 +4158,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView70 t11Gm70(t11 + _g154 * 16 * 64, GmView70::Shape(t158.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(t11Gm70, t158);  // varlen_attention.pto:59:34
+                            GmView70 t11_ownGm70(t11_own + _g154 * 16 * 64, GmView70::Shape(t158.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(t11_ownGm70, t158);  // varlen_attention.pto:59:34
                         }
                     }
                     pipe_barrier(PIPE_V);
@@ -4046,15 +4174,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t160, 0);  // varlen_attention.pto:59:44
                         if (ptodsl_aiv0) {
                             using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView71 oij_1Gm71(oij_1 + _g159 * 16 * 64, GmView71::Shape(t160.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t160, oij_1Gm71);  // varlen_attention.pto:59:44
+                            GmView71 oij_1_ownGm71(oij_1_own + _g159 * 16 * 64, GmView71::Shape(t160.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t160, oij_1_ownGm71);  // varlen_attention.pto:59:44
                         }
                         TileT161 t161(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g159 * 16, 0), 16));  // varlen_attention.pto:59:44
                         TASSIGN(t161, 4096);  // varlen_attention.pto:59:44
                         if (ptodsl_aiv0) {
                             using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
-                            GmView72 t4_1Gm72(t4_1 + _g159 * 16, GmView72::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t161, t4_1Gm72);  // varlen_attention.pto:59:44
+                            GmView72 t4_1_ownGm72(t4_1_own + _g159 * 16, GmView72::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t161, t4_1_ownGm72);  // varlen_attention.pto:59:44
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT162 t162(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g159 * 16, 16));  // varlen_attention.pto:59:44
@@ -4073,8 +4201,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         if (ptodsl_aiv0) {
                             using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView73 t12Gm73(t12 + _g159 * 16 * 64, GmView73::Shape(t163.GetValidRow()));  // varlen_attention.pto:59:44
-                            TSTORE(t12Gm73, t163);  // varlen_attention.pto:59:44
+                            GmView73 t12_ownGm73(t12_own + _g159 * 16 * 64, GmView73::Shape(t163.GetValidRow()));  // varlen_attention.pto:59:44
+                            TSTORE(t12_ownGm73, t163);  // varlen_attention.pto:59:44
                         }
                     }
                     pipe_barrier(PIPE_V);
@@ -4093,15 +4221,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t165, 0);  // varlen_attention.pto:59:34
                         if (ptodsl_aiv0) {
                             using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView74 t11Gm74(t11 + _g164 * 16 * 64, GmView74::Shape(t165.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t165, t11Gm74);  // varlen_attention.pto:59:34
+                            GmView74 t11_ownGm74(t11_own + _g164 * 16 * 64, GmView74::Shape(t165.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t165, t11_ownGm74);  // varlen_attention.pto:59:34
                         }
                         TileT166 t166(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g164 * 16, 0), 16));  // varlen_attention.pto:59:34
                         TASSIGN(t166, 4096);  // varlen_attention.pto:59:34
                         if (ptodsl_aiv0) {
                             using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView75 t12Gm75(t12 + _g164 * 16 * 64, GmView75::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t166, t12Gm75);  // varlen_attention.pto:59:34
+                            GmView75 t12_ownGm75(t12_own + _g164 * 16 * 64, GmView75::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t166, t12_ownGm75);  // varlen_attention.pto:59:34
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileT167 t167(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g164 * 16, 16));  // varlen_attention.pto:59:34
@@ -4114,8 +4242,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView76 oi_updateGm76(oi_update + _g164 * 16 * 64, GmView76::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(oi_updateGm76, t167);  // varlen_attention.pto:59:34
+                            GmView76 oi_update_ownGm76(oi_update_own + _g164 * 16 * 64, GmView76::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(oi_update_ownGm76, t167);  // varlen_attention.pto:59:34
                         }
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
@@ -4130,15 +4258,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t169, 0);  // varlen_attention.pto:66:29
                         if (ptodsl_aiv0) {
                             using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                            GmView77 li_newGm77(li_new + _g168 * 16, GmView77::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-                            TLOAD(t169, li_newGm77);  // varlen_attention.pto:66:29
+                            GmView77 li_new_ownGm77(li_new_own + _g168 * 16, GmView77::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
+                            TLOAD(t169, li_new_ownGm77);  // varlen_attention.pto:66:29
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                            GmView78 li_updateGm78(li_update + _g168 * 16, GmView78::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-                            TSTORE(li_updateGm78, t169);  // varlen_attention.pto:66:29
+                            GmView78 li_update_ownGm78(li_update_own + _g168 * 16, GmView78::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
+                            TSTORE(li_update_ownGm78, t169);  // varlen_attention.pto:66:29
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -4148,15 +4276,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t171, 0);  // varlen_attention.pto:67:29
                         if (ptodsl_aiv0) {
                             using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                            GmView79 mi_newGm79(mi_new + _g170 * 16, GmView79::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-                            TLOAD(t171, mi_newGm79);  // varlen_attention.pto:67:29
+                            GmView79 mi_new_ownGm79(mi_new_own + _g170 * 16, GmView79::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
+                            TLOAD(t171, mi_new_ownGm79);  // varlen_attention.pto:67:29
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                            GmView80 mi_updateGm80(mi_update + _g170 * 16, GmView80::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-                            TSTORE(mi_updateGm80, t171);  // varlen_attention.pto:67:29
+                            GmView80 mi_update_ownGm80(mi_update_own + _g170 * 16, GmView80::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
+                            TSTORE(mi_update_ownGm80, t171);  // varlen_attention.pto:67:29
                         }
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
@@ -4190,36 +4318,36 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 16) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
-                            status[0] = 14;  // varlen_attention.pto:32:35
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16));  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
                             wait_flag_dev(1);  // varlen_attention.pto:32:35
                             return;  // varlen_attention.pto:32:35
                         }
                         __gm__ bfloat16_t* q_tile_view_last = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:33:35
-                            status[0] = 15;  // varlen_attention.pto:33:35
-                            status[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:33:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:33:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[0] = 15;  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
                             wait_flag_dev(1);  // varlen_attention.pto:33:35
                             return;  // varlen_attention.pto:33:35
                         }
                         __gm__ bfloat16_t* k_tile_view_last = k + (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 && k_start + (ceil_div(s1 - k_start, 16) - 1) * 16 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16))) {  // varlen_attention.pto:34:35
-                            status[0] = 16;  // varlen_attention.pto:34:35
-                            status[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:34:35
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:34:35
-                            status[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[0] = 16;  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 16) - 1) * 16);  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16));  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
                             wait_flag_dev(1);  // varlen_attention.pto:34:35
                             return;  // varlen_attention.pto:34:35
@@ -4238,8 +4366,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(5);
                                 if (ptodsl_aiv0) {
                                     using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                    GmView84 scores_lastGm84(scores_last + _g172 * 16 * 16 + _g173 * 16, GmView84::Shape(t181.GetValidRow(), t181.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t181, scores_lastGm84);  // varlen_attention.pto:36:37
+                                    GmView84 scores_last_ownGm84(scores_last_own + _g172 * 16 * 16 + _g173 * 16, GmView84::Shape(t181.GetValidRow(), t181.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t181, scores_last_ownGm84);  // varlen_attention.pto:36:37
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT182 t182(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:36:37
@@ -4252,8 +4380,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
-                                    GmView85 scores_scaled_lastGm85(scores_scaled_last + _g172 * 16 * 16 + _g173 * 16, GmView85::Shape(t182.GetValidRow(), t182.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_lastGm85, t182);  // varlen_attention.pto:36:37
+                                    GmView85 scores_scaled_last_ownGm85(scores_scaled_last_own + _g172 * 16 * 16 + _g173 * 16, GmView85::Shape(t182.GetValidRow(), t182.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_last_ownGm85, t182);  // varlen_attention.pto:36:37
                                 }
                                 TileT187 t187(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:37:27
                                 TASSIGN(t187, 512);  // varlen_attention.pto:37:27
@@ -4277,8 +4405,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView86 mij_lastGm86(mij_last + _g172 * 16, GmView86::Shape(t184.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_lastGm86, t184);  // varlen_attention.pto:37:27
+                                GmView86 mij_last_ownGm86(mij_last_own + _g172 * 16, GmView86::Shape(t184.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_last_ownGm86, t184);  // varlen_attention.pto:37:27
                             }
                             TileT199 t199(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:39:27
                             TASSIGN(t199, 512);  // varlen_attention.pto:39:27
@@ -4296,8 +4424,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t190, 1024);  // varlen_attention.pto:38:31
                                 if (ptodsl_aiv0) {
                                     using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
-                                    GmView87 scores_scaled_lastGm87(scores_scaled_last + _g172 * 16 * 16 + _g189 * 16, GmView87::Shape(t190.GetValidRow(), t190.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t190, scores_scaled_lastGm87);  // varlen_attention.pto:38:31
+                                    GmView87 scores_scaled_last_ownGm87(scores_scaled_last_own + _g172 * 16 * 16 + _g189 * 16, GmView87::Shape(t190.GetValidRow(), t190.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t190, scores_scaled_last_ownGm87);  // varlen_attention.pto:38:31
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT197 t197(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:27
@@ -4314,8 +4442,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
-                                    GmView88 pij_lastGm88(pij_last + _g172 * 16 * 16 + _g189 * 16, GmView88::Shape(t197.GetValidRow(), t197.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_lastGm88, t197);  // varlen_attention.pto:38:27
+                                    GmView88 pij_last_ownGm88(pij_last_own + _g172 * 16 * 16 + _g189 * 16, GmView88::Shape(t197.GetValidRow(), t197.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_last_ownGm88, t197);  // varlen_attention.pto:38:27
                                 }
                                 TileT202 t202(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:39:27
                                 TASSIGN(t202, 1024);  // varlen_attention.pto:39:27
@@ -4338,8 +4466,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView89 lij_lastGm89(lij_last + _g172 * 16, GmView89::Shape(t199.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_lastGm89, t199);  // varlen_attention.pto:39:27
+                                GmView89 lij_last_ownGm89(lij_last_own + _g172 * 16, GmView89::Shape(t199.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_last_ownGm89, t199);  // varlen_attention.pto:39:27
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -4352,8 +4480,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t205, 0);  // varlen_attention.pto:51:38
                                 if (ptodsl_aiv0) {
                                     using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-                                    GmView90 pij_lastGm90(pij_last + _g172 * 16 * 16 + _g204 * 16, GmView90::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TLOAD(t205, pij_lastGm90);  // varlen_attention.pto:51:38
+                                    GmView90 pij_last_ownGm90(pij_last_own + _g172 * 16 * 16 + _g204 * 16, GmView90::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TLOAD(t205, pij_last_ownGm90);  // varlen_attention.pto:51:38
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT206 t206(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
@@ -4366,8 +4494,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView91 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
-                                    GmView91 t6_lastGm91(t6_last + _g172 * 16 * 16 + _g204 * 16, GmView91::Shape(t206.GetValidRow(), t206.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TSTORE(t6_lastGm91, t206);  // varlen_attention.pto:51:38
+                                    GmView91 t6_last_ownGm91(t6_last_own + _g172 * 16 * 16 + _g204 * 16, GmView91::Shape(t206.GetValidRow(), t206.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TSTORE(t6_last_ownGm91, t206);  // varlen_attention.pto:51:38
                                 }
                             }
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
@@ -4379,9 +4507,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        __gm__ float* li_last = li_update;  // varlen_attention.pto:52:30
-                        __gm__ float* mi_last = mi_update;  // varlen_attention.pto:53:30
-                        __gm__ float* oi_last = oi_update;  // varlen_attention.pto:54:30
+                        __gm__ float* li_last = li_update_own;  // varlen_attention.pto:52:30
+                        __gm__ float* mi_last = mi_update_own;  // varlen_attention.pto:53:30
+                        __gm__ float* oi_last = oi_update_own;  // varlen_attention.pto:54:30
                         pipe_barrier(PIPE_V);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -4400,8 +4528,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t220, 512);  // varlen_attention.pto:55:34
                             if (ptodsl_aiv0) {
                                 using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView98 mij_lastGm98(mij_last + _g218 * 16, GmView98::Shape(t220.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t220, mij_lastGm98);  // varlen_attention.pto:55:34
+                                GmView98 mij_last_ownGm98(mij_last_own + _g218 * 16, GmView98::Shape(t220.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t220, mij_last_ownGm98);  // varlen_attention.pto:55:34
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT221 t221(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g218 * 16, 16));  // varlen_attention.pto:55:34
@@ -4414,8 +4542,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView99 mi_new_lastGm99(mi_new_last + _g218 * 16, GmView99::Shape(t221.GetValidRow()));  // varlen_attention.pto:55:34
-                                TSTORE(mi_new_lastGm99, t221);  // varlen_attention.pto:55:34
+                                GmView99 mi_new_last_ownGm99(mi_new_last_own + _g218 * 16, GmView99::Shape(t221.GetValidRow()));  // varlen_attention.pto:55:34
+                                TSTORE(mi_new_last_ownGm99, t221);  // varlen_attention.pto:55:34
                             }
                         }
                         pipe_barrier(PIPE_V);
@@ -4437,8 +4565,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t224, 512);  // varlen_attention.pto:56:34
                             if (ptodsl_aiv0) {
                                 using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                                GmView101 mi_new_lastGm101(mi_new_last + _g222 * 16, GmView101::Shape(t224.GetValidRow()));  // varlen_attention.pto:56:34
-                                TLOAD(t224, mi_new_lastGm101);  // varlen_attention.pto:56:34
+                                GmView101 mi_new_last_ownGm101(mi_new_last_own + _g222 * 16, GmView101::Shape(t224.GetValidRow()));  // varlen_attention.pto:56:34
+                                TLOAD(t224, mi_new_last_ownGm101);  // varlen_attention.pto:56:34
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT225 t225(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g222 * 16, 16));  // varlen_attention.pto:56:34
@@ -4457,8 +4585,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
-                                GmView102 t2_1_lastGm102(t2_1_last + _g222 * 16, GmView102::Shape(t228.GetValidRow()));  // varlen_attention.pto:56:30
-                                TSTORE(t2_1_lastGm102, t228);  // varlen_attention.pto:56:30
+                                GmView102 t2_1_last_ownGm102(t2_1_last_own + _g222 * 16, GmView102::Shape(t228.GetValidRow()));  // varlen_attention.pto:56:30
+                                TSTORE(t2_1_last_ownGm102, t228);  // varlen_attention.pto:56:30
                             }
                         }
                         pipe_barrier(PIPE_V);
@@ -4471,15 +4599,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t230, 0);  // varlen_attention.pto:57:34
                             if (ptodsl_aiv0) {
                                 using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                                GmView103 mij_lastGm103(mij_last + _g229 * 16, GmView103::Shape(t230.GetValidRow()));  // varlen_attention.pto:57:34
-                                TLOAD(t230, mij_lastGm103);  // varlen_attention.pto:57:34
+                                GmView103 mij_last_ownGm103(mij_last_own + _g229 * 16, GmView103::Shape(t230.GetValidRow()));  // varlen_attention.pto:57:34
+                                TLOAD(t230, mij_last_ownGm103);  // varlen_attention.pto:57:34
                             }
                             TileT231 t231(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g229 * 16, 0), 16));  // varlen_attention.pto:57:34
                             TASSIGN(t231, 512);  // varlen_attention.pto:57:34
                             if (ptodsl_aiv0) {
                                 using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                                GmView104 mi_new_lastGm104(mi_new_last + _g229 * 16, GmView104::Shape(t231.GetValidRow()));  // varlen_attention.pto:57:34
-                                TLOAD(t231, mi_new_lastGm104);  // varlen_attention.pto:57:34
+                                GmView104 mi_new_last_ownGm104(mi_new_last_own + _g229 * 16, GmView104::Shape(t231.GetValidRow()));  // varlen_attention.pto:57:34
+                                TLOAD(t231, mi_new_last_ownGm104);  // varlen_attention.pto:57:34
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT232 t232(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g229 * 16, 16));  // varlen_attention.pto:57:34
@@ -4498,8 +4626,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
-                                GmView105 t4_1_lastGm105(t4_1_last + _g229 * 16, GmView105::Shape(t235.GetValidRow()));  // varlen_attention.pto:57:30
-                                TSTORE(t4_1_lastGm105, t235);  // varlen_attention.pto:57:30
+                                GmView105 t4_1_last_ownGm105(t4_1_last_own + _g229 * 16, GmView105::Shape(t235.GetValidRow()));  // varlen_attention.pto:57:30
+                                TSTORE(t4_1_last_ownGm105, t235);  // varlen_attention.pto:57:30
                             }
                         }
                         pipe_barrier(PIPE_V);
@@ -4512,8 +4640,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t237, 0);  // varlen_attention.pto:58:34
                             if (ptodsl_aiv0) {
                                 using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView106 t2_1_lastGm106(t2_1_last + _g236 * 16, GmView106::Shape(t237.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t237, t2_1_lastGm106);  // varlen_attention.pto:58:34
+                                GmView106 t2_1_last_ownGm106(t2_1_last_own + _g236 * 16, GmView106::Shape(t237.GetValidRow()));  // varlen_attention.pto:58:34
+                                TLOAD(t237, t2_1_last_ownGm106);  // varlen_attention.pto:58:34
                             }
                             TileT238 t238(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g236 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t238, 512);  // varlen_attention.pto:58:34
@@ -4533,8 +4661,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView108 t9_lastGm108(t9_last + _g236 * 16, GmView108::Shape(t239.GetValidRow()));  // varlen_attention.pto:58:34
-                                TSTORE(t9_lastGm108, t239);  // varlen_attention.pto:58:34
+                                GmView108 t9_last_ownGm108(t9_last_own + _g236 * 16, GmView108::Shape(t239.GetValidRow()));  // varlen_attention.pto:58:34
+                                TSTORE(t9_last_ownGm108, t239);  // varlen_attention.pto:58:34
                             }
                         }
                         pipe_barrier(PIPE_V);
@@ -4547,15 +4675,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t241, 0);  // varlen_attention.pto:58:44
                             if (ptodsl_aiv0) {
                                 using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView109 t4_1_lastGm109(t4_1_last + _g240 * 16, GmView109::Shape(t241.GetValidRow()));  // varlen_attention.pto:58:44
-                                TLOAD(t241, t4_1_lastGm109);  // varlen_attention.pto:58:44
+                                GmView109 t4_1_last_ownGm109(t4_1_last_own + _g240 * 16, GmView109::Shape(t241.GetValidRow()));  // varlen_attention.pto:58:44
+                                TLOAD(t241, t4_1_last_ownGm109);  // varlen_attention.pto:58:44
                             }
                             TileT242 t242(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g240 * 16, 0), 16));  // varlen_attention.pto:58:44
                             TASSIGN(t242, 512);  // varlen_attention.pto:58:44
                             if (ptodsl_aiv0) {
                                 using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView110 lij_lastGm110(lij_last + _g240 * 16, GmView110::Shape(t242.GetValidRow()));  // varlen_attention.pto:58:44
-                                TLOAD(t242, lij_lastGm110);  // varlen_attention.pto:58:44
+                                GmView110 lij_last_ownGm110(lij_last_own + _g240 * 16, GmView110::Shape(t242.GetValidRow()));  // varlen_attention.pto:58:44
+                                TLOAD(t242, lij_last_ownGm110);  // varlen_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT243 t243(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g240 * 16, 16));  // varlen_attention.pto:58:44
@@ -4568,8 +4696,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView111 t10_lastGm111(t10_last + _g240 * 16, GmView111::Shape(t243.GetValidRow()));  // varlen_attention.pto:58:44
-                                TSTORE(t10_lastGm111, t243);  // varlen_attention.pto:58:44
+                                GmView111 t10_last_ownGm111(t10_last_own + _g240 * 16, GmView111::Shape(t243.GetValidRow()));  // varlen_attention.pto:58:44
+                                TSTORE(t10_last_ownGm111, t243);  // varlen_attention.pto:58:44
                             }
                         }
                         pipe_barrier(PIPE_V);
@@ -4584,15 +4712,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t245, 0);  // varlen_attention.pto:58:34
                             if (ptodsl_aiv0) {
                                 using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView112 t9_lastGm112(t9_last + _g244 * 16, GmView112::Shape(t245.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t245, t9_lastGm112);  // varlen_attention.pto:58:34
+                                GmView112 t9_last_ownGm112(t9_last_own + _g244 * 16, GmView112::Shape(t245.GetValidRow()));  // varlen_attention.pto:58:34
+                                TLOAD(t245, t9_last_ownGm112);  // varlen_attention.pto:58:34
                             }
                             TileT246 t246(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g244 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t246, 512);  // varlen_attention.pto:58:34
                             if (ptodsl_aiv0) {
                                 using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView113 t10_lastGm113(t10_last + _g244 * 16, GmView113::Shape(t246.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t246, t10_lastGm113);  // varlen_attention.pto:58:34
+                                GmView113 t10_last_ownGm113(t10_last_own + _g244 * 16, GmView113::Shape(t246.GetValidRow()));  // varlen_attention.pto:58:34
+                                TLOAD(t246, t10_last_ownGm113);  // varlen_attention.pto:58:34
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT247 t247(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g244 * 16, 16));  // varlen_attention.pto:58:34
@@ -4605,8 +4733,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView114 li_new_lastGm114(li_new_last + _g244 * 16, GmView114::Shape(t247.GetValidRow()));  // varlen_attention.pto:58:34
-                                TSTORE(li_new_lastGm114, t247);  // varlen_attention.pto:58:34
+                                GmView114 li_new_last_ownGm114(li_new_last_own + _g244 * 16, GmView114::Shape(t247.GetValidRow()));  // varlen_attention.pto:58:34
+                                TSTORE(li_new_last_ownGm114, t247);  // varlen_attention.pto:58:34
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -4625,8 +4753,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t250, 4096);  // varlen_attention.pto:59:34
                             if (ptodsl_aiv0) {
                                 using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
-                                GmView116 t2_1_lastGm116(t2_1_last + _g248 * 16, GmView116::Shape(t250.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t250, t2_1_lastGm116);  // varlen_attention.pto:59:34
+                                GmView116 t2_1_last_ownGm116(t2_1_last_own + _g248 * 16, GmView116::Shape(t250.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t250, t2_1_last_ownGm116);  // varlen_attention.pto:59:34
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT251 t251(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g248 * 16, 16));  // varlen_attention.pto:59:34
@@ -4645,8 +4773,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView117 t11_lastGm117(t11_last + _g248 * 16 * 64, GmView117::Shape(t252.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(t11_lastGm117, t252);  // varlen_attention.pto:59:34
+                                GmView117 t11_last_ownGm117(t11_last_own + _g248 * 16 * 64, GmView117::Shape(t252.GetValidRow()));  // varlen_attention.pto:59:34
+                                TSTORE(t11_last_ownGm117, t252);  // varlen_attention.pto:59:34
                             }
                         }
                         pipe_barrier(PIPE_V);
@@ -4660,15 +4788,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t254, 0);  // varlen_attention.pto:59:44
                             if (ptodsl_aiv0) {
                                 using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView118 oij_1_lastGm118(oij_1_last + _g253 * 16 * 64, GmView118::Shape(t254.GetValidRow()));  // varlen_attention.pto:59:44
-                                TLOAD(t254, oij_1_lastGm118);  // varlen_attention.pto:59:44
+                                GmView118 oij_1_last_ownGm118(oij_1_last_own + _g253 * 16 * 64, GmView118::Shape(t254.GetValidRow()));  // varlen_attention.pto:59:44
+                                TLOAD(t254, oij_1_last_ownGm118);  // varlen_attention.pto:59:44
                             }
                             TileT255 t255(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g253 * 16, 0), 16));  // varlen_attention.pto:59:44
                             TASSIGN(t255, 4096);  // varlen_attention.pto:59:44
                             if (ptodsl_aiv0) {
                                 using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
-                                GmView119 t4_1_lastGm119(t4_1_last + _g253 * 16, GmView119::Shape(t255.GetValidRow()));  // varlen_attention.pto:59:44
-                                TLOAD(t255, t4_1_lastGm119);  // varlen_attention.pto:59:44
+                                GmView119 t4_1_last_ownGm119(t4_1_last_own + _g253 * 16, GmView119::Shape(t255.GetValidRow()));  // varlen_attention.pto:59:44
+                                TLOAD(t255, t4_1_last_ownGm119);  // varlen_attention.pto:59:44
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT256 t256(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g253 * 16, 16));  // varlen_attention.pto:59:44
@@ -4687,8 +4815,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView120 t12_lastGm120(t12_last + _g253 * 16 * 64, GmView120::Shape(t257.GetValidRow()));  // varlen_attention.pto:59:44
-                                TSTORE(t12_lastGm120, t257);  // varlen_attention.pto:59:44
+                                GmView120 t12_last_ownGm120(t12_last_own + _g253 * 16 * 64, GmView120::Shape(t257.GetValidRow()));  // varlen_attention.pto:59:44
+                                TSTORE(t12_last_ownGm120, t257);  // varlen_attention.pto:59:44
                             }
                         }
                         pipe_barrier(PIPE_V);
@@ -4705,15 +4833,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t259, 0);  // varlen_attention.pto:59:34
                             if (ptodsl_aiv0) {
                                 using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView121 t11_lastGm121(t11_last + _g258 * 16 * 64, GmView121::Shape(t259.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t259, t11_lastGm121);  // varlen_attention.pto:59:34
+                                GmView121 t11_last_ownGm121(t11_last_own + _g258 * 16 * 64, GmView121::Shape(t259.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t259, t11_last_ownGm121);  // varlen_attention.pto:59:34
                             }
                             TileT260 t260(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g258 * 16, 0), 16));  // varlen_attention.pto:59:34
                             TASSIGN(t260, 4096);  // varlen_attention.pto:59:34
                             if (ptodsl_aiv0) {
                                 using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView122 t12_lastGm122(t12_last + _g258 * 16 * 64, GmView122::Shape(t260.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t260, t12_lastGm122);  // varlen_attention.pto:59:34
+                                GmView122 t12_last_ownGm122(t12_last_own + _g258 * 16 * 64, GmView122::Shape(t260.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t260, t12_last_ownGm122);  // varlen_attention.pto:59:34
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT261 t261(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g258 * 16, 16));  // varlen_attention.pto:59:34
@@ -4726,8 +4854,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView123 oi_tmp_lastGm123(oi_tmp_last + _g258 * 16 * 64, GmView123::Shape(t261.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(oi_tmp_lastGm123, t261);  // varlen_attention.pto:59:34
+                                GmView123 oi_tmp_last_ownGm123(oi_tmp_last_own + _g258 * 16 * 64, GmView123::Shape(t261.GetValidRow()));  // varlen_attention.pto:59:34
+                                TSTORE(oi_tmp_last_ownGm123, t261);  // varlen_attention.pto:59:34
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -4735,12 +4863,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))))) {  // varlen_attention.pto:61:29
-                            status[0] = 17;  // varlen_attention.pto:61:29
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
-                            status[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))));  // varlen_attention.pto:61:29
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))));  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
 #endif
                             wait_flag_dev(1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
@@ -4750,12 +4878,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
-                            status[0] = 18;  // varlen_attention.pto:61:29
-                            status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
-                            status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
-                            status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 18;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
 #endif
                             wait_flag_dev(1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
@@ -4771,8 +4899,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t263, 0);  // varlen_attention.pto:61:29
                             if (ptodsl_aiv0) {
                                 using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:61:29
-                                GmView124 li_new_lastGm124(li_new_last + _g262 * 16, GmView124::Shape(t263.GetValidRow()));  // varlen_attention.pto:61:29
-                                TLOAD(t263, li_new_lastGm124);  // varlen_attention.pto:61:29
+                                GmView124 li_new_last_ownGm124(li_new_last_own + _g262 * 16, GmView124::Shape(t263.GetValidRow()));  // varlen_attention.pto:61:29
+                                TLOAD(t263, li_new_last_ownGm124);  // varlen_attention.pto:61:29
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -4784,12 +4912,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) {  // varlen_attention.pto:62:29
-                            status[0] = 19;  // varlen_attention.pto:62:29
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:62:29
-                            status[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))));  // varlen_attention.pto:62:29
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))));  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
                             wait_flag_dev(1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
@@ -4798,12 +4926,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
-                            status[0] = 20;  // varlen_attention.pto:62:29
-                            status[1] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
-                            status[2] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
-                            status[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 20;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
                             wait_flag_dev(1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
@@ -4817,8 +4945,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t265, 0);  // varlen_attention.pto:62:29
                             if (ptodsl_aiv0) {
                                 using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:62:29
-                                GmView126 mi_new_lastGm126(mi_new_last + _g264 * 16, GmView126::Shape(t265.GetValidRow()));  // varlen_attention.pto:62:29
-                                TLOAD(t265, mi_new_lastGm126);  // varlen_attention.pto:62:29
+                                GmView126 mi_new_last_ownGm126(mi_new_last_own + _g264 * 16, GmView126::Shape(t265.GetValidRow()));  // varlen_attention.pto:62:29
+                                TLOAD(t265, mi_new_last_ownGm126);  // varlen_attention.pto:62:29
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -4830,12 +4958,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))))) {  // varlen_attention.pto:63:29
-                            status[0] = 21;  // varlen_attention.pto:63:29
-                            status[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
-                            status[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))));  // varlen_attention.pto:63:29
-                            status[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))));  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
 #endif
                             wait_flag_dev(1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
@@ -4852,16 +4980,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t267, 0);  // varlen_attention.pto:63:76
                             if (ptodsl_aiv0) {
                                 using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:63:76
-                                GmView128 oi_tmp_lastGm128(oi_tmp_last + _g266 * 16 * 64, GmView128::Shape(t267.GetValidRow()));  // varlen_attention.pto:63:76
-                                TLOAD(t267, oi_tmp_lastGm128);  // varlen_attention.pto:63:76
+                                GmView128 oi_tmp_last_ownGm128(oi_tmp_last_own + _g266 * 16 * 64, GmView128::Shape(t267.GetValidRow()));  // varlen_attention.pto:63:76
+                                TLOAD(t267, oi_tmp_last_ownGm128);  // varlen_attention.pto:63:76
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             TileT268 t268(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g266 * 16, 0), 16));  // varlen_attention.pto:63:76
                             TASSIGN(t268, 4096);  // varlen_attention.pto:63:76
                             if (ptodsl_aiv0) {
                                 using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:63:76
-                                GmView129 li_new_lastGm129(li_new_last + _g266 * 16, GmView129::Shape(t268.GetValidRow()));  // varlen_attention.pto:63:76
-                                TLOAD(t268, li_new_lastGm129);  // varlen_attention.pto:63:76
+                                GmView129 li_new_last_ownGm129(li_new_last_own + _g266 * 16, GmView129::Shape(t268.GetValidRow()));  // varlen_attention.pto:63:76
+                                TLOAD(t268, li_new_last_ownGm129);  // varlen_attention.pto:63:76
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT269 t269(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g266 * 16, 16));  // varlen_attention.pto:63:76
