@@ -233,6 +233,7 @@ def test_the_sources_are_what_the_mutants_start_from() -> None:
     assert len(golden) + len(specs) == len(SOURCES)
 
 
+@pytest.mark.slow  # about 13 s; the hostile suite's other tests run every day
 def test_mutations_only_produce_diagnostics(tmp_path: Path) -> None:
     crashes = []
     failed = 0

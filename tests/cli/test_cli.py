@@ -32,6 +32,7 @@ def golden(name: str, text: str) -> None:
     assert text == path.read_text()
 
 
+@pytest.mark.slow  # every library spec compiled again through the CLI (the goldens compile each)
 def test_check_library_passes(capsys):
     """Every spec checks clean, and every variant of every spec, bf16 included, emits only
     instructions whose dtypes, layouts (and casts, and matmul dtype triples) pto-isa's A2/A3

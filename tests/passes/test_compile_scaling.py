@@ -56,6 +56,7 @@ def _calls(path: str) -> int:
     return count
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("program", [_chain, _row_reductions, _stores], ids=["chain", "reductions", "stores"])
 def test_compile_work_grows_linearly_with_the_number_of_statements(write_spec, program):
     # a low cycle bound cuts the reductions' nests into kernels that stay under the stack budget (E0613)
@@ -66,6 +67,7 @@ def test_compile_work_grows_linearly_with_the_number_of_statements(write_spec, p
     assert large < 2.3 * small, f"{small} calls for 60 statements, {large} for 120"
 
 
+@pytest.mark.slow
 def test_a_chain_of_a_thousand_statements_fuses_into_one_kernel(write_spec):
     n = 1000
     op = ptodsl.load(write_spec("k", _chain(n), "op: k\nschedule:\n  vec_tile: [8, 256]\n"))
