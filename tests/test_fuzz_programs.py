@@ -435,3 +435,22 @@ def test_a_select_of_two_scalars_has_arms_of_one_dtype(tmp_path):
     program = generate(7530220, ALL_FEATURES, max_blocks=3)
     assert "where(x1[r, :] > -0.25, a1, " in program.pto()
     assert isinstance(prepare(program, str(tmp_path)), Prepared)
+
+
+@pytest.mark.parametrize("backends", [("sim",), pytest.param(("sim", "cpu"), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seed", [7620484, 7620960])
+def test_data_sized_steps_in_a_loop_of_rounds_run_in_one_mixed_kernel(seed, backends, tmp_path):
+    """The generator's matmul steps whose count the call decides (``cdiv(K, ...)``), inside a loop of
+    rounds: their peeled first and last steps are branches inside a loop of the user's, which run
+    as loops of 0 or 1 trips in one mixed kernel (passes/branches.py), and compute as the
+    interpreter says."""
+    from ptodsl.driver import compile_spec
+    from ptodsl.fuzz.run import write_program
+
+    program = generate(seed, ALL_FEATURES)
+    assert "in loop(cdiv(K, " in program.pto() and 'name="R' in program.pto()
+    block = compile_spec(write_program(program, str(tmp_path))).stages["block"]
+    (kernel,) = [f for f in block.funcs if f.kind == "mixed"]
+    assert any(o.name == "loop" and o.attrs["index"].startswith("_br") for o in kernel.walk())
+    outcome = run_programs([program], backends)[0]
+    assert outcome.kind == "ok", outcome
