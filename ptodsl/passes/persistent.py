@@ -24,9 +24,11 @@ needing both (a matmul and vector work) runs as one ``mixed`` kernel (:func:`mix
 block loop of ``passes/rowgrid.py`` runs as blocks on every cube core (one AIC and the AIVs beside
 it per block): its proof makes every iteration touch only its own rows of each tensor written, so
 the cube's results reach the vector work of the same block through GM workspaces no other block
-touches. Any other loop of the user's runs on one block, its iterations in order (paged and varlen
+touches. Any other loop of the user's runs in one launch, its iterations in order (paged and varlen
 attention's loop nests, whose trip counts and offsets come from data), where it would otherwise
-launch kernels per iteration; consecutive such loops share one kernel while it compiles. The simulator and the cpu backend run such a kernel's
+launch kernels per iteration; consecutive such loops share one kernel while it compiles. Such a
+kernel runs on one block, unless a parallel loop in it may be shared out with a copy of its
+workspaces per block (``passes/blocks.py``: varlen's heads). The simulator and the cpu backend run such a kernel's
 ops in program order; on the NPU its cube part and vector part run on their own cores, ordered by
 cross-core flags (``passes/sync.py``, ``backends/cpp/kernel_mixed.py``). A mixed loop whose kernel
 would not compile (stack frame, event ids, on-chip memory: :meth:`Placement.refuse`) stays in the
@@ -93,9 +95,8 @@ def mixed_loop(op: Op, kinds: frozenset[str]) -> bool:
     """Whether a loop that may run in a kernel but needs both kinds of core runs as one mixed
     kernel: the row block loop of ``passes/rowgrid.py``, whose proof makes every block touch its
     own rows of each tensor written, workspaces included (the cube's results reach the vector work
-    of the same block through them), and any other loop of the user's, which then runs on one
-    block (its kernel writes workspaces every iteration shares), in place of a launch per
-    iteration. The one-trip loop around top-level work gains nothing from it: its tile work runs
+    of the same block through them), and any other loop of the user's, in place of a launch per
+    iteration (on one block unless ``passes/blocks.py`` gives each block its own workspaces). The one-trip loop around top-level work gains nothing from it: its tile work runs
     in kernels of one kind each, and those run as blocks on every core of their kind."""
     if op.name != "loop" or len(kinds) < 2:
         return False
