@@ -91,10 +91,13 @@ def layout(lines: list[tuple[int, str, str]], tags: list[Tag], head: list[str], 
         return format_lines(out)
 
     cpu = [line for line, tag in zip(lines, tags) if not tag.npu]
+    # each part in a scope of its own: both declare the skeleton's names (a block's view of its
+    # workspace copy, passes/blocks.py), which a reader of both parts at once must not see twice
     return [f"#if {cpu_guard}", *format_lines(cpu), "#else",
             f"    set_ffts_base_addr((uint64_t){ffts});", *head,
-            "#if defined(__DAV_CUBE__)", *part("cube"), "#endif",
-            "#if defined(__DAV_VEC__)", f"    const bool {aiv0} = get_subblockid() == 0;", *part("vec"), "#endif",
+            "#if defined(__DAV_CUBE__)", "    {", *part("cube"), "    }", "#endif",
+            "#if defined(__DAV_VEC__)", "    {", f"    const bool {aiv0} = get_subblockid() == 0;", *part("vec"),
+            "    }", "#endif",
             "#endif"]
 
 

@@ -574,6 +574,7 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
+    {
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -773,8 +774,10 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    }
 #endif
 #if defined(__DAV_VEC__)
+    {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
@@ -1185,6 +1188,7 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    }
     }
 #endif
 #endif

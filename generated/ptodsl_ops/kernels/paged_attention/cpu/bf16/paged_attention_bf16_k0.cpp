@@ -2867,6 +2867,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
 #if defined(__DAV_CUBE__)
+    {
     for (int64_t b = 0; b < B; ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
             const int64_t s0 = static_cast<int64_t>(kv_act_seqs[b]);  // paged_attention.pto:22:23
@@ -4189,8 +4190,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
             }
         }
     }
+    }
 #endif
 #if defined(__DAV_VEC__)
+    {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     for (int64_t b = 0; b < B; ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
@@ -6699,6 +6702,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             }
         }
+    }
     }
 #endif
 #endif

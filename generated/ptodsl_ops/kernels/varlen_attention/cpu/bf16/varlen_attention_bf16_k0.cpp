@@ -2217,6 +2217,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
+    {
     __gm__ float* scores_first_own = scores_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
     __gm__ float* scores_scaled_first_own = scores_scaled_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
     __gm__ float* mij_first_own = mij_first + block_index * 16;  // varlen_attention.pto:16:5
@@ -3108,8 +3109,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         }
     }
+    }
 #endif
 #if defined(__DAV_VEC__)
+    {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     __gm__ float* scores_first_own = scores_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
     __gm__ float* scores_scaled_first_own = scores_scaled_first + block_index * 16 * 16;  // varlen_attention.pto:16:5
@@ -5038,6 +5041,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
+    }
     }
 #endif
 #endif
