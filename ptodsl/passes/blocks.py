@@ -147,14 +147,7 @@ def _workspaces(control: Func) -> set[str]:
 def _writes_workspace(kernel: Func, launch: Op, workspaces: set[str]) -> bool:
     params = [p for p in kernel.params if p.is_tensor]
     bound = {p.name for p, v in zip(params, launch.operands) if v.name in workspaces}
-    if not bound:
-        return False
-    derived = set(bound)
-    for op in kernel.walk():  # views of a workspace are the workspace
-        if op.name == "view" and op.operands[0].name in derived:
-            derived.add(op.result.name)
-    return any((op.name == "tile.store" and op.operands[0].name in derived)
-               or any(v.name in derived for v in indexed_gm(op)[1]) for op in kernel.walk())
+    return bool(bound & _written_params(kernel))
 
 
 def _shares_disjointly(kernel: Func, loops: list[Op]) -> bool:
