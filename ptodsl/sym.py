@@ -539,6 +539,11 @@ def bounds(e: Expr, ranges: Mapping[str, Bounds]) -> Bounds:
         num, den, f = division
         lo, hi = bounds(num, ranges)
         return (None if lo is None else f(lo, den), None if hi is None else f(hi, den))
+    if division is not None and division[2] is floordiv:
+        # a non-negative numerator over a divisor of at least 1: the quotient lies in [0, num]
+        (nlo, nhi), (dlo, _) = bounds(division[0], ranges), bounds(division[1], ranges)
+        if nlo is not None and nlo >= 0 and dlo is not None and dlo >= 1:
+            return (0, nhi)
     if isinstance(e, BinExpr):
         (alo, ahi), (blo, bhi) = bounds(e.left, ranges), bounds(e.right, ranges)
         if e.op == "+":
@@ -600,6 +605,8 @@ def _prove_nonneg(e: Expr, ranges: Mapping[str, Bounds], depth: int = 0) -> bool
         return True
     if _split_minmax(e, ranges, depth):
         return True
+    if depth < _SPLITS and (split := _floor_products(e, ranges)) is not None:
+        return prove_nonneg(split[0], split[1], depth + 1)
     # a floor or ceiling division is bounded below by a linear form (``D - D // 2 >= D / 2``)
     form = linear(e) or linear_bound(e, upper=False)
     if form is None:
@@ -651,15 +658,16 @@ def _first_minmax(e: Expr) -> CallExpr | None:
     return None
 
 
-def _replace_eq(e: Expr, old: Expr, new: Expr) -> Expr:
+def replace(e: Expr, old: Expr, new: Expr) -> Expr:
+    """``e`` with every subexpression equal to ``old`` replaced by ``new``."""
     if e == old:
         return new
     if isinstance(e, NegExpr):
-        return neg(_replace_eq(e.operand, old, new))
+        return neg(replace(e.operand, old, new))
     if isinstance(e, BinExpr):
-        return binary(e.op, _replace_eq(e.left, old, new), _replace_eq(e.right, old, new))
+        return binary(e.op, replace(e.left, old, new), replace(e.right, old, new))
     if isinstance(e, CallExpr):
-        return call(e.fn, *(_replace_eq(x, old, new) for x in e.args))
+        return call(e.fn, *(replace(x, old, new) for x in e.args))
     return e
 
 
@@ -673,12 +681,58 @@ def _split_minmax(e: Expr, ranges: Mapping[str, Bounds], depth: int) -> bool:
     if m is None:
         return False
     hole = Sym(_HOLE)
-    h = _replace_eq(e, m, hole)
+    h = replace(e, m, hole)
     k = sub(substitute(h, {_HOLE: add(hole, 1)}), h)
     cases = [substitute(h, {_HOLE: a}) for a in m.args]
     if is_const(k) and (k == 0 or (k < 0) == (m.fn == "min")):
         return any(prove_nonneg(c, ranges, depth + 1) for c in cases)
     return all(prove_nonneg(c, ranges, depth + 1) for c in cases)
+
+
+_REM = "\x00r"  # the remainder a floor product leaves: a fresh symbol per product
+
+
+def _floor_products(e: Expr, ranges: Mapping[str, Bounds]) -> tuple[Expr, dict[str, Bounds]] | None:
+    """``e`` with each product ``(x // y) * y`` (``y`` a factor of the same term, or a constant
+    dividing its coefficient) written ``x - r``, a fresh ``r`` ranging over ``[0, y - 1]``: exact for
+    a divisor ``y >= 1``, which ``ranges`` must prove. A mixed-radix offset's band
+    (``n * (NQ // n) + g``, ``passes/parallel.py``) needs it. None when there is no such product."""
+    p = _poly(e)
+    if p is None:
+        return None
+    out: _Poly = {}
+    fresh = dict(ranges)
+    changed = False
+    for factors, v in p.items():
+        term: Expr = v
+        for i, f in enumerate(factors):
+            if not (isinstance(f, BinExpr) and f.op == "//"):
+                continue
+            y, rest = f.right, list(factors[:i] + factors[i + 1:])
+            if isinstance(y, int) and y >= 1 and v % y == 0:
+                coeff = v // y
+            elif y in rest and prove_nonneg(sub(y, 1), ranges):
+                rest.remove(y)
+                coeff = v
+            else:
+                continue
+            r = f"{_REM}{len(fresh)}"
+            fresh[r] = (0, sub(y, 1))
+            term = mul(sub(f.left, Sym(r)), coeff)
+            for g in rest:
+                term = mul(term, g)
+            changed = True
+            break
+        else:
+            term = mul(_monomial(factors), v) if factors else v
+        q = _poly(term)
+        if q is None:
+            return None
+        for k, c in q.items():
+            out[k] = out.get(k, 0) + c
+    if not changed:
+        return None
+    return _rebuild({k: c for k, c in out.items() if c}), fresh
 
 
 def _nonneg_symbol(name: str, ranges: Mapping[str, Bounds]) -> bool:

@@ -196,29 +196,24 @@ def _inner_ranges(body: list[Op], bound: set[str]) -> dict[str, tuple[sym.Expr, 
 def _disjoint(writes: list[_Write], index: str, step: int, inner: set[str],
               ranges: dict[str, tuple[sym.Expr, sym.Expr]] | None = None) -> bool:
     """Some dim along which every iteration writes its own band of ``k * step`` indices. An offset
-    ``a * j + c`` with ``j`` the index of an inner loop of ``ranges`` and ``a`` a positive constant
-    counts as its whole range: the band from ``a * lo + c``, ``a * (span - 1)`` indices longer."""
+    ``a * j + c`` with ``j`` the index of an inner loop of ``ranges`` and ``a >= 0`` free of what the
+    loop binds counts as its whole range: the band from ``a * lo + c``, ``a * (span - 1)`` indices
+    longer; several such indices add up (a mixed-radix offset, ``(b * S + s) * NQ + n * (NQ // N) +
+    g * G``), which may need a divisor's floor product (``sym._floor_products``)."""
     if any(w.offsets is None or len(w.offsets) != len(w.extents) for w in writes):
         return False
+    writes = _positive_divisors(writes, ranges or {})
+    if writes is None:
+        return False
+    writes, ranges = writes
     bound = inner | {index}
-    ranges = ranges or {}
     for dim in range(len(writes[0].offsets)):
         bands: list[tuple[sym.Expr, sym.Expr, sym.Expr]] = []  # (k, c, extent)
         for w in writes:
-            o, extent = w.offsets[dim], w.extents[dim]
-            used = sym.free_symbols(o) & inner
-            if len(used) == 1 and (j := next(iter(used))) in ranges:
-                lo, span = ranges[j]
-                # o = a * j + rest, a a positive constant (a tile loop's index times its extent)
-                a = sym.sub(sym.substitute(o, {j: sym.add(sym.Sym(j), 1)}), o)
-                if not isinstance(a, int) or a < 1:
-                    break
-                rest = sym.sub(o, sym.mul(a, sym.Sym(j)))
-                if sym.free_symbols(rest) & inner or sym.free_symbols(lo) & inner:
-                    break
-                o, extent = sym.add(sym.mul(a, lo), rest), sym.add(extent, sym.mul(a, sym.sub(span, 1)))
-            elif used:
+            band = _band(w.offsets[dim], w.extents[dim], inner, ranges)
+            if band is None:
                 break
+            o, extent = band
             k = sym.sub(sym.substitute(o, {index: sym.add(sym.Sym(index), 1)}), o)
             c = sym.substitute(o, {index: 0})
             if sym.free_symbols(k) & bound or sym.free_symbols(c) & bound:
@@ -226,7 +221,7 @@ def _disjoint(writes: list[_Write], index: str, step: int, inner: set[str],
             bands.append((k, c, extent))
         else:
             k0, c0 = bands[0][0], bands[0][1]
-            if any(sym.sub(k, k0) != 0 for k, _, _ in bands) or not sym.prove_le(1, k0, _at_least_one(k0)):
+            if any(sym.sub(k, k0) != 0 for k, _, _ in bands):
                 continue
             shifts = [sym.sub(c, c0) for _, c, _ in bands]
             if not all(isinstance(s, int) for s in shifts):
@@ -236,9 +231,72 @@ def _disjoint(writes: list[_Write], index: str, step: int, inner: set[str],
             for s, (_, _, e) in zip(shifts[1:], bands[1:]):
                 high = sym.max_(high, sym.add(s, e))
             extents = [e for _, _, e in bands]
+            # no `k >= 1` of its own: an iteration that writes at all runs every loop around the
+            # write at least once, so its band is at least a tile long, and `k * step` is no shorter
             if sym.prove_le(sym.sub(high, low), sym.mul(k0, step), _at_least_one(k0, *extents)):
                 return True
     return False
+
+
+def _band(o: sym.Expr, extent: sym.Expr, inner: set[str],
+          ranges: dict[str, tuple[sym.Expr, sym.Expr]]) -> tuple[sym.Expr, sym.Expr] | None:
+    """The offset and extent of the band an access at offset ``o`` covers over all the inner loops
+    it names (each in ``ranges``), or None when some inner symbol is not such a loop's index or its
+    coefficient is not a non-negative value free of what the loop binds."""
+    for j in sorted(sym.free_symbols(o) & inner):
+        if j not in ranges:
+            return None
+        lo, span = ranges[j]
+        a = sym.sub(sym.substitute(o, {j: sym.add(sym.Sym(j), 1)}), o)
+        if sym.free_symbols(a) & inner or sym.free_symbols(lo) & inner:
+            return None
+        if not (isinstance(a, int) and a >= 0) and not sym.prove_nonneg(a, _at_least_one(a)):
+            return None
+        rest = sym.sub(o, sym.mul(a, sym.Sym(j)))
+        o, extent = sym.add(sym.mul(a, lo), rest), sym.add(extent, sym.mul(a, sym.sub(span, 1)))
+    if sym.free_symbols(o) & inner:
+        return None
+    return o, extent
+
+
+def _positive_divisors(writes: list[_Write], ranges: dict[str, tuple[sym.Expr, sym.Expr]]):
+    """``writes`` and ``ranges`` with every divisor of a floor division that is not a constant
+    (``QR // (B * NQ)``) replaced by a fresh symbol, at least 1 in the proofs: it is never negative
+    (every symbol of an offset or bound is at least 1) and the call checks each division by a
+    runtime value non-zero before any kernel runs (``check/types.Requirement``). None when a
+    divisor may be negative."""
+    found: list[sym.Expr] = []
+    exprs = [o for w in writes for o in w.offsets] + [e for pair in ranges.values() for e in pair]
+    for e in exprs:
+        _divisors(e, found)
+    if not found:
+        return writes, ranges
+    names: dict[str, sym.Expr] = {}
+    for d in found:
+        if not sym.prove_nonneg(d, _at_least_one(d)):
+            return None
+        names[f"\x00div{len(names)}"] = d
+
+    def swap(e: sym.Expr) -> sym.Expr:
+        for name, d in names.items():
+            e = sym.replace(e, d, sym.Sym(name))
+        return e
+    return ([_Write(tuple(swap(o) for o in w.offsets), w.extents) for w in writes],
+            {j: (swap(lo), swap(span)) for j, (lo, span) in ranges.items()})
+
+
+def _divisors(e: sym.Expr, out: list[sym.Expr]) -> None:
+    """The divisors of ``e``'s floor divisions that are not constants, outermost first."""
+    if isinstance(e, sym.BinExpr):
+        if e.op == "//" and not sym.is_const(e.right) and e.right not in out:
+            out.append(e.right)
+        _divisors(e.left, out)
+        _divisors(e.right, out)
+    elif isinstance(e, sym.CallExpr):
+        for x in e.args:
+            _divisors(x, out)
+    elif isinstance(e, sym.NegExpr):
+        _divisors(e.operand, out)
 
 
 def _at_least_one(*exprs: sym.Expr) -> dict[str, tuple[int, None]]:

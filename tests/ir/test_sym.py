@@ -128,3 +128,43 @@ def test_a_compiled_expression_computes_what_the_tree_walk_does():
             nan = got[0] == walked[0] == "ok" and isinstance(got[1], float) and math.isnan(got[1])
             assert (nan and math.isnan(walked[1])) or (got == walked and type(got[1]) is type(walked[1])), \
                 (sym.to_text(e), env)
+
+
+def test_a_floor_product_is_its_numerator_less_a_remainder():
+    """``(x // y) * y`` is ``x - r`` with ``0 <= r < y`` for a divisor ``y >= 1``: the query heads of
+    one KV head times the KV heads, ``(NQ // n) * n``, fit in ``NQ`` (paged attention's rows)."""
+    d, x, g = sym.Sym("d"), sym.Sym("X"), sym.floordiv(64, sym.Sym("d"))
+    r = {"d": (1, None)}
+    assert sym.bounds(g, r) == (0, 64)
+    assert sym.bounds(g, {"d": (0, None)}) == (None, None)  # d may be 0
+    assert sym.prove_le(sym.mul(g, d), 64, r)
+    assert sym.prove_le(sym.mul(sym.floordiv(g, 16), 16), g, r)
+    assert sym.prove_le(sym.mul(sym.floordiv(x, d), d), x, r)  # any x: floor rounds down
+    assert not sym.prove_le(64, sym.mul(g, d), r)
+    assert not sym.prove_le(sym.mul(sym.floordiv(x, d), d), sym.sub(x, 1), r)
+    assert not sym.prove_le(sym.mul(g, d), 64, {"d": (0, None)})  # no divisor proved at least 1
+    # the band of (n, g) over n < d and g < (64 // d) // 16, a tile of 16 rows each: 64 rows at most
+    band = sym.add(sym.add(16, sym.mul(g, sym.sub(d, 1))), sym.mul(16, sym.sub(sym.floordiv(g, 16), 1)))
+    assert sym.prove_le(band, 64, r)
+    assert not sym.prove_le(band, 63, r)
+
+
+def test_floor_products_prove_only_what_holds():
+    """Random sums of floor products, quotients and their parts: whatever the prover accepts holds
+    at every sampled point."""
+    rng = random.Random(7)
+    x, y = sym.Sym("x"), sym.Sym("y")
+    parts = [sym.mul(sym.floordiv(x, y), y), sym.floordiv(x, y), x, y,
+             sym.mul(sym.floordiv(x, 4), 4), sym.floordiv(x, 4)]
+    ranges = {"x": (0, 200), "y": (1, 20)}
+    points = [(rng.randint(0, 200), rng.randint(1, 20)) for _ in range(300)] + [(0, 1), (200, 20), (199, 1)]
+    proved = 0
+    for _ in range(400):
+        e = rng.randint(-8, 8)
+        for p in parts:
+            e = sym.add(e, sym.mul(p, rng.randint(-2, 2)))
+        if sym.prove_nonneg(e, ranges):
+            proved += 1
+            for vx, vy in points:
+                assert sym.evaluate(e, {"x": vx, "y": vy}) >= 0, (sym.to_text(e), vx, vy)
+    assert proved > 20  # the property is not vacuous

@@ -156,3 +156,34 @@ def test_a_unique_scatter_into_a_tensor_the_loop_also_reads_stays_sequential():
     body = SCATTER.replace("OFF", "b * 8").replace("UNIQUE", ", unique = true") + \
         '\n      %u = tile.alloc() : tile<ub f32 [1, 64] valid [1, 64]>\n      tile.load(%u, %y) {offsets = [b, 0]}'
     assert not _marked(_run(body, SCATTER_PARAMS))
+
+
+# paged attention's rows: batch b owns rows [64b, 64b + 64); inside it the KV head n owns
+# NQ // n_kv = 64 // (KD // 32) of them, and each query group g a tile of 16 of those
+RADIX = '''      loop() {index = "n", lo = 0, hi = KD // 32, step = 1, name = "heads"} region {
+        loop() {index = "g", lo = 0, hi = GROUPS, step = 1, name = "groups"} region {
+          %t = tile.alloc() : tile<ub f32 [16, 32] valid [16, 32]>
+          tile.load(%t, %x) {offsets = [0, n * 32]}
+          tile.store(%y, %t) {offsets = [ROW, 0]}
+        }
+      }'''
+RADIX_PARAMS = "%x: tensor<f32 [16, KD]>, %y: tensor<f32 [B * 64, 32]> out"
+
+
+@pytest.mark.parametrize("what, groups, row, marked", [
+    ("mixed-radix rows", "64 // (KD // 32) // 16", "b * 64 + n * (64 // (KD // 32)) + g * 16", True),
+    ("one group too many", "64 // (KD // 32) // 16 + 1", "b * 64 + n * (64 // (KD // 32)) + g * 16", False),
+    ("a batch of fewer rows", "64 // (KD // 32) // 16", "b * 48 + n * (64 // (KD // 32)) + g * 16", False),
+    ("groups twice as far apart", "64 // (KD // 32) // 16", "b * 64 + n * (64 // (KD // 32)) + g * 32", False),
+    ("a negative stride", "64 // (KD // 32) // 16", "b * 64 + (0 - n) * (64 // (KD // 32)) + g * 16", False),
+])
+def test_a_mixed_radix_offset_over_inner_loops_is_a_band(what, groups, row, marked):
+    # each refused case does overlap: another batch's rows for KD = 32 (one KV head) or KD = 64
+    body = RADIX.replace("GROUPS", groups).replace("ROW", row)
+    assert _marked(_run(body, RADIX_PARAMS)) == marked, what
+
+
+def test_paged_attention_runs_its_batches_as_blocks():
+    tile = compile_spec("specs/paged_attention.yaml").after["parallel"]
+    marked = {op.attrs["name"]: op.attrs.get("parallel") == 1 for op in tile.walk() if parallel.is_user_loop(op)}
+    assert marked["b_loop"] and marked["g_loop"] and not marked["s2_loop"]

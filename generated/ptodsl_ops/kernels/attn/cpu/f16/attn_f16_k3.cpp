@@ -76,23 +76,29 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
-            pipe_barrier(PIPE_V);
             __gm__ half* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                 TileT235 t235(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
@@ -166,12 +172,6 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView4::Shape(t232.GetValidRow(), t232.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_u1c0Gm4, t232);  // online_softmax_attn.pto:10:13
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -494,9 +494,6 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -552,41 +549,44 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
     {
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+    set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag_dev(0);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
             __gm__ half* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
-            wait_flag_dev(0);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                 TileT235 t235(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
@@ -663,7 +663,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g242 = _qb3 * 4; _g242 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g242) {  // online_softmax_attn.pto:10:13
                 for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
                 }
@@ -676,9 +676,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
                 }
             }
-            wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(4);
+            wait_flag_dev(3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -758,52 +757,50 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g307 = _qb3 * 4; _g307 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g307) {  // online_softmax_attn.pto:21:22
                 for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
                 }
             }
         }
-        wait_flag_dev(2);
-        wait_flag_dev(0);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag_dev(0);
+    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
 #endif
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        pipe_barrier(PIPE_V);
+        wait_flag_dev(1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
-            pipe_barrier(PIPE_V);
             __gm__ half* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
             for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                 for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                 }
             }
-            wait_flag_dev(1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag_dev(3);
+            wait_flag_dev(2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -1098,8 +1095,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                 }
@@ -1109,7 +1105,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag_dev(3);
+            wait_flag_dev(2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1173,22 +1169,22 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
-        wait_flag_dev(1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     }
+    wait_flag_dev(1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
 #endif
 #endif

@@ -26,7 +26,7 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t15_u2c0, __gm__ float* t14_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t15_u2c1, __gm__ float* t14_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, __gm__ int64_t* status)
+extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t15_u2c0, __gm__ float* t14_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t15_u2c1, __gm__ float* t14_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status)
 #else
 extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t15_u2c0, __gm__ float* t14_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t15_u2c1, __gm__ float* t14_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, __gm__ int64_t* status)
 #endif
@@ -59,9 +59,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     using TileT52 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT53 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT54 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
-    using TileHeld0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
-    using TileHeld1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, 16, 1>;
-    using TileHeld2 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, 16, 32>;
+    using TileHeld0 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, 16, 32>;
+    using TileT55 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
+    using TileT56 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, 16, 1>;
     using TileT58 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
     using TileT62 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT64 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -231,7 +231,44 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
     using TileTmp2 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, 16, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    for (int64_t b = 0; b < B; ++b) {  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_first_own = kj_assemble_first + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_first_own = sij_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_first_own = vj_assemble_first + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_first_own = sij_scale_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_first_own = tilda_pij_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sum_update_own = sum_update + block_index * 16;  // paged_attention.pto:20:5
+    __gm__ float* max_update_own = max_update + block_index * 16;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t7_first_own = t7_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* oi_update_own = oi_update + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_u2c0_own = kj_assemble_u2c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_u2c0_own = sij_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_u2c0_own = vj_assemble_u2c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_u2c0_own = sij_scale_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_u2c0_own = tilda_pij_1_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_u2c0_own = t15_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_u2c0_own = t14_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_u2c1_own = kj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_u2c1_own = sij_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_u2c1_own = vj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_u2c1_own = sij_scale_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_u2c1_own = tilda_pij_1_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_u2c1_own = t15_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_u2c1_own = t14_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_u1c0_own = kj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_u1c0_own = sij_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_u1c0_own = vj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_u1c0_own = sij_scale_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_u1c0_own = tilda_pij_1_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_u1c0_own = t15_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_u1c0_own = t14_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_last_own = kj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_last_own = sij_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_last_own = vj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_last_own = sij_scale_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_last_own = tilda_pij_1_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_last_own = t15_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_last_own = t14_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
             const int64_t s0 = static_cast<int64_t>(kv_act_seqs[b]);  // paged_attention.pto:22:23
             for (int64_t n2 = 0; n2 < KD / 32; ++n2) {  // paged_attention.pto:23:13
@@ -248,12 +285,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                 for (int64_t g = 0; g < floor_div(64 / (KD / 32), 16); ++g) {  // paged_attention.pto:24:17
                     pipe_barrier(PIPE_V);
                     if (!(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) <= max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB))) {  // paged_attention.pto:28:31
-                        status[0] = 1;  // paged_attention.pto:28:31
-                        status[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32));  // paged_attention.pto:28:31
-                        status[2] = static_cast<int64_t>(0);  // paged_attention.pto:28:31
-                        status[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB));  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[0] = 1;  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32));  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(0);  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB));  // paged_attention.pto:28:31
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:28:31
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:28:31
 #endif
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);  // paged_attention.pto:28:31
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);  // paged_attention.pto:28:31
@@ -280,45 +317,45 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 1); ++_br1) {  // paged_attention.pto:28:21
                         for (int64_t _s2_first = 0; _s2_first < 1; ++_s2_first) {  // paged_attention.pto:28:21
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                                status[0] = 2;  // paged_attention.pto:32:30
-                                status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                                status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[0] = 2;  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                                 return;  // paged_attention.pto:32:30
                             }
                             __gm__ bfloat16_t* qi_first = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                             if (!(0 <= MB - 1)) {  // paged_attention.pto:33:38
-                                status[0] = 3;  // paged_attention.pto:33:38
-                                status[1] = static_cast<int64_t>(0);  // paged_attention.pto:33:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[0] = 3;  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(0);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                                 return;  // paged_attention.pto:33:38
                             }
                             const int64_t s3_first = static_cast<int64_t>(block_table[b * MB]);  // paged_attention.pto:33:38
                             if (!(1 <= MB - 1)) {  // paged_attention.pto:34:38
-                                status[0] = 4;  // paged_attention.pto:34:38
-                                status[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[0] = 4;  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                                 return;  // paged_attention.pto:34:38
                             }
                             const int64_t s4_first = static_cast<int64_t>(block_table[b * MB + 1]);  // paged_attention.pto:34:38
                             if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                status[0] = 5;  // paged_attention.pto:36:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:36:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[0] = 5;  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                                 return;  // paged_attention.pto:36:49
                             }
@@ -332,17 +369,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                                GmView1 kj_assemble_firstGm1(kj_assemble_first + _g0 * 16 * 32, GmView1::Shape(t1.GetValidRow()));  // paged_attention.pto:36:25
-                                TSTORE(kj_assemble_firstGm1, t1);  // paged_attention.pto:36:25
+                                GmView1 kj_assemble_first_ownGm1(kj_assemble_first_own + _g0 * 16 * 32, GmView1::Shape(t1.GetValidRow()));  // paged_attention.pto:36:25
+                                TSTORE(kj_assemble_first_ownGm1, t1);  // paged_attention.pto:36:25
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                status[0] = 6;  // paged_attention.pto:37:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:37:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[0] = 6;  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:37:55
                                 return;  // paged_attention.pto:37:55
@@ -358,8 +395,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                                GmView3 kj_assemble_firstGm3(kj_assemble_first + (16 + _g2 * 16) * 32, GmView3::Shape(t3.GetValidRow()));  // paged_attention.pto:37:25
-                                TSTORE(kj_assemble_firstGm3, t3);  // paged_attention.pto:37:25
+                                GmView3 kj_assemble_first_ownGm3(kj_assemble_first_own + (16 + _g2 * 16) * 32, GmView3::Shape(t3.GetValidRow()));  // paged_attention.pto:37:25
+                                TSTORE(kj_assemble_first_ownGm3, t3);  // paged_attention.pto:37:25
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g4 = 0; _g4 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g4) {  // paged_attention.pto:38:31
@@ -379,8 +416,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT8 t8;  // paged_attention.pto:38:31
                                 TASSIGN(t8, 0);  // paged_attention.pto:38:31
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_firstGm5(kj_assemble_first);  // paged_attention.pto:38:31
-                                TLOAD(t8, kj_assemble_firstGm5);  // paged_attention.pto:38:31
+                                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_first_ownGm5(kj_assemble_first_own);  // paged_attention.pto:38:31
+                                TLOAD(t8, kj_assemble_first_ownGm5);  // paged_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TileT9 t9;  // paged_attention.pto:38:31
                                 TASSIGN(t9, 0);  // paged_attention.pto:38:31
@@ -392,21 +429,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                                GmView6 sij_firstGm6(sij_first + _g4 * 16 * 32, GmView6::Shape(t5.GetValidRow()));  // paged_attention.pto:38:31
-                                TSTORE(sij_firstGm6, t5);  // paged_attention.pto:38:31
+                                GmView6 sij_first_ownGm6(sij_first_own + _g4 * 16 * 32, GmView6::Shape(t5.GetValidRow()));  // paged_attention.pto:38:31
+                                TSTORE(sij_first_ownGm6, t5);  // paged_attention.pto:38:31
                             }
                             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            __gm__ float* sij_valid_first = sij_first;  // paged_attention.pto:39:37
+                            __gm__ float* sij_valid_first = sij_first_own;  // paged_attention.pto:39:37
                             if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                status[0] = 7;  // paged_attention.pto:41:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:41:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[0] = 7;  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:41:49
@@ -426,17 +463,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                                GmView8 vj_assemble_firstGm8(vj_assemble_first + _g10 * 16 * 32, GmView8::Shape(t11.GetValidRow()));  // paged_attention.pto:41:25
-                                TSTORE(vj_assemble_firstGm8, t11);  // paged_attention.pto:41:25
+                                GmView8 vj_assemble_first_ownGm8(vj_assemble_first_own + _g10 * 16 * 32, GmView8::Shape(t11.GetValidRow()));  // paged_attention.pto:41:25
+                                TSTORE(vj_assemble_first_ownGm8, t11);  // paged_attention.pto:41:25
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                status[0] = 8;  // paged_attention.pto:42:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:42:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[0] = 8;  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:42:55
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:42:55
@@ -456,14 +493,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                                 using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                                GmView10 vj_assemble_firstGm10(vj_assemble_first + (16 + _g12 * 16) * 32, GmView10::Shape(t13.GetValidRow()));  // paged_attention.pto:42:25
-                                TSTORE(vj_assemble_firstGm10, t13);  // paged_attention.pto:42:25
+                                GmView10 vj_assemble_first_ownGm10(vj_assemble_first_own + (16 + _g12 * 16) * 32, GmView10::Shape(t13.GetValidRow()));  // paged_attention.pto:42:25
+                                TSTORE(vj_assemble_first_ownGm10, t13);  // paged_attention.pto:42:25
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            __gm__ bfloat16_t* vj_first = vj_assemble_first;  // paged_attention.pto:43:30
+                            __gm__ bfloat16_t* vj_first = vj_assemble_first_own;  // paged_attention.pto:43:30
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
@@ -483,16 +520,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
                                     GmView11 sij_valid_firstGm11(sij_valid_first + _g14 * 16 * 32 + _g15 * 32, GmView11::Shape(t16.GetValidRow(), t16.GetValidCol()));  // paged_attention.pto:44:37
                                     TLOAD(t16, sij_valid_firstGm11);  // paged_attention.pto:44:37
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT17 t17(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
                                     TASSIGN(t17, 2560);  // paged_attention.pto:44:37
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TMULS(t17, t16, softmax_scale);  // paged_attention.pto:44:37
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                     using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                    GmView12 sij_scale_firstGm12(sij_scale_first + _g14 * 16 * 32 + _g15 * 32, GmView12::Shape(t17.GetValidRow(), t17.GetValidCol()));  // paged_attention.pto:44:37
-                                    TSTORE(sij_scale_firstGm12, t17);  // paged_attention.pto:44:37
+                                    GmView12 sij_scale_first_ownGm12(sij_scale_first_own + _g14 * 16 * 32 + _g15 * 32, GmView12::Shape(t17.GetValidRow(), t17.GetValidCol()));  // paged_attention.pto:44:37
+                                    TSTORE(sij_scale_first_ownGm12, t17);  // paged_attention.pto:44:37
                                     TileT22 t22(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:45:37
                                     TASSIGN(t22, 512);  // paged_attention.pto:45:37
                                     pipe_barrier(PIPE_V);
@@ -522,12 +559,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TileT25 t25(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:45
                                     TASSIGN(t25, 1024);  // paged_attention.pto:47:45
                                     using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:45
-                                    GmView13 sij_scale_firstGm13(sij_scale_first + _g14 * 16 * 32 + _g24 * 32, GmView13::Shape(t25.GetValidRow(), t25.GetValidCol()));  // paged_attention.pto:47:45
-                                    TLOAD(t25, sij_scale_firstGm13);  // paged_attention.pto:47:45
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    GmView13 sij_scale_first_ownGm13(sij_scale_first_own + _g14 * 16 * 32 + _g24 * 32, GmView13::Shape(t25.GetValidRow(), t25.GetValidCol()));  // paged_attention.pto:47:45
+                                    TLOAD(t25, sij_scale_first_ownGm13);  // paged_attention.pto:47:45
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT32 t32(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:41
                                     TASSIGN(t32, 3072);  // paged_attention.pto:47:41
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:47:41
                                     TASSIGN(tmp1, 7168);  // paged_attention.pto:47:41
                                     TROWEXPAND(tmp1, t19);  // paged_attention.pto:47:41
@@ -536,8 +573,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:41
-                                    GmView14 tilda_pij_firstGm14(tilda_pij_first + _g14 * 16 * 32 + _g24 * 32, GmView14::Shape(t32.GetValidRow(), t32.GetValidCol()));  // paged_attention.pto:47:41
-                                    TSTORE(tilda_pij_firstGm14, t32);  // paged_attention.pto:47:41
+                                    GmView14 tilda_pij_first_ownGm14(tilda_pij_first_own + _g14 * 16 * 32 + _g24 * 32, GmView14::Shape(t32.GetValidRow(), t32.GetValidCol()));  // paged_attention.pto:47:41
+                                    TSTORE(tilda_pij_first_ownGm14, t32);  // paged_attention.pto:47:41
                                     TileT37 t37(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:48:45
                                     TASSIGN(t37, 1024);  // paged_attention.pto:48:45
                                     pipe_barrier(PIPE_V);
@@ -554,11 +591,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:48:45
-                                GmView15 sum_updateGm15(sum_update + _g14 * 16, GmView15::Shape(t34.GetValidRow()));  // paged_attention.pto:48:45
-                                TSTORE(sum_updateGm15, t34);  // paged_attention.pto:48:45
+                                GmView15 sum_update_ownGm15(sum_update_own + _g14 * 16, GmView15::Shape(t34.GetValidRow()));  // paged_attention.pto:48:45
+                                TSTORE(sum_update_ownGm15, t34);  // paged_attention.pto:48:45
                                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:49:29
-                                GmView16 max_updateGm16(max_update + _g14 * 16, GmView16::Shape(t19.GetValidRow()));  // paged_attention.pto:49:29
-                                TSTORE(max_updateGm16, t19);  // paged_attention.pto:49:29
+                                GmView16 max_update_ownGm16(max_update_own + _g14 * 16, GmView16::Shape(t19.GetValidRow()));  // paged_attention.pto:49:29
+                                TSTORE(max_update_ownGm16, t19);  // paged_attention.pto:49:29
                                 pipe_barrier(PIPE_V);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
@@ -569,8 +606,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TileT42 t42(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
                                     TASSIGN(t42, 0);  // paged_attention.pto:50:51
                                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:51
-                                    GmView17 tilda_pij_firstGm17(tilda_pij_first + _g14 * 16 * 32 + _g41 * 32, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
-                                    TLOAD(t42, tilda_pij_firstGm17);  // paged_attention.pto:50:51
+                                    GmView17 tilda_pij_first_ownGm17(tilda_pij_first_own + _g14 * 16 * 32 + _g41 * 32, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
+                                    TLOAD(t42, tilda_pij_first_ownGm17);  // paged_attention.pto:50:51
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     TileT43 t43(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
                                     TASSIGN(t43, 2048);  // paged_attention.pto:50:51
@@ -579,16 +616,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:51
-                                    GmView18 t7_firstGm18(t7_first + _g14 * 16 * 32 + _g41 * 32, GmView18::Shape(t43.GetValidRow(), t43.GetValidCol()));  // paged_attention.pto:50:51
-                                    TSTORE(t7_firstGm18, t43);  // paged_attention.pto:50:51
+                                    GmView18 t7_first_ownGm18(t7_first_own + _g14 * 16 * 32 + _g41 * 32, GmView18::Shape(t43.GetValidRow(), t43.GetValidCol()));  // paged_attention.pto:50:51
+                                    TSTORE(t7_first_ownGm18, t43);  // paged_attention.pto:50:51
                                 }
                                 TileT45 t45(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:50:44
                                 TASSIGN(t45, 0);  // paged_attention.pto:50:44
                                 TileT46 t46(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
                                 TASSIGN(t46, 0);  // paged_attention.pto:50:44
                                 using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-                                GmView19 t7_firstGm19(t7_first + _g14 * 16 * 32, GmView19::Shape(t46.GetValidRow(), t46.GetValidCol()));  // paged_attention.pto:50:44
-                                TLOAD(t46, t7_firstGm19);  // paged_attention.pto:50:44
+                                GmView19 t7_first_ownGm19(t7_first_own + _g14 * 16 * 32, GmView19::Shape(t46.GetValidRow(), t46.GetValidCol()));  // paged_attention.pto:50:44
+                                TLOAD(t46, t7_first_ownGm19);  // paged_attention.pto:50:44
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT47 t47(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
                                 TASSIGN(t47, 0);  // paged_attention.pto:50:44
@@ -617,8 +654,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TileT51 t51(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
                                     TASSIGN(t51, 0);  // paged_attention.pto:50:44
                                     using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-                                    GmView21 t7_firstGm21(t7_first + _g14 * 16 * 32 + _k50 * 32, GmView21::Shape(t51.GetValidRow(), t51.GetValidCol()));  // paged_attention.pto:50:44
-                                    TLOAD(t51, t7_firstGm21);  // paged_attention.pto:50:44
+                                    GmView21 t7_first_ownGm21(t7_first_own + _g14 * 16 * 32 + _k50 * 32, GmView21::Shape(t51.GetValidRow(), t51.GetValidCol()));  // paged_attention.pto:50:44
+                                    TLOAD(t51, t7_first_ownGm21);  // paged_attention.pto:50:44
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT52 t52(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
                                     TASSIGN(t52, 0);  // paged_attention.pto:50:44
@@ -643,85 +680,88 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-                                GmView23 oi_updateGm23(oi_update + _g14 * 16 * 32, GmView23::Shape(t45.GetValidRow()));  // paged_attention.pto:50:44
-                                TSTORE(oi_updateGm23, t45);  // paged_attention.pto:50:44
+                                GmView23 oi_update_ownGm23(oi_update_own + _g14 * 16 * 32, GmView23::Shape(t45.GetValidRow()));  // paged_attention.pto:50:44
+                                TSTORE(oi_update_ownGm23, t45);  // paged_attention.pto:50:44
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            TileHeld0 held0;  // paged_attention.pto:61:64
-                            TASSIGN(held0, 0);  // paged_attention.pto:61:64
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:64
-                                GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_updateGm24(oi_update);  // paged_attention.pto:61:64
-                                TLOAD(held0, oi_updateGm24);  // paged_attention.pto:61:64
-                            }
-                            TileHeld1 held1;  // paged_attention.pto:61:64
-                            TASSIGN(held1, 2048);  // paged_attention.pto:61:64
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _once1 = 0; _once1 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once1) {  // paged_attention.pto:61:64
-                                GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_updateGm25(sum_update);  // paged_attention.pto:61:64
-                                TLOAD(held1, sum_updateGm25);  // paged_attention.pto:61:64
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TileHeld2 held2;  // paged_attention.pto:61:59
-                            TASSIGN(held2, 2560);  // paged_attention.pto:61:59
+                            TileHeld0 held0;  // paged_attention.pto:61:59
+                            TASSIGN(held0, 0);  // paged_attention.pto:61:59
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0); ++_br0) {  // paged_attention.pto:59:25
                                 pipe_barrier(PIPE_V);
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
-                                    status[0] = 9;  // paged_attention.pto:61:29
-                                    status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
-                                    status[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
-                                    status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[0] = 9;  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                    dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
+                                    dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
 #endif
                                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:61:29
+                                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:61:29
                                     return;  // paged_attention.pto:61:29
                                 }
+                                TileT55 t55;  // paged_attention.pto:61:64
+                                TASSIGN(t55, 1024);  // paged_attention.pto:61:64
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_update_ownGm24(oi_update_own);  // paged_attention.pto:61:64
+                                TLOAD(t55, oi_update_ownGm24);  // paged_attention.pto:61:64
+                                TileT56 t56;  // paged_attention.pto:61:64
+                                TASSIGN(t56, 3072);  // paged_attention.pto:61:64
+                                GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_update_ownGm25(sum_update_own);  // paged_attention.pto:61:64
+                                TLOAD(t56, sum_update_ownGm25);  // paged_attention.pto:61:64
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT58 t58;  // paged_attention.pto:61:64
                                 TASSIGN(t58, 3584);  // paged_attention.pto:61:64
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileTmp2 tmp3;  // paged_attention.pto:61:64
                                 TASSIGN(tmp3, 7168);  // paged_attention.pto:61:64
-                                TROWEXPAND(tmp3, held1);  // paged_attention.pto:61:64
+                                TROWEXPAND(tmp3, t56);  // paged_attention.pto:61:64
                                 pipe_barrier(PIPE_V);  // paged_attention.pto:61:64
-                                TROWEXPANDDIV(t58, held0, tmp3);  // paged_attention.pto:61:64
+                                TROWEXPANDDIV(t58, t55, tmp3);  // paged_attention.pto:61:64
                                 pipe_barrier(PIPE_V);
-                                TCVT(held2, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                TCVT(held0, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
                             }
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            for (int64_t _once2 = 0; _once2 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once2) {  // paged_attention.pto:61:59
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:59
                                 GlobalTensor<bfloat16_t, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> atten_outGm26(atten_out + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32);  // paged_attention.pto:61:59
-                                TSTORE(atten_outGm26, held2);  // paged_attention.pto:61:59
+                                TSTORE(atten_outGm26, held0);  // paged_attention.pto:61:59
                             }
                         }
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -736,12 +776,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     for (int64_t s2_u2 = 0; s2_u2 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2; ++s2_u2) {  // paged_attention.pto:28:21
                         pipe_barrier(PIPE_V);
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            status[0] = 10;  // paged_attention.pto:32:30
-                            status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[0] = 10;  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:32:30
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
@@ -757,12 +797,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         __gm__ bfloat16_t* qi_u2c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                         if (!(0 <= (1 + s2_u2 * 2) * 2 && (1 + s2_u2 * 2) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            status[0] = 11;  // paged_attention.pto:33:38
-                            status[1] = static_cast<int64_t>((1 + s2_u2 * 2) * 2);  // paged_attention.pto:33:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[0] = 11;  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((1 + s2_u2 * 2) * 2);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:33:38
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
@@ -778,12 +818,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         const int64_t s3_u2c0 = static_cast<int64_t>(block_table[b * MB + (1 + s2_u2 * 2) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= s2_u2 * 4 + 3 && s2_u2 * 4 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
-                            status[0] = 12;  // paged_attention.pto:34:38
-                            status[1] = static_cast<int64_t>(s2_u2 * 4 + 3);  // paged_attention.pto:34:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[0] = 12;  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(s2_u2 * 4 + 3);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:34:38
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
@@ -799,12 +839,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         const int64_t s4_u2c0 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 3)]);  // paged_attention.pto:34:38
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            status[0] = 13;  // paged_attention.pto:36:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[0] = 13;  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:36:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
@@ -830,17 +870,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                            GmView28 kj_assemble_u2c0Gm28(kj_assemble_u2c0 + _g61 * 16 * 32, GmView28::Shape(t62.GetValidRow()));  // paged_attention.pto:36:25
-                            TSTORE(kj_assemble_u2c0Gm28, t62);  // paged_attention.pto:36:25
+                            GmView28 kj_assemble_u2c0_ownGm28(kj_assemble_u2c0_own + _g61 * 16 * 32, GmView28::Shape(t62.GetValidRow()));  // paged_attention.pto:36:25
+                            TSTORE(kj_assemble_u2c0_ownGm28, t62);  // paged_attention.pto:36:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            status[0] = 14;  // paged_attention.pto:37:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[0] = 14;  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:37:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
@@ -864,8 +904,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                            GmView30 kj_assemble_u2c0Gm30(kj_assemble_u2c0 + (16 + _g63 * 16) * 32, GmView30::Shape(t64.GetValidRow()));  // paged_attention.pto:37:25
-                            TSTORE(kj_assemble_u2c0Gm30, t64);  // paged_attention.pto:37:25
+                            GmView30 kj_assemble_u2c0_ownGm30(kj_assemble_u2c0_own + (16 + _g63 * 16) * 32, GmView30::Shape(t64.GetValidRow()));  // paged_attention.pto:37:25
+                            TSTORE(kj_assemble_u2c0_ownGm30, t64);  // paged_attention.pto:37:25
                         }
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -889,8 +929,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT69 t69;  // paged_attention.pto:38:31
                             TASSIGN(t69, 0);  // paged_attention.pto:38:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u2c0Gm32(kj_assemble_u2c0);  // paged_attention.pto:38:31
-                            TLOAD(t69, kj_assemble_u2c0Gm32);  // paged_attention.pto:38:31
+                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u2c0_ownGm32(kj_assemble_u2c0_own);  // paged_attention.pto:38:31
+                            TLOAD(t69, kj_assemble_u2c0_ownGm32);  // paged_attention.pto:38:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT70 t70;  // paged_attention.pto:38:31
                             TASSIGN(t70, 0);  // paged_attention.pto:38:31
@@ -902,21 +942,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                            GmView33 sij_u2c0Gm33(sij_u2c0 + _g65 * 16 * 32, GmView33::Shape(t66.GetValidRow()));  // paged_attention.pto:38:31
-                            TSTORE(sij_u2c0Gm33, t66);  // paged_attention.pto:38:31
+                            GmView33 sij_u2c0_ownGm33(sij_u2c0_own + _g65 * 16 * 32, GmView33::Shape(t66.GetValidRow()));  // paged_attention.pto:38:31
+                            TSTORE(sij_u2c0_ownGm33, t66);  // paged_attention.pto:38:31
                         }
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        __gm__ float* sij_valid_u2c0 = sij_u2c0;  // paged_attention.pto:39:37
+                        __gm__ float* sij_valid_u2c0 = sij_u2c0_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            status[0] = 15;  // paged_attention.pto:41:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[0] = 15;  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
@@ -940,17 +980,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView35 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                            GmView35 vj_assemble_u2c0Gm35(vj_assemble_u2c0 + _g71 * 16 * 32, GmView35::Shape(t72.GetValidRow()));  // paged_attention.pto:41:25
-                            TSTORE(vj_assemble_u2c0Gm35, t72);  // paged_attention.pto:41:25
+                            GmView35 vj_assemble_u2c0_ownGm35(vj_assemble_u2c0_own + _g71 * 16 * 32, GmView35::Shape(t72.GetValidRow()));  // paged_attention.pto:41:25
+                            TSTORE(vj_assemble_u2c0_ownGm35, t72);  // paged_attention.pto:41:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            status[0] = 16;  // paged_attention.pto:42:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[0] = 16;  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
@@ -974,13 +1014,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                            GmView37 vj_assemble_u2c0Gm37(vj_assemble_u2c0 + (16 + _g73 * 16) * 32, GmView37::Shape(t74.GetValidRow()));  // paged_attention.pto:42:25
-                            TSTORE(vj_assemble_u2c0Gm37, t74);  // paged_attention.pto:42:25
+                            GmView37 vj_assemble_u2c0_ownGm37(vj_assemble_u2c0_own + (16 + _g73 * 16) * 32, GmView37::Shape(t74.GetValidRow()));  // paged_attention.pto:42:25
+                            TSTORE(vj_assemble_u2c0_ownGm37, t74);  // paged_attention.pto:42:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        __gm__ bfloat16_t* vj_u2c0 = vj_assemble_u2c0;  // paged_attention.pto:43:30
+                        __gm__ bfloat16_t* vj_u2c0 = vj_assemble_u2c0_own;  // paged_attention.pto:43:30
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
@@ -1011,8 +1051,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                                 using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                GmView39 sij_scale_u2c0Gm39(sij_scale_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView39::Shape(t78.GetValidRow(), t78.GetValidCol()));  // paged_attention.pto:44:37
-                                TSTORE(sij_scale_u2c0Gm39, t78);  // paged_attention.pto:44:37
+                                GmView39 sij_scale_u2c0_ownGm39(sij_scale_u2c0_own + _g75 * 16 * 32 + _g76 * 32, GmView39::Shape(t78.GetValidRow(), t78.GetValidCol()));  // paged_attention.pto:44:37
+                                TSTORE(sij_scale_u2c0_ownGm39, t78);  // paged_attention.pto:44:37
                                 TileT83 t83(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:45:37
                                 TASSIGN(t83, 512);  // paged_attention.pto:45:37
                                 pipe_barrier(PIPE_V);
@@ -1030,8 +1070,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TASSIGN(t85, 512);  // paged_attention.pto:52:39
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-                            GmView40 max_updateGm40(max_update + _g75 * 16, GmView40::Shape(t85.GetValidRow()));  // paged_attention.pto:52:39
-                            TLOAD(t85, max_updateGm40);  // paged_attention.pto:52:39
+                            GmView40 max_update_ownGm40(max_update_own + _g75 * 16, GmView40::Shape(t85.GetValidRow()));  // paged_attention.pto:52:39
+                            TLOAD(t85, max_update_ownGm40);  // paged_attention.pto:52:39
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT87 t87(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:52:39
@@ -1052,8 +1092,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT90 t90(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
                                 TASSIGN(t90, 1536);  // paged_attention.pto:53:45
                                 using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-                                GmView41 sij_scale_u2c0Gm41(sij_scale_u2c0 + _g75 * 16 * 32 + _g89 * 32, GmView41::Shape(t90.GetValidRow(), t90.GetValidCol()));  // paged_attention.pto:53:45
-                                TLOAD(t90, sij_scale_u2c0Gm41);  // paged_attention.pto:53:45
+                                GmView41 sij_scale_u2c0_ownGm41(sij_scale_u2c0_own + _g75 * 16 * 32 + _g89 * 32, GmView41::Shape(t90.GetValidRow(), t90.GetValidCol()));  // paged_attention.pto:53:45
+                                TLOAD(t90, sij_scale_u2c0_ownGm41);  // paged_attention.pto:53:45
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 TileT97 t97(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:41
                                 TASSIGN(t97, 3584);  // paged_attention.pto:53:41
@@ -1066,8 +1106,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-                                GmView42 tilda_pij_1_u2c0Gm42(tilda_pij_1_u2c0 + _g75 * 16 * 32 + _g89 * 32, GmView42::Shape(t97.GetValidRow(), t97.GetValidCol()));  // paged_attention.pto:53:41
-                                TSTORE(tilda_pij_1_u2c0Gm42, t97);  // paged_attention.pto:53:41
+                                GmView42 tilda_pij_1_u2c0_ownGm42(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g89 * 32, GmView42::Shape(t97.GetValidRow(), t97.GetValidCol()));  // paged_attention.pto:53:41
+                                TSTORE(tilda_pij_1_u2c0_ownGm42, t97);  // paged_attention.pto:53:41
                                 TileT102 t102(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:54:41
                                 TASSIGN(t102, 1536);  // paged_attention.pto:54:41
                                 pipe_barrier(PIPE_V);
@@ -1092,16 +1132,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-                            GmView43 max_updateGm43(max_update + _g75 * 16, GmView43::Shape(t87.GetValidRow()));  // paged_attention.pto:56:29
-                            TSTORE(max_updateGm43, t87);  // paged_attention.pto:56:29
+                            GmView43 max_update_ownGm43(max_update_own + _g75 * 16, GmView43::Shape(t87.GetValidRow()));  // paged_attention.pto:56:29
+                            TSTORE(max_update_ownGm43, t87);  // paged_attention.pto:56:29
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             TileT113 t113(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:57:45
                             TASSIGN(t113, 1024);  // paged_attention.pto:57:45
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                            GmView44 sum_updateGm44(sum_update + _g75 * 16, GmView44::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
-                            TLOAD(t113, sum_updateGm44);  // paged_attention.pto:57:45
+                            GmView44 sum_update_ownGm44(sum_update_own + _g75 * 16, GmView44::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
+                            TLOAD(t113, sum_update_ownGm44);  // paged_attention.pto:57:45
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT115 t115(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:57:45
@@ -1118,16 +1158,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                            GmView45 sum_updateGm45(sum_update + _g75 * 16, GmView45::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
-                            TSTORE(sum_updateGm45, t119);  // paged_attention.pto:57:45
+                            GmView45 sum_update_ownGm45(sum_update_own + _g75 * 16, GmView45::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
+                            TSTORE(sum_update_ownGm45, t119);  // paged_attention.pto:57:45
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             TileT121 t121(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
                             TASSIGN(t121, 1024);  // paged_attention.pto:58:44
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView46 oi_updateGm46(oi_update + _g75 * 16 * 32, GmView46::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t121, oi_updateGm46);  // paged_attention.pto:58:44
+                            GmView46 oi_update_ownGm46(oi_update_own + _g75 * 16 * 32, GmView46::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t121, oi_update_ownGm46);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
@@ -1148,8 +1188,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t127, 0);  // paged_attention.pto:58:76
                                 using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView47 tilda_pij_1_u2c0Gm47(tilda_pij_1_u2c0 + _g75 * 16 * 32 + _g126 * 32, GmView47::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
-                                TLOAD(t127, tilda_pij_1_u2c0Gm47);  // paged_attention.pto:58:76
+                                GmView47 tilda_pij_1_u2c0_ownGm47(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView47::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
+                                TLOAD(t127, tilda_pij_1_u2c0_ownGm47);  // paged_attention.pto:58:76
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t128, 2048);  // paged_attention.pto:58:76
@@ -1158,8 +1198,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView48 t15_u2c0Gm48(t15_u2c0 + _g75 * 16 * 32 + _g126 * 32, GmView48::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
-                                TSTORE(t15_u2c0Gm48, t128);  // paged_attention.pto:58:76
+                                GmView48 t15_u2c0_ownGm48(t15_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView48::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
+                                TSTORE(t15_u2c0_ownGm48, t128);  // paged_attention.pto:58:76
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
@@ -1168,8 +1208,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t131, 0);  // paged_attention.pto:58:69
                             using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView49 t15_u2c0Gm49(t15_u2c0 + _g75 * 16 * 32, GmView49::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t131, t15_u2c0Gm49);  // paged_attention.pto:58:69
+                            GmView49 t15_u2c0_ownGm49(t15_u2c0_own + _g75 * 16 * 32, GmView49::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t131, t15_u2c0_ownGm49);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t132, 0);  // paged_attention.pto:58:69
@@ -1198,8 +1238,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT136 t136(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t136, 0);  // paged_attention.pto:58:69
                                 using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView51 t15_u2c0Gm51(t15_u2c0 + _g75 * 16 * 32 + _k135 * 32, GmView51::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t136, t15_u2c0Gm51);  // paged_attention.pto:58:69
+                                GmView51 t15_u2c0_ownGm51(t15_u2c0_own + _g75 * 16 * 32 + _k135 * 32, GmView51::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t136, t15_u2c0_ownGm51);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT137 t137(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t137, 0);  // paged_attention.pto:58:69
@@ -1224,14 +1264,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView53 t14_u2c0Gm53(t14_u2c0 + _g75 * 16 * 32, GmView53::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u2c0Gm53, t130);  // paged_attention.pto:58:69
+                            GmView53 t14_u2c0_ownGm53(t14_u2c0_own + _g75 * 16 * 32, GmView53::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t14_u2c0_ownGm53, t130);  // paged_attention.pto:58:69
                             TileT142 t142(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t142, 0);  // paged_attention.pto:58:44
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                             using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView54 t14_u2c0Gm54(t14_u2c0 + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t142, t14_u2c0Gm54);  // paged_attention.pto:58:44
+                            GmView54 t14_u2c0_ownGm54(t14_u2c0_own + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t142, t14_u2c0_ownGm54);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT143 t143(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t143, 2048);  // paged_attention.pto:58:44
@@ -1242,8 +1282,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView55 oi_updateGm55(oi_update + _g75 * 16 * 32, GmView55::Shape(t143.GetValidRow()));  // paged_attention.pto:58:44
-                            TSTORE(oi_updateGm55, t143);  // paged_attention.pto:58:44
+                            GmView55 oi_update_ownGm55(oi_update_own + _g75 * 16 * 32, GmView55::Shape(t143.GetValidRow()));  // paged_attention.pto:58:44
+                            TSTORE(oi_update_ownGm55, t143);  // paged_attention.pto:58:44
                         }
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
@@ -1253,12 +1293,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            status[0] = 17;  // paged_attention.pto:32:30
-                            status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[0] = 17;  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:32:30
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
@@ -1271,12 +1311,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         __gm__ bfloat16_t* qi_u2c1 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                         if (!(0 <= (s2_u2 * 2 + 2) * 2 && (s2_u2 * 2 + 2) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            status[0] = 18;  // paged_attention.pto:33:38
-                            status[1] = static_cast<int64_t>((s2_u2 * 2 + 2) * 2);  // paged_attention.pto:33:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[0] = 18;  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((s2_u2 * 2 + 2) * 2);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:33:38
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
@@ -1289,12 +1329,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         const int64_t s3_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= s2_u2 * 4 + 5 && s2_u2 * 4 + 5 <= MB - 1)) {  // paged_attention.pto:34:38
-                            status[0] = 19;  // paged_attention.pto:34:38
-                            status[1] = static_cast<int64_t>(s2_u2 * 4 + 5);  // paged_attention.pto:34:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[0] = 19;  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(s2_u2 * 4 + 5);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:34:38
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
@@ -1307,12 +1347,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         const int64_t s4_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 5)]);  // paged_attention.pto:34:38
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            status[0] = 20;  // paged_attention.pto:36:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[0] = 20;  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:36:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
@@ -1335,17 +1375,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                            GmView57 kj_assemble_u2c1Gm57(kj_assemble_u2c1 + _g144 * 16 * 32, GmView57::Shape(t145.GetValidRow()));  // paged_attention.pto:36:25
-                            TSTORE(kj_assemble_u2c1Gm57, t145);  // paged_attention.pto:36:25
+                            GmView57 kj_assemble_u2c1_ownGm57(kj_assemble_u2c1_own + _g144 * 16 * 32, GmView57::Shape(t145.GetValidRow()));  // paged_attention.pto:36:25
+                            TSTORE(kj_assemble_u2c1_ownGm57, t145);  // paged_attention.pto:36:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            status[0] = 21;  // paged_attention.pto:37:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[0] = 21;  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:37:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
@@ -1366,8 +1406,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView59 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                            GmView59 kj_assemble_u2c1Gm59(kj_assemble_u2c1 + (16 + _g146 * 16) * 32, GmView59::Shape(t147.GetValidRow()));  // paged_attention.pto:37:25
-                            TSTORE(kj_assemble_u2c1Gm59, t147);  // paged_attention.pto:37:25
+                            GmView59 kj_assemble_u2c1_ownGm59(kj_assemble_u2c1_own + (16 + _g146 * 16) * 32, GmView59::Shape(t147.GetValidRow()));  // paged_attention.pto:37:25
+                            TSTORE(kj_assemble_u2c1_ownGm59, t147);  // paged_attention.pto:37:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
@@ -1391,8 +1431,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT152 t152;  // paged_attention.pto:38:31
                             TASSIGN(t152, 0);  // paged_attention.pto:38:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u2c1Gm61(kj_assemble_u2c1);  // paged_attention.pto:38:31
-                            TLOAD(t152, kj_assemble_u2c1Gm61);  // paged_attention.pto:38:31
+                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u2c1_ownGm61(kj_assemble_u2c1_own);  // paged_attention.pto:38:31
+                            TLOAD(t152, kj_assemble_u2c1_ownGm61);  // paged_attention.pto:38:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT153 t153;  // paged_attention.pto:38:31
                             TASSIGN(t153, 0);  // paged_attention.pto:38:31
@@ -1404,21 +1444,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                            GmView62 sij_u2c1Gm62(sij_u2c1 + _g148 * 16 * 32, GmView62::Shape(t149.GetValidRow()));  // paged_attention.pto:38:31
-                            TSTORE(sij_u2c1Gm62, t149);  // paged_attention.pto:38:31
+                            GmView62 sij_u2c1_ownGm62(sij_u2c1_own + _g148 * 16 * 32, GmView62::Shape(t149.GetValidRow()));  // paged_attention.pto:38:31
+                            TSTORE(sij_u2c1_ownGm62, t149);  // paged_attention.pto:38:31
                         }
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        __gm__ float* sij_valid_u2c1 = sij_u2c1;  // paged_attention.pto:39:37
+                        __gm__ float* sij_valid_u2c1 = sij_u2c1_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            status[0] = 22;  // paged_attention.pto:41:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[0] = 22;  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
@@ -1439,17 +1479,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView64 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                            GmView64 vj_assemble_u2c1Gm64(vj_assemble_u2c1 + _g154 * 16 * 32, GmView64::Shape(t155.GetValidRow()));  // paged_attention.pto:41:25
-                            TSTORE(vj_assemble_u2c1Gm64, t155);  // paged_attention.pto:41:25
+                            GmView64 vj_assemble_u2c1_ownGm64(vj_assemble_u2c1_own + _g154 * 16 * 32, GmView64::Shape(t155.GetValidRow()));  // paged_attention.pto:41:25
+                            TSTORE(vj_assemble_u2c1_ownGm64, t155);  // paged_attention.pto:41:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            status[0] = 23;  // paged_attention.pto:42:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[0] = 23;  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
@@ -1470,13 +1510,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView66 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                            GmView66 vj_assemble_u2c1Gm66(vj_assemble_u2c1 + (16 + _g156 * 16) * 32, GmView66::Shape(t157.GetValidRow()));  // paged_attention.pto:42:25
-                            TSTORE(vj_assemble_u2c1Gm66, t157);  // paged_attention.pto:42:25
+                            GmView66 vj_assemble_u2c1_ownGm66(vj_assemble_u2c1_own + (16 + _g156 * 16) * 32, GmView66::Shape(t157.GetValidRow()));  // paged_attention.pto:42:25
+                            TSTORE(vj_assemble_u2c1_ownGm66, t157);  // paged_attention.pto:42:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        __gm__ bfloat16_t* vj_u2c1 = vj_assemble_u2c1;  // paged_attention.pto:43:30
+                        __gm__ bfloat16_t* vj_u2c1 = vj_assemble_u2c1_own;  // paged_attention.pto:43:30
                         pipe_barrier(PIPE_V);
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -1505,8 +1545,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                GmView68 sij_scale_u2c1Gm68(sij_scale_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView68::Shape(t161.GetValidRow(), t161.GetValidCol()));  // paged_attention.pto:44:37
-                                TSTORE(sij_scale_u2c1Gm68, t161);  // paged_attention.pto:44:37
+                                GmView68 sij_scale_u2c1_ownGm68(sij_scale_u2c1_own + _g158 * 16 * 32 + _g159 * 32, GmView68::Shape(t161.GetValidRow(), t161.GetValidCol()));  // paged_attention.pto:44:37
+                                TSTORE(sij_scale_u2c1_ownGm68, t161);  // paged_attention.pto:44:37
                                 TileT166 t166(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:45:37
                                 TASSIGN(t166, 512);  // paged_attention.pto:45:37
                                 pipe_barrier(PIPE_V);
@@ -1524,8 +1564,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TASSIGN(t168, 512);  // paged_attention.pto:52:39
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-                            GmView69 max_updateGm69(max_update + _g158 * 16, GmView69::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
-                            TLOAD(t168, max_updateGm69);  // paged_attention.pto:52:39
+                            GmView69 max_update_ownGm69(max_update_own + _g158 * 16, GmView69::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
+                            TLOAD(t168, max_update_ownGm69);  // paged_attention.pto:52:39
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT170 t170(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:52:39
@@ -1546,8 +1586,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT173 t173(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
                                 TASSIGN(t173, 1536);  // paged_attention.pto:53:45
                                 using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-                                GmView70 sij_scale_u2c1Gm70(sij_scale_u2c1 + _g158 * 16 * 32 + _g172 * 32, GmView70::Shape(t173.GetValidRow(), t173.GetValidCol()));  // paged_attention.pto:53:45
-                                TLOAD(t173, sij_scale_u2c1Gm70);  // paged_attention.pto:53:45
+                                GmView70 sij_scale_u2c1_ownGm70(sij_scale_u2c1_own + _g158 * 16 * 32 + _g172 * 32, GmView70::Shape(t173.GetValidRow(), t173.GetValidCol()));  // paged_attention.pto:53:45
+                                TLOAD(t173, sij_scale_u2c1_ownGm70);  // paged_attention.pto:53:45
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 TileT180 t180(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:41
                                 TASSIGN(t180, 3584);  // paged_attention.pto:53:41
@@ -1560,8 +1600,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-                                GmView71 tilda_pij_1_u2c1Gm71(tilda_pij_1_u2c1 + _g158 * 16 * 32 + _g172 * 32, GmView71::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
-                                TSTORE(tilda_pij_1_u2c1Gm71, t180);  // paged_attention.pto:53:41
+                                GmView71 tilda_pij_1_u2c1_ownGm71(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g172 * 32, GmView71::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
+                                TSTORE(tilda_pij_1_u2c1_ownGm71, t180);  // paged_attention.pto:53:41
                                 TileT185 t185(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:54:41
                                 TASSIGN(t185, 1536);  // paged_attention.pto:54:41
                                 pipe_barrier(PIPE_V);
@@ -1586,16 +1626,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-                            GmView72 max_updateGm72(max_update + _g158 * 16, GmView72::Shape(t170.GetValidRow()));  // paged_attention.pto:56:29
-                            TSTORE(max_updateGm72, t170);  // paged_attention.pto:56:29
+                            GmView72 max_update_ownGm72(max_update_own + _g158 * 16, GmView72::Shape(t170.GetValidRow()));  // paged_attention.pto:56:29
+                            TSTORE(max_update_ownGm72, t170);  // paged_attention.pto:56:29
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             TileT196 t196(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:57:45
                             TASSIGN(t196, 1024);  // paged_attention.pto:57:45
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                            GmView73 sum_updateGm73(sum_update + _g158 * 16, GmView73::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
-                            TLOAD(t196, sum_updateGm73);  // paged_attention.pto:57:45
+                            GmView73 sum_update_ownGm73(sum_update_own + _g158 * 16, GmView73::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
+                            TLOAD(t196, sum_update_ownGm73);  // paged_attention.pto:57:45
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT198 t198(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:57:45
@@ -1612,16 +1652,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                            GmView74 sum_updateGm74(sum_update + _g158 * 16, GmView74::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
-                            TSTORE(sum_updateGm74, t202);  // paged_attention.pto:57:45
+                            GmView74 sum_update_ownGm74(sum_update_own + _g158 * 16, GmView74::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
+                            TSTORE(sum_update_ownGm74, t202);  // paged_attention.pto:57:45
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             TileT204 t204(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
                             TASSIGN(t204, 1024);  // paged_attention.pto:58:44
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView75 oi_updateGm75(oi_update + _g158 * 16 * 32, GmView75::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t204, oi_updateGm75);  // paged_attention.pto:58:44
+                            GmView75 oi_update_ownGm75(oi_update_own + _g158 * 16 * 32, GmView75::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t204, oi_update_ownGm75);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
@@ -1642,8 +1682,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t210, 0);  // paged_attention.pto:58:76
                                 using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView76 tilda_pij_1_u2c1Gm76(tilda_pij_1_u2c1 + _g158 * 16 * 32 + _g209 * 32, GmView76::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
-                                TLOAD(t210, tilda_pij_1_u2c1Gm76);  // paged_attention.pto:58:76
+                                GmView76 tilda_pij_1_u2c1_ownGm76(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView76::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
+                                TLOAD(t210, tilda_pij_1_u2c1_ownGm76);  // paged_attention.pto:58:76
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t211, 2048);  // paged_attention.pto:58:76
@@ -1652,8 +1692,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView77 t15_u2c1Gm77(t15_u2c1 + _g158 * 16 * 32 + _g209 * 32, GmView77::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
-                                TSTORE(t15_u2c1Gm77, t211);  // paged_attention.pto:58:76
+                                GmView77 t15_u2c1_ownGm77(t15_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView77::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
+                                TSTORE(t15_u2c1_ownGm77, t211);  // paged_attention.pto:58:76
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -1662,8 +1702,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t214, 0);  // paged_attention.pto:58:69
                             using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView78 t15_u2c1Gm78(t15_u2c1 + _g158 * 16 * 32, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t214, t15_u2c1Gm78);  // paged_attention.pto:58:69
+                            GmView78 t15_u2c1_ownGm78(t15_u2c1_own + _g158 * 16 * 32, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t214, t15_u2c1_ownGm78);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t215, 0);  // paged_attention.pto:58:69
@@ -1692,8 +1732,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT219 t219(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t219, 0);  // paged_attention.pto:58:69
                                 using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView80 t15_u2c1Gm80(t15_u2c1 + _g158 * 16 * 32 + _k218 * 32, GmView80::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t219, t15_u2c1Gm80);  // paged_attention.pto:58:69
+                                GmView80 t15_u2c1_ownGm80(t15_u2c1_own + _g158 * 16 * 32 + _k218 * 32, GmView80::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t219, t15_u2c1_ownGm80);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT220 t220(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t220, 0);  // paged_attention.pto:58:69
@@ -1718,14 +1758,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView82 t14_u2c1Gm82(t14_u2c1 + _g158 * 16 * 32, GmView82::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u2c1Gm82, t213);  // paged_attention.pto:58:69
+                            GmView82 t14_u2c1_ownGm82(t14_u2c1_own + _g158 * 16 * 32, GmView82::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t14_u2c1_ownGm82, t213);  // paged_attention.pto:58:69
                             TileT225 t225(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t225, 0);  // paged_attention.pto:58:44
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView83 t14_u2c1Gm83(t14_u2c1 + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t225, t14_u2c1Gm83);  // paged_attention.pto:58:44
+                            GmView83 t14_u2c1_ownGm83(t14_u2c1_own + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t225, t14_u2c1_ownGm83);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT226 t226(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t226, 2048);  // paged_attention.pto:58:44
@@ -1736,8 +1776,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView84 oi_updateGm84(oi_update + _g158 * 16 * 32, GmView84::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
-                            TSTORE(oi_updateGm84, t226);  // paged_attention.pto:58:44
+                            GmView84 oi_update_ownGm84(oi_update_own + _g158 * 16 * 32, GmView84::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
+                            TSTORE(oi_update_ownGm84, t226);  // paged_attention.pto:58:44
                         }
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1781,104 +1821,51 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
-                        pipe_barrier(PIPE_V);
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            status[0] = 24;  // paged_attention.pto:32:30
-                            status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[0] = 24;  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u1c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                         if (!(0 <= (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 && (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            status[0] = 25;  // paged_attention.pto:33:38
-                            status[1] = static_cast<int64_t>((1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2);  // paged_attention.pto:33:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[0] = 25;  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u1c0 = static_cast<int64_t>(block_table[b * MB + (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 && max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
-                            status[0] = 26;  // paged_attention.pto:34:38
-                            status[1] = static_cast<int64_t>(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[0] = 26;  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u1c0 = static_cast<int64_t>(block_table[b * MB + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3)]);  // paged_attention.pto:34:38
                         if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            status[0] = 27;  // paged_attention.pto:36:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[0] = 27;  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u1c0 = k + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g227 = 0; _g227 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g227) {  // paged_attention.pto:36:25
                             TileT228 t228(min_i64(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) - _g227 * 16, 16));  // paged_attention.pto:36:25
                             TASSIGN(t228, 0);  // paged_attention.pto:36:25
@@ -1888,27 +1875,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             using GmView86 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                            GmView86 kj_assemble_u1c0Gm86(kj_assemble_u1c0 + _g227 * 16 * 32, GmView86::Shape(t228.GetValidRow()));  // paged_attention.pto:36:25
-                            TSTORE(kj_assemble_u1c0Gm86, t228);  // paged_attention.pto:36:25
+                            GmView86 kj_assemble_u1c0_ownGm86(kj_assemble_u1c0_own + _g227 * 16 * 32, GmView86::Shape(t228.GetValidRow()));  // paged_attention.pto:36:25
+                            TSTORE(kj_assemble_u1c0_ownGm86, t228);  // paged_attention.pto:36:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            status[0] = 28;  // paged_attention.pto:37:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:37:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[0] = 28;  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u1c0 = k + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
@@ -1922,13 +1901,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             using GmView88 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                            GmView88 kj_assemble_u1c0Gm88(kj_assemble_u1c0 + (16 + _g229 * 16) * 32, GmView88::Shape(t230.GetValidRow()));  // paged_attention.pto:37:25
-                            TSTORE(kj_assemble_u1c0Gm88, t230);  // paged_attention.pto:37:25
+                            GmView88 kj_assemble_u1c0_ownGm88(kj_assemble_u1c0_own + (16 + _g229 * 16) * 32, GmView88::Shape(t230.GetValidRow()));  // paged_attention.pto:37:25
+                            TSTORE(kj_assemble_u1c0_ownGm88, t230);  // paged_attention.pto:37:25
                         }
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g231 = 0; _g231 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g231) {  // paged_attention.pto:38:31
                             TileT232 t232(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g231 * 16, 16));  // paged_attention.pto:38:31
@@ -1947,8 +1922,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT235 t235;  // paged_attention.pto:38:31
                             TASSIGN(t235, 0);  // paged_attention.pto:38:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u1c0Gm90(kj_assemble_u1c0);  // paged_attention.pto:38:31
-                            TLOAD(t235, kj_assemble_u1c0Gm90);  // paged_attention.pto:38:31
+                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u1c0_ownGm90(kj_assemble_u1c0_own);  // paged_attention.pto:38:31
+                            TLOAD(t235, kj_assemble_u1c0_ownGm90);  // paged_attention.pto:38:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT236 t236;  // paged_attention.pto:38:31
                             TASSIGN(t236, 0);  // paged_attention.pto:38:31
@@ -1960,31 +1935,27 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                            GmView91 sij_u1c0Gm91(sij_u1c0 + _g231 * 16 * 32, GmView91::Shape(t232.GetValidRow()));  // paged_attention.pto:38:31
-                            TSTORE(sij_u1c0Gm91, t232);  // paged_attention.pto:38:31
+                            GmView91 sij_u1c0_ownGm91(sij_u1c0_own + _g231 * 16 * 32, GmView91::Shape(t232.GetValidRow()));  // paged_attention.pto:38:31
+                            TSTORE(sij_u1c0_ownGm91, t232);  // paged_attention.pto:38:31
                         }
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        __gm__ float* sij_valid_u1c0 = sij_u1c0;  // paged_attention.pto:39:37
+                        __gm__ float* sij_valid_u1c0 = sij_u1c0_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            status[0] = 29;  // paged_attention.pto:41:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[0] = 29;  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:41:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u1c0 = v + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
@@ -1998,27 +1969,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             using GmView93 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                            GmView93 vj_assemble_u1c0Gm93(vj_assemble_u1c0 + _g237 * 16 * 32, GmView93::Shape(t238.GetValidRow()));  // paged_attention.pto:41:25
-                            TSTORE(vj_assemble_u1c0Gm93, t238);  // paged_attention.pto:41:25
+                            GmView93 vj_assemble_u1c0_ownGm93(vj_assemble_u1c0_own + _g237 * 16 * 32, GmView93::Shape(t238.GetValidRow()));  // paged_attention.pto:41:25
+                            TSTORE(vj_assemble_u1c0_ownGm93, t238);  // paged_attention.pto:41:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            status[0] = 30;  // paged_attention.pto:42:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[0] = 30;  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:42:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u1c0 = v + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
@@ -2032,17 +1999,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             using GmView95 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                            GmView95 vj_assemble_u1c0Gm95(vj_assemble_u1c0 + (16 + _g239 * 16) * 32, GmView95::Shape(t240.GetValidRow()));  // paged_attention.pto:42:25
-                            TSTORE(vj_assemble_u1c0Gm95, t240);  // paged_attention.pto:42:25
+                            GmView95 vj_assemble_u1c0_ownGm95(vj_assemble_u1c0_own + (16 + _g239 * 16) * 32, GmView95::Shape(t240.GetValidRow()));  // paged_attention.pto:42:25
+                            TSTORE(vj_assemble_u1c0_ownGm95, t240);  // paged_attention.pto:42:25
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        __gm__ bfloat16_t* vj_u1c0 = vj_assemble_u1c0;  // paged_attention.pto:43:30
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        __gm__ bfloat16_t* vj_u1c0 = vj_assemble_u1c0_own;  // paged_attention.pto:43:30
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
@@ -2069,8 +2032,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                GmView97 sij_scale_u1c0Gm97(sij_scale_u1c0 + _g241 * 16 * 32 + _g242 * 32, GmView97::Shape(t244.GetValidRow(), t244.GetValidCol()));  // paged_attention.pto:44:37
-                                TSTORE(sij_scale_u1c0Gm97, t244);  // paged_attention.pto:44:37
+                                GmView97 sij_scale_u1c0_ownGm97(sij_scale_u1c0_own + _g241 * 16 * 32 + _g242 * 32, GmView97::Shape(t244.GetValidRow(), t244.GetValidCol()));  // paged_attention.pto:44:37
+                                TSTORE(sij_scale_u1c0_ownGm97, t244);  // paged_attention.pto:44:37
                                 TileT249 t249(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:45:37
                                 TASSIGN(t249, 512);  // paged_attention.pto:45:37
                                 pipe_barrier(PIPE_V);
@@ -2088,8 +2051,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TASSIGN(t251, 512);  // paged_attention.pto:52:39
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-                            GmView98 max_updateGm98(max_update + _g241 * 16, GmView98::Shape(t251.GetValidRow()));  // paged_attention.pto:52:39
-                            TLOAD(t251, max_updateGm98);  // paged_attention.pto:52:39
+                            GmView98 max_update_ownGm98(max_update_own + _g241 * 16, GmView98::Shape(t251.GetValidRow()));  // paged_attention.pto:52:39
+                            TLOAD(t251, max_update_ownGm98);  // paged_attention.pto:52:39
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT253 t253(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:52:39
@@ -2110,8 +2073,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT256 t256(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:45
                                 TASSIGN(t256, 1536);  // paged_attention.pto:53:45
                                 using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-                                GmView99 sij_scale_u1c0Gm99(sij_scale_u1c0 + _g241 * 16 * 32 + _g255 * 32, GmView99::Shape(t256.GetValidRow(), t256.GetValidCol()));  // paged_attention.pto:53:45
-                                TLOAD(t256, sij_scale_u1c0Gm99);  // paged_attention.pto:53:45
+                                GmView99 sij_scale_u1c0_ownGm99(sij_scale_u1c0_own + _g241 * 16 * 32 + _g255 * 32, GmView99::Shape(t256.GetValidRow(), t256.GetValidCol()));  // paged_attention.pto:53:45
+                                TLOAD(t256, sij_scale_u1c0_ownGm99);  // paged_attention.pto:53:45
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT263 t263(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:41
                                 TASSIGN(t263, 3584);  // paged_attention.pto:53:41
@@ -2124,8 +2087,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-                                GmView100 tilda_pij_1_u1c0Gm100(tilda_pij_1_u1c0 + _g241 * 16 * 32 + _g255 * 32, GmView100::Shape(t263.GetValidRow(), t263.GetValidCol()));  // paged_attention.pto:53:41
-                                TSTORE(tilda_pij_1_u1c0Gm100, t263);  // paged_attention.pto:53:41
+                                GmView100 tilda_pij_1_u1c0_ownGm100(tilda_pij_1_u1c0_own + _g241 * 16 * 32 + _g255 * 32, GmView100::Shape(t263.GetValidRow(), t263.GetValidCol()));  // paged_attention.pto:53:41
+                                TSTORE(tilda_pij_1_u1c0_ownGm100, t263);  // paged_attention.pto:53:41
                                 TileT268 t268(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:54:41
                                 TASSIGN(t268, 1536);  // paged_attention.pto:54:41
                                 pipe_barrier(PIPE_V);
@@ -2150,16 +2113,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-                            GmView101 max_updateGm101(max_update + _g241 * 16, GmView101::Shape(t253.GetValidRow()));  // paged_attention.pto:56:29
-                            TSTORE(max_updateGm101, t253);  // paged_attention.pto:56:29
+                            GmView101 max_update_ownGm101(max_update_own + _g241 * 16, GmView101::Shape(t253.GetValidRow()));  // paged_attention.pto:56:29
+                            TSTORE(max_update_ownGm101, t253);  // paged_attention.pto:56:29
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             TileT279 t279(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:57:45
                             TASSIGN(t279, 1024);  // paged_attention.pto:57:45
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                            GmView102 sum_updateGm102(sum_update + _g241 * 16, GmView102::Shape(t279.GetValidRow()));  // paged_attention.pto:57:45
-                            TLOAD(t279, sum_updateGm102);  // paged_attention.pto:57:45
+                            GmView102 sum_update_ownGm102(sum_update_own + _g241 * 16, GmView102::Shape(t279.GetValidRow()));  // paged_attention.pto:57:45
+                            TLOAD(t279, sum_update_ownGm102);  // paged_attention.pto:57:45
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT281 t281(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:57:45
@@ -2176,16 +2139,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                            GmView103 sum_updateGm103(sum_update + _g241 * 16, GmView103::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
-                            TSTORE(sum_updateGm103, t285);  // paged_attention.pto:57:45
+                            GmView103 sum_update_ownGm103(sum_update_own + _g241 * 16, GmView103::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
+                            TSTORE(sum_update_ownGm103, t285);  // paged_attention.pto:57:45
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             TileT287 t287(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:58:44
                             TASSIGN(t287, 1024);  // paged_attention.pto:58:44
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView104 oi_updateGm104(oi_update + _g241 * 16 * 32, GmView104::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t287, oi_updateGm104);  // paged_attention.pto:58:44
+                            GmView104 oi_update_ownGm104(oi_update_own + _g241 * 16 * 32, GmView104::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t287, oi_update_ownGm104);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
@@ -2206,8 +2169,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT293 t293(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t293, 0);  // paged_attention.pto:58:76
                                 using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView105 tilda_pij_1_u1c0Gm105(tilda_pij_1_u1c0 + _g241 * 16 * 32 + _g292 * 32, GmView105::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
-                                TLOAD(t293, tilda_pij_1_u1c0Gm105);  // paged_attention.pto:58:76
+                                GmView105 tilda_pij_1_u1c0_ownGm105(tilda_pij_1_u1c0_own + _g241 * 16 * 32 + _g292 * 32, GmView105::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
+                                TLOAD(t293, tilda_pij_1_u1c0_ownGm105);  // paged_attention.pto:58:76
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT294 t294(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t294, 2048);  // paged_attention.pto:58:76
@@ -2216,8 +2179,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 using GmView106 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView106 t15_u1c0Gm106(t15_u1c0 + _g241 * 16 * 32 + _g292 * 32, GmView106::Shape(t294.GetValidRow(), t294.GetValidCol()));  // paged_attention.pto:58:76
-                                TSTORE(t15_u1c0Gm106, t294);  // paged_attention.pto:58:76
+                                GmView106 t15_u1c0_ownGm106(t15_u1c0_own + _g241 * 16 * 32 + _g292 * 32, GmView106::Shape(t294.GetValidRow(), t294.GetValidCol()));  // paged_attention.pto:58:76
+                                TSTORE(t15_u1c0_ownGm106, t294);  // paged_attention.pto:58:76
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -2226,8 +2189,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT297 t297(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t297, 0);  // paged_attention.pto:58:69
                             using GmView107 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView107 t15_u1c0Gm107(t15_u1c0 + _g241 * 16 * 32, GmView107::Shape(t297.GetValidRow(), t297.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t297, t15_u1c0Gm107);  // paged_attention.pto:58:69
+                            GmView107 t15_u1c0_ownGm107(t15_u1c0_own + _g241 * 16 * 32, GmView107::Shape(t297.GetValidRow(), t297.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t297, t15_u1c0_ownGm107);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                             TileT298 t298(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t298, 0);  // paged_attention.pto:58:69
@@ -2256,8 +2219,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT302 t302(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t302, 0);  // paged_attention.pto:58:69
                                 using GmView109 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView109 t15_u1c0Gm109(t15_u1c0 + _g241 * 16 * 32 + _k301 * 32, GmView109::Shape(t302.GetValidRow(), t302.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t302, t15_u1c0Gm109);  // paged_attention.pto:58:69
+                                GmView109 t15_u1c0_ownGm109(t15_u1c0_own + _g241 * 16 * 32 + _k301 * 32, GmView109::Shape(t302.GetValidRow(), t302.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t302, t15_u1c0_ownGm109);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT303 t303(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t303, 0);  // paged_attention.pto:58:69
@@ -2282,14 +2245,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView111 t14_u1c0Gm111(t14_u1c0 + _g241 * 16 * 32, GmView111::Shape(t296.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u1c0Gm111, t296);  // paged_attention.pto:58:69
+                            GmView111 t14_u1c0_ownGm111(t14_u1c0_own + _g241 * 16 * 32, GmView111::Shape(t296.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t14_u1c0_ownGm111, t296);  // paged_attention.pto:58:69
                             TileT308 t308(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t308, 0);  // paged_attention.pto:58:44
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView112 t14_u1c0Gm112(t14_u1c0 + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t308, t14_u1c0Gm112);  // paged_attention.pto:58:44
+                            GmView112 t14_u1c0_ownGm112(t14_u1c0_own + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t308, t14_u1c0_ownGm112);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT309 t309(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t309, 2048);  // paged_attention.pto:58:44
@@ -2300,30 +2263,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView113 oi_updateGm113(oi_update + _g241 * 16 * 32, GmView113::Shape(t309.GetValidRow()));  // paged_attention.pto:58:44
-                            TSTORE(oi_updateGm113, t309);  // paged_attention.pto:58:44
+                            GmView113 oi_update_ownGm113(oi_update_own + _g241 * 16 * 32, GmView113::Shape(t309.GetValidRow()));  // paged_attention.pto:58:44
+                            TSTORE(oi_update_ownGm113, t309);  // paged_attention.pto:58:44
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     }
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -2348,45 +2291,45 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, 0), 1); ++_br2) {  // paged_attention.pto:28:21
                         for (int64_t _s2_last = 0; _s2_last < 1; ++_s2_last) {  // paged_attention.pto:28:21
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                                status[0] = 31;  // paged_attention.pto:32:30
-                                status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                                status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[0] = 31;  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                                 return;  // paged_attention.pto:32:30
                             }
                             __gm__ bfloat16_t* qi_last = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                             if (!(0 <= (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2 && (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                                status[0] = 32;  // paged_attention.pto:33:38
-                                status[1] = static_cast<int64_t>((ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2);  // paged_attention.pto:33:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[0] = 32;  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                                 return;  // paged_attention.pto:33:38
                             }
                             const int64_t s3_last = static_cast<int64_t>(block_table[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2]);  // paged_attention.pto:33:38
                             if (!(0 <= ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 && ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 <= MB - 1)) {  // paged_attention.pto:34:38
-                                status[0] = 33;  // paged_attention.pto:34:38
-                                status[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1);  // paged_attention.pto:34:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[0] = 33;  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                                 return;  // paged_attention.pto:34:38
                             }
                             const int64_t s4_last = static_cast<int64_t>(block_table[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1)]);  // paged_attention.pto:34:38
                             if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                status[0] = 34;  // paged_attention.pto:36:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:36:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[0] = 34;  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                                 return;  // paged_attention.pto:36:49
                             }
@@ -2400,17 +2343,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 using GmView115 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                                GmView115 kj_assemble_lastGm115(kj_assemble_last + _g310 * 16 * 32, GmView115::Shape(t311.GetValidRow()));  // paged_attention.pto:36:25
-                                TSTORE(kj_assemble_lastGm115, t311);  // paged_attention.pto:36:25
+                                GmView115 kj_assemble_last_ownGm115(kj_assemble_last_own + _g310 * 16 * 32, GmView115::Shape(t311.GetValidRow()));  // paged_attention.pto:36:25
+                                TSTORE(kj_assemble_last_ownGm115, t311);  // paged_attention.pto:36:25
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                status[0] = 35;  // paged_attention.pto:37:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:37:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[0] = 35;  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:37:55
                                 return;  // paged_attention.pto:37:55
@@ -2426,8 +2369,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 using GmView117 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                                GmView117 kj_assemble_lastGm117(kj_assemble_last + (16 + _g312 * 16) * 32, GmView117::Shape(t313.GetValidRow()));  // paged_attention.pto:37:25
-                                TSTORE(kj_assemble_lastGm117, t313);  // paged_attention.pto:37:25
+                                GmView117 kj_assemble_last_ownGm117(kj_assemble_last_own + (16 + _g312 * 16) * 32, GmView117::Shape(t313.GetValidRow()));  // paged_attention.pto:37:25
+                                TSTORE(kj_assemble_last_ownGm117, t313);  // paged_attention.pto:37:25
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g314 = 0; _g314 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g314) {  // paged_attention.pto:38:31
@@ -2447,8 +2390,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT318 t318;  // paged_attention.pto:38:31
                                 TASSIGN(t318, 0);  // paged_attention.pto:38:31
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_lastGm119(kj_assemble_last);  // paged_attention.pto:38:31
-                                TLOAD(t318, kj_assemble_lastGm119);  // paged_attention.pto:38:31
+                                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_last_ownGm119(kj_assemble_last_own);  // paged_attention.pto:38:31
+                                TLOAD(t318, kj_assemble_last_ownGm119);  // paged_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT319 t319;  // paged_attention.pto:38:31
                                 TASSIGN(t319, 0);  // paged_attention.pto:38:31
@@ -2460,21 +2403,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                                GmView120 sij_lastGm120(sij_last + _g314 * 16 * 32, GmView120::Shape(t315.GetValidRow()));  // paged_attention.pto:38:31
-                                TSTORE(sij_lastGm120, t315);  // paged_attention.pto:38:31
+                                GmView120 sij_last_ownGm120(sij_last_own + _g314 * 16 * 32, GmView120::Shape(t315.GetValidRow()));  // paged_attention.pto:38:31
+                                TSTORE(sij_last_ownGm120, t315);  // paged_attention.pto:38:31
                             }
                             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            __gm__ float* sij_valid_last = sij_last;  // paged_attention.pto:39:37
+                            __gm__ float* sij_valid_last = sij_last_own;  // paged_attention.pto:39:37
                             if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                status[0] = 36;  // paged_attention.pto:41:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:41:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[0] = 36;  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
@@ -2494,17 +2437,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 using GmView122 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                                GmView122 vj_assemble_lastGm122(vj_assemble_last + _g320 * 16 * 32, GmView122::Shape(t321.GetValidRow()));  // paged_attention.pto:41:25
-                                TSTORE(vj_assemble_lastGm122, t321);  // paged_attention.pto:41:25
+                                GmView122 vj_assemble_last_ownGm122(vj_assemble_last_own + _g320 * 16 * 32, GmView122::Shape(t321.GetValidRow()));  // paged_attention.pto:41:25
+                                TSTORE(vj_assemble_last_ownGm122, t321);  // paged_attention.pto:41:25
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                status[0] = 37;  // paged_attention.pto:42:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:42:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[0] = 37;  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
@@ -2524,13 +2467,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 using GmView124 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                                GmView124 vj_assemble_lastGm124(vj_assemble_last + (16 + _g322 * 16) * 32, GmView124::Shape(t323.GetValidRow()));  // paged_attention.pto:42:25
-                                TSTORE(vj_assemble_lastGm124, t323);  // paged_attention.pto:42:25
+                                GmView124 vj_assemble_last_ownGm124(vj_assemble_last_own + (16 + _g322 * 16) * 32, GmView124::Shape(t323.GetValidRow()));  // paged_attention.pto:42:25
+                                TSTORE(vj_assemble_last_ownGm124, t323);  // paged_attention.pto:42:25
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            __gm__ bfloat16_t* vj_last = vj_assemble_last;  // paged_attention.pto:43:30
+                            __gm__ bfloat16_t* vj_last = vj_assemble_last_own;  // paged_attention.pto:43:30
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
@@ -2557,8 +2500,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                    GmView126 sij_scale_lastGm126(sij_scale_last + _g324 * 16 * 32 + _g325 * 32, GmView126::Shape(t327.GetValidRow(), t327.GetValidCol()));  // paged_attention.pto:44:37
-                                    TSTORE(sij_scale_lastGm126, t327);  // paged_attention.pto:44:37
+                                    GmView126 sij_scale_last_ownGm126(sij_scale_last_own + _g324 * 16 * 32 + _g325 * 32, GmView126::Shape(t327.GetValidRow(), t327.GetValidCol()));  // paged_attention.pto:44:37
+                                    TSTORE(sij_scale_last_ownGm126, t327);  // paged_attention.pto:44:37
                                     TileT332 t332(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:45:37
                                     TASSIGN(t332, 512);  // paged_attention.pto:45:37
                                     pipe_barrier(PIPE_V);
@@ -2576,8 +2519,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t334, 512);  // paged_attention.pto:52:39
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-                                GmView127 max_updateGm127(max_update + _g324 * 16, GmView127::Shape(t334.GetValidRow()));  // paged_attention.pto:52:39
-                                TLOAD(t334, max_updateGm127);  // paged_attention.pto:52:39
+                                GmView127 max_update_ownGm127(max_update_own + _g324 * 16, GmView127::Shape(t334.GetValidRow()));  // paged_attention.pto:52:39
+                                TLOAD(t334, max_update_ownGm127);  // paged_attention.pto:52:39
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT336 t336(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:52:39
@@ -2598,8 +2541,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TileT339 t339(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
                                     TASSIGN(t339, 1536);  // paged_attention.pto:53:45
                                     using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-                                    GmView128 sij_scale_lastGm128(sij_scale_last + _g324 * 16 * 32 + _g338 * 32, GmView128::Shape(t339.GetValidRow(), t339.GetValidCol()));  // paged_attention.pto:53:45
-                                    TLOAD(t339, sij_scale_lastGm128);  // paged_attention.pto:53:45
+                                    GmView128 sij_scale_last_ownGm128(sij_scale_last_own + _g324 * 16 * 32 + _g338 * 32, GmView128::Shape(t339.GetValidRow(), t339.GetValidCol()));  // paged_attention.pto:53:45
+                                    TLOAD(t339, sij_scale_last_ownGm128);  // paged_attention.pto:53:45
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     TileT346 t346(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:41
                                     TASSIGN(t346, 3584);  // paged_attention.pto:53:41
@@ -2612,8 +2555,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-                                    GmView129 tilda_pij_1_lastGm129(tilda_pij_1_last + _g324 * 16 * 32 + _g338 * 32, GmView129::Shape(t346.GetValidRow(), t346.GetValidCol()));  // paged_attention.pto:53:41
-                                    TSTORE(tilda_pij_1_lastGm129, t346);  // paged_attention.pto:53:41
+                                    GmView129 tilda_pij_1_last_ownGm129(tilda_pij_1_last_own + _g324 * 16 * 32 + _g338 * 32, GmView129::Shape(t346.GetValidRow(), t346.GetValidCol()));  // paged_attention.pto:53:41
+                                    TSTORE(tilda_pij_1_last_ownGm129, t346);  // paged_attention.pto:53:41
                                     TileT351 t351(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:54:41
                                     TASSIGN(t351, 1536);  // paged_attention.pto:54:41
                                     pipe_barrier(PIPE_V);
@@ -2638,16 +2581,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-                                GmView130 max_updateGm130(max_update + _g324 * 16, GmView130::Shape(t336.GetValidRow()));  // paged_attention.pto:56:29
-                                TSTORE(max_updateGm130, t336);  // paged_attention.pto:56:29
+                                GmView130 max_update_ownGm130(max_update_own + _g324 * 16, GmView130::Shape(t336.GetValidRow()));  // paged_attention.pto:56:29
+                                TSTORE(max_update_ownGm130, t336);  // paged_attention.pto:56:29
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 TileT362 t362(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:57:45
                                 TASSIGN(t362, 1024);  // paged_attention.pto:57:45
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                GmView131 sum_updateGm131(sum_update + _g324 * 16, GmView131::Shape(t362.GetValidRow()));  // paged_attention.pto:57:45
-                                TLOAD(t362, sum_updateGm131);  // paged_attention.pto:57:45
+                                GmView131 sum_update_ownGm131(sum_update_own + _g324 * 16, GmView131::Shape(t362.GetValidRow()));  // paged_attention.pto:57:45
+                                TLOAD(t362, sum_update_ownGm131);  // paged_attention.pto:57:45
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT364 t364(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:57:45
@@ -2664,16 +2607,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                GmView132 sum_updateGm132(sum_update + _g324 * 16, GmView132::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
-                                TSTORE(sum_updateGm132, t368);  // paged_attention.pto:57:45
+                                GmView132 sum_update_ownGm132(sum_update_own + _g324 * 16, GmView132::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
+                                TSTORE(sum_update_ownGm132, t368);  // paged_attention.pto:57:45
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 TileT370 t370(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:58:44
                                 TASSIGN(t370, 1024);  // paged_attention.pto:58:44
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView133 oi_updateGm133(oi_update + _g324 * 16 * 32, GmView133::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t370, oi_updateGm133);  // paged_attention.pto:58:44
+                                GmView133 oi_update_ownGm133(oi_update_own + _g324 * 16 * 32, GmView133::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t370, oi_update_ownGm133);  // paged_attention.pto:58:44
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
@@ -2694,8 +2637,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
                                     TASSIGN(t376, 0);  // paged_attention.pto:58:76
                                     using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView134 tilda_pij_1_lastGm134(tilda_pij_1_last + _g324 * 16 * 32 + _g375 * 32, GmView134::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
-                                    TLOAD(t376, tilda_pij_1_lastGm134);  // paged_attention.pto:58:76
+                                    GmView134 tilda_pij_1_last_ownGm134(tilda_pij_1_last_own + _g324 * 16 * 32 + _g375 * 32, GmView134::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
+                                    TLOAD(t376, tilda_pij_1_last_ownGm134);  // paged_attention.pto:58:76
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                     TileT377 t377(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
                                     TASSIGN(t377, 2048);  // paged_attention.pto:58:76
@@ -2704,8 +2647,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView135 t15_lastGm135(t15_last + _g324 * 16 * 32 + _g375 * 32, GmView135::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
-                                    TSTORE(t15_lastGm135, t377);  // paged_attention.pto:58:76
+                                    GmView135 t15_last_ownGm135(t15_last_own + _g324 * 16 * 32 + _g375 * 32, GmView135::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
+                                    TSTORE(t15_last_ownGm135, t377);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -2714,8 +2657,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
                                 TASSIGN(t380, 0);  // paged_attention.pto:58:69
                                 using GmView136 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView136 t15_lastGm136(t15_last + _g324 * 16 * 32, GmView136::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t380, t15_lastGm136);  // paged_attention.pto:58:69
+                                GmView136 t15_last_ownGm136(t15_last_own + _g324 * 16 * 32, GmView136::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t380, t15_last_ownGm136);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT381 t381(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
                                 TASSIGN(t381, 0);  // paged_attention.pto:58:69
@@ -2744,8 +2687,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TileT385 t385(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
                                     TASSIGN(t385, 0);  // paged_attention.pto:58:69
                                     using GmView138 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                    GmView138 t15_lastGm138(t15_last + _g324 * 16 * 32 + _k384 * 32, GmView138::Shape(t385.GetValidRow(), t385.GetValidCol()));  // paged_attention.pto:58:69
-                                    TLOAD(t385, t15_lastGm138);  // paged_attention.pto:58:69
+                                    GmView138 t15_last_ownGm138(t15_last_own + _g324 * 16 * 32 + _k384 * 32, GmView138::Shape(t385.GetValidRow(), t385.GetValidCol()));  // paged_attention.pto:58:69
+                                    TLOAD(t385, t15_last_ownGm138);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                     TileT386 t386(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
                                     TASSIGN(t386, 0);  // paged_attention.pto:58:69
@@ -2770,14 +2713,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView140 t14_lastGm140(t14_last + _g324 * 16 * 32, GmView140::Shape(t379.GetValidRow()));  // paged_attention.pto:58:69
-                                TSTORE(t14_lastGm140, t379);  // paged_attention.pto:58:69
+                                GmView140 t14_last_ownGm140(t14_last_own + _g324 * 16 * 32, GmView140::Shape(t379.GetValidRow()));  // paged_attention.pto:58:69
+                                TSTORE(t14_last_ownGm140, t379);  // paged_attention.pto:58:69
                                 TileT391 t391(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t391, 0);  // paged_attention.pto:58:44
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView141 t14_lastGm141(t14_last + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t391, t14_lastGm141);  // paged_attention.pto:58:44
+                                GmView141 t14_last_ownGm141(t14_last_own + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t391, t14_last_ownGm141);  // paged_attention.pto:58:44
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT392 t392(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t392, 2048);  // paged_attention.pto:58:44
@@ -2788,19 +2731,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView142 oi_updateGm142(oi_update + _g324 * 16 * 32, GmView142::Shape(t392.GetValidRow()));  // paged_attention.pto:58:44
-                                TSTORE(oi_updateGm142, t392);  // paged_attention.pto:58:44
+                                GmView142 oi_update_ownGm142(oi_update_own + _g324 * 16 * 32, GmView142::Shape(t392.GetValidRow()));  // paged_attention.pto:58:44
+                                TSTORE(oi_update_ownGm142, t392);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
-                                status[0] = 38;  // paged_attention.pto:61:29
-                                status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
-                                status[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
-                                status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[0] = 38;  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
 #endif
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:61:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:61:29
@@ -2811,13 +2754,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TASSIGN(t393, 0);  // paged_attention.pto:61:64
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                            GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_updateGm143(oi_update);  // paged_attention.pto:61:64
-                            TLOAD(t393, oi_updateGm143);  // paged_attention.pto:61:64
+                            GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_update_ownGm143(oi_update_own);  // paged_attention.pto:61:64
+                            TLOAD(t393, oi_update_ownGm143);  // paged_attention.pto:61:64
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             TileT394 t394;  // paged_attention.pto:61:64
                             TASSIGN(t394, 2048);  // paged_attention.pto:61:64
-                            GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_updateGm144(sum_update);  // paged_attention.pto:61:64
-                            TLOAD(t394, sum_updateGm144);  // paged_attention.pto:61:64
+                            GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_update_ownGm144(sum_update_own);  // paged_attention.pto:61:64
+                            TLOAD(t394, sum_update_ownGm144);  // paged_attention.pto:61:64
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT396 t396;  // paged_attention.pto:61:64
                             TASSIGN(t396, 2560);  // paged_attention.pto:61:64
@@ -2866,12 +2809,52 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     }
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
     {
-    for (int64_t b = 0; b < B; ++b) {  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_first_own = kj_assemble_first + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_first_own = sij_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_first_own = vj_assemble_first + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_first_own = sij_scale_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_first_own = tilda_pij_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sum_update_own = sum_update + block_index * 16;  // paged_attention.pto:20:5
+    __gm__ float* max_update_own = max_update + block_index * 16;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t7_first_own = t7_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* oi_update_own = oi_update + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_u2c0_own = kj_assemble_u2c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_u2c0_own = sij_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_u2c0_own = vj_assemble_u2c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_u2c0_own = sij_scale_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_u2c0_own = tilda_pij_1_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_u2c0_own = t15_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_u2c0_own = t14_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_u2c1_own = kj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_u2c1_own = sij_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_u2c1_own = vj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_u2c1_own = sij_scale_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_u2c1_own = tilda_pij_1_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_u2c1_own = t15_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_u2c1_own = t14_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_u1c0_own = kj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_u1c0_own = sij_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_u1c0_own = vj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_u1c0_own = sij_scale_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_u1c0_own = tilda_pij_1_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_u1c0_own = t15_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_u1c0_own = t14_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_last_own = kj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_last_own = sij_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_last_own = vj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_last_own = sij_scale_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_last_own = tilda_pij_1_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_last_own = t15_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_last_own = t14_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
             const int64_t s0 = static_cast<int64_t>(kv_act_seqs[b]);  // paged_attention.pto:22:23
             for (int64_t n2 = 0; n2 < KD / 32; ++n2) {  // paged_attention.pto:23:13
+                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -2880,12 +2863,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
                 for (int64_t g = 0; g < floor_div(64 / (KD / 32), 16); ++g) {  // paged_attention.pto:24:17
                     if (!(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) <= max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB))) {  // paged_attention.pto:28:31
-                        status[0] = 1;  // paged_attention.pto:28:31
-                        status[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32));  // paged_attention.pto:28:31
-                        status[2] = static_cast<int64_t>(0);  // paged_attention.pto:28:31
-                        status[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB));  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[0] = 1;  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32));  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(0);  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB));  // paged_attention.pto:28:31
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:28:31
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:28:31
 #endif
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);  // paged_attention.pto:28:31
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);  // paged_attention.pto:28:31
@@ -2904,45 +2887,45 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 1); ++_br1) {  // paged_attention.pto:28:21
                         for (int64_t _s2_first = 0; _s2_first < 1; ++_s2_first) {  // paged_attention.pto:28:21
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                                status[0] = 2;  // paged_attention.pto:32:30
-                                status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                                status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[0] = 2;  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                                 return;  // paged_attention.pto:32:30
                             }
                             __gm__ bfloat16_t* qi_first = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                             if (!(0 <= MB - 1)) {  // paged_attention.pto:33:38
-                                status[0] = 3;  // paged_attention.pto:33:38
-                                status[1] = static_cast<int64_t>(0);  // paged_attention.pto:33:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[0] = 3;  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(0);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                                 return;  // paged_attention.pto:33:38
                             }
                             const int64_t s3_first = static_cast<int64_t>(block_table[b * MB]);  // paged_attention.pto:33:38
                             if (!(1 <= MB - 1)) {  // paged_attention.pto:34:38
-                                status[0] = 4;  // paged_attention.pto:34:38
-                                status[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[0] = 4;  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                                 return;  // paged_attention.pto:34:38
                             }
                             const int64_t s4_first = static_cast<int64_t>(block_table[b * MB + 1]);  // paged_attention.pto:34:38
                             if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                status[0] = 5;  // paged_attention.pto:36:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:36:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[0] = 5;  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                                 return;  // paged_attention.pto:36:49
                             }
@@ -2950,19 +2933,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             for (int64_t _g0 = 0; _g0 < (min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) + 15) / 16; ++_g0) {  // paged_attention.pto:36:25
                             }
                             if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                status[0] = 6;  // paged_attention.pto:37:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:37:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[0] = 6;  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                                 return;  // paged_attention.pto:37:55
                             }
                             __gm__ bfloat16_t* v1_first = k + max_i64(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                             for (int64_t _g2 = 0; _g2 < (min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16) + 15) / 16; ++_g2) {  // paged_attention.pto:37:25
                             }
-                            wait_flag_dev(6);
+                            wait_flag_dev(7);
                             for (int64_t _g4 = 0; _g4 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g4) {  // paged_attention.pto:38:31
                                 TileT5 t5(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g4 * 16, 16));  // paged_attention.pto:38:31
                                 TASSIGN(t5, 0);  // paged_attention.pto:38:31
@@ -2980,8 +2963,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT8 t8;  // paged_attention.pto:38:31
                                 TASSIGN(t8, 0);  // paged_attention.pto:38:31
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_firstGm5(kj_assemble_first);  // paged_attention.pto:38:31
-                                TLOAD(t8, kj_assemble_firstGm5);  // paged_attention.pto:38:31
+                                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_first_ownGm5(kj_assemble_first_own);  // paged_attention.pto:38:31
+                                TLOAD(t8, kj_assemble_first_ownGm5);  // paged_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TileT9 t9;  // paged_attention.pto:38:31
                                 TASSIGN(t9, 0);  // paged_attention.pto:38:31
@@ -2993,22 +2976,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                                GmView6 sij_firstGm6(sij_first + _g4 * 16 * 32, GmView6::Shape(t5.GetValidRow()));  // paged_attention.pto:38:31
-                                TSTORE(sij_firstGm6, t5);  // paged_attention.pto:38:31
+                                GmView6 sij_first_ownGm6(sij_first_own + _g4 * 16 * 32, GmView6::Shape(t5.GetValidRow()));  // paged_attention.pto:38:31
+                                TSTORE(sij_first_ownGm6, t5);  // paged_attention.pto:38:31
                             }
                             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                            __gm__ float* sij_valid_first = sij_first;  // paged_attention.pto:39:37
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                            __gm__ float* sij_valid_first = sij_first_own;  // paged_attention.pto:39:37
                             if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                status[0] = 7;  // paged_attention.pto:41:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:41:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[0] = 7;  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:41:49
@@ -3020,12 +3003,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             for (int64_t _g10 = 0; _g10 < (min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) + 15) / 16; ++_g10) {  // paged_attention.pto:41:25
                             }
                             if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                status[0] = 8;  // paged_attention.pto:42:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:42:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[0] = 8;  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:42:55
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:42:55
@@ -3036,9 +3019,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             __gm__ bfloat16_t* v3_first = v + max_i64(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                             for (int64_t _g12 = 0; _g12 < (min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16) + 15) / 16; ++_g12) {  // paged_attention.pto:42:25
                             }
-                            __gm__ bfloat16_t* vj_first = vj_assemble_first;  // paged_attention.pto:43:30
+                            __gm__ bfloat16_t* vj_first = vj_assemble_first_own;  // paged_attention.pto:43:30
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                            wait_flag_dev(6);
+                            wait_flag_dev(7);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -3053,10 +3036,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t45, 0);  // paged_attention.pto:50:44
                                 TileT46 t46(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
                                 TASSIGN(t46, 0);  // paged_attention.pto:50:44
-                                wait_flag_dev(6);
+                                wait_flag_dev(7);
                                 using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-                                GmView19 t7_firstGm19(t7_first + _g14 * 16 * 32, GmView19::Shape(t46.GetValidRow(), t46.GetValidCol()));  // paged_attention.pto:50:44
-                                TLOAD(t46, t7_firstGm19);  // paged_attention.pto:50:44
+                                GmView19 t7_first_ownGm19(t7_first_own + _g14 * 16 * 32, GmView19::Shape(t46.GetValidRow(), t46.GetValidCol()));  // paged_attention.pto:50:44
+                                TLOAD(t46, t7_first_ownGm19);  // paged_attention.pto:50:44
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT47 t47(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
                                 TASSIGN(t47, 0);  // paged_attention.pto:50:44
@@ -3085,8 +3068,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TileT51 t51(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
                                     TASSIGN(t51, 0);  // paged_attention.pto:50:44
                                     using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-                                    GmView21 t7_firstGm21(t7_first + _g14 * 16 * 32 + _k50 * 32, GmView21::Shape(t51.GetValidRow(), t51.GetValidCol()));  // paged_attention.pto:50:44
-                                    TLOAD(t51, t7_firstGm21);  // paged_attention.pto:50:44
+                                    GmView21 t7_first_ownGm21(t7_first_own + _g14 * 16 * 32 + _k50 * 32, GmView21::Shape(t51.GetValidRow(), t51.GetValidCol()));  // paged_attention.pto:50:44
+                                    TLOAD(t51, t7_first_ownGm21);  // paged_attention.pto:50:44
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT52 t52(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
                                     TASSIGN(t52, 0);  // paged_attention.pto:50:44
@@ -3111,32 +3094,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
-                                GmView23 oi_updateGm23(oi_update + _g14 * 16 * 32, GmView23::Shape(t45.GetValidRow()));  // paged_attention.pto:50:44
-                                TSTORE(oi_updateGm23, t45);  // paged_attention.pto:50:44
+                                GmView23 oi_update_ownGm23(oi_update_own + _g14 * 16 * 32, GmView23::Shape(t45.GetValidRow()));  // paged_attention.pto:50:44
+                                TSTORE(oi_update_ownGm23, t45);  // paged_attention.pto:50:44
                             }
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
-                            for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:64
-                            }
-                            for (int64_t _once1 = 0; _once1 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once1) {  // paged_attention.pto:61:64
-                            }
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
                             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0); ++_br0) {  // paged_attention.pto:59:25
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
-                                    status[0] = 9;  // paged_attention.pto:61:29
-                                    status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
-                                    status[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
-                                    status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[0] = 9;  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                    dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
+                                    dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
 #endif
                                     return;  // paged_attention.pto:61:29
                                 }
                             }
-                            for (int64_t _once2 = 0; _once2 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once2) {  // paged_attention.pto:61:59
+                            for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:59
                             }
                         }
                     }
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
@@ -3146,110 +3125,110 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                     for (int64_t s2_u2 = 0; s2_u2 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2; ++s2_u2) {  // paged_attention.pto:28:21
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            status[0] = 10;  // paged_attention.pto:32:30
-                            status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[0] = 10;  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:32:30
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag_dev(7);  // paged_attention.pto:32:30
-                            wait_flag_dev(10);  // paged_attention.pto:32:30
+                            wait_flag_dev(8);  // paged_attention.pto:32:30
+                            wait_flag_dev(11);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u2c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                         if (!(0 <= (1 + s2_u2 * 2) * 2 && (1 + s2_u2 * 2) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            status[0] = 11;  // paged_attention.pto:33:38
-                            status[1] = static_cast<int64_t>((1 + s2_u2 * 2) * 2);  // paged_attention.pto:33:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[0] = 11;  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((1 + s2_u2 * 2) * 2);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:33:38
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag_dev(7);  // paged_attention.pto:33:38
-                            wait_flag_dev(10);  // paged_attention.pto:33:38
+                            wait_flag_dev(8);  // paged_attention.pto:33:38
+                            wait_flag_dev(11);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u2c0 = static_cast<int64_t>(block_table[b * MB + (1 + s2_u2 * 2) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= s2_u2 * 4 + 3 && s2_u2 * 4 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
-                            status[0] = 12;  // paged_attention.pto:34:38
-                            status[1] = static_cast<int64_t>(s2_u2 * 4 + 3);  // paged_attention.pto:34:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[0] = 12;  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(s2_u2 * 4 + 3);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:34:38
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag_dev(7);  // paged_attention.pto:34:38
-                            wait_flag_dev(10);  // paged_attention.pto:34:38
+                            wait_flag_dev(8);  // paged_attention.pto:34:38
+                            wait_flag_dev(11);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c0 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 3)]);  // paged_attention.pto:34:38
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            status[0] = 13;  // paged_attention.pto:36:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[0] = 13;  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:36:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag_dev(7);  // paged_attention.pto:36:49
-                            wait_flag_dev(10);  // paged_attention.pto:36:49
+                            wait_flag_dev(8);  // paged_attention.pto:36:49
+                            wait_flag_dev(11);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c0 = k + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
                         for (int64_t _g61 = 0; _g61 < (min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g61) {  // paged_attention.pto:36:25
                         }
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            status[0] = 14;  // paged_attention.pto:37:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[0] = 14;  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:37:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag_dev(7);  // paged_attention.pto:37:55
-                            wait_flag_dev(10);  // paged_attention.pto:37:55
+                            wait_flag_dev(8);  // paged_attention.pto:37:55
+                            wait_flag_dev(11);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u2c0 = k + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         for (int64_t _g63 = 0; _g63 < (min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g63) {  // paged_attention.pto:37:25
                         }
-                        wait_flag_dev(7);
+                        wait_flag_dev(8);
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        wait_flag_dev(4);
+                        wait_flag_dev(5);
                         for (int64_t _g65 = 0; _g65 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g65) {  // paged_attention.pto:38:31
                             TileT66 t66(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g65 * 16, 16));  // paged_attention.pto:38:31
                             TASSIGN(t66, 0);  // paged_attention.pto:38:31
@@ -3267,8 +3246,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT69 t69;  // paged_attention.pto:38:31
                             TASSIGN(t69, 0);  // paged_attention.pto:38:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u2c0Gm32(kj_assemble_u2c0);  // paged_attention.pto:38:31
-                            TLOAD(t69, kj_assemble_u2c0Gm32);  // paged_attention.pto:38:31
+                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u2c0_ownGm32(kj_assemble_u2c0_own);  // paged_attention.pto:38:31
+                            TLOAD(t69, kj_assemble_u2c0_ownGm32);  // paged_attention.pto:38:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT70 t70;  // paged_attention.pto:38:31
                             TASSIGN(t70, 0);  // paged_attention.pto:38:31
@@ -3280,55 +3259,55 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                            GmView33 sij_u2c0Gm33(sij_u2c0 + _g65 * 16 * 32, GmView33::Shape(t66.GetValidRow()));  // paged_attention.pto:38:31
-                            TSTORE(sij_u2c0Gm33, t66);  // paged_attention.pto:38:31
+                            GmView33 sij_u2c0_ownGm33(sij_u2c0_own + _g65 * 16 * 32, GmView33::Shape(t66.GetValidRow()));  // paged_attention.pto:38:31
+                            TSTORE(sij_u2c0_ownGm33, t66);  // paged_attention.pto:38:31
                         }
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                        __gm__ float* sij_valid_u2c0 = sij_u2c0;  // paged_attention.pto:39:37
+                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                        __gm__ float* sij_valid_u2c0 = sij_u2c0_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            status[0] = 15;  // paged_attention.pto:41:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[0] = 15;  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag_dev(10);  // paged_attention.pto:41:49
+                            wait_flag_dev(11);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c0 = v + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
                         for (int64_t _g71 = 0; _g71 < (min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g71) {  // paged_attention.pto:41:25
                         }
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            status[0] = 16;  // paged_attention.pto:42:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[0] = 16;  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag_dev(10);  // paged_attention.pto:42:55
+                            wait_flag_dev(11);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u2c0 = v + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         for (int64_t _g73 = 0; _g73 < (min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g73) {  // paged_attention.pto:42:25
                         }
-                        __gm__ bfloat16_t* vj_u2c0 = vj_assemble_u2c0;  // paged_attention.pto:43:30
+                        __gm__ bfloat16_t* vj_u2c0 = vj_assemble_u2c0_own;  // paged_attention.pto:43:30
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        wait_flag_dev(4);
+                        wait_flag_dev(5);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -3343,10 +3322,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TASSIGN(t130, 0);  // paged_attention.pto:58:69
                             TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t131, 0);  // paged_attention.pto:58:69
-                            wait_flag_dev(4);
+                            wait_flag_dev(5);
                             using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView49 t15_u2c0Gm49(t15_u2c0 + _g75 * 16 * 32, GmView49::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t131, t15_u2c0Gm49);  // paged_attention.pto:58:69
+                            GmView49 t15_u2c0_ownGm49(t15_u2c0_own + _g75 * 16 * 32, GmView49::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t131, t15_u2c0_ownGm49);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t132, 0);  // paged_attention.pto:58:69
@@ -3375,8 +3354,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT136 t136(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t136, 0);  // paged_attention.pto:58:69
                                 using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView51 t15_u2c0Gm51(t15_u2c0 + _g75 * 16 * 32 + _k135 * 32, GmView51::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t136, t15_u2c0Gm51);  // paged_attention.pto:58:69
+                                GmView51 t15_u2c0_ownGm51(t15_u2c0_own + _g75 * 16 * 32 + _k135 * 32, GmView51::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t136, t15_u2c0_ownGm51);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT137 t137(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t137, 0);  // paged_attention.pto:58:69
@@ -3401,107 +3380,107 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView53 t14_u2c0Gm53(t14_u2c0 + _g75 * 16 * 32, GmView53::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u2c0Gm53, t130);  // paged_attention.pto:58:69
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                            GmView53 t14_u2c0_ownGm53(t14_u2c0_own + _g75 * 16 * 32, GmView53::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t14_u2c0_ownGm53, t130);  // paged_attention.pto:58:69
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         }
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            status[0] = 17;  // paged_attention.pto:32:30
-                            status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[0] = 17;  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:32:30
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:32:30
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag_dev(7);  // paged_attention.pto:32:30
-                            wait_flag_dev(10);  // paged_attention.pto:32:30
+                            wait_flag_dev(8);  // paged_attention.pto:32:30
+                            wait_flag_dev(11);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u2c1 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                         if (!(0 <= (s2_u2 * 2 + 2) * 2 && (s2_u2 * 2 + 2) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            status[0] = 18;  // paged_attention.pto:33:38
-                            status[1] = static_cast<int64_t>((s2_u2 * 2 + 2) * 2);  // paged_attention.pto:33:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[0] = 18;  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((s2_u2 * 2 + 2) * 2);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:33:38
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:33:38
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag_dev(7);  // paged_attention.pto:33:38
-                            wait_flag_dev(10);  // paged_attention.pto:33:38
+                            wait_flag_dev(8);  // paged_attention.pto:33:38
+                            wait_flag_dev(11);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= s2_u2 * 4 + 5 && s2_u2 * 4 + 5 <= MB - 1)) {  // paged_attention.pto:34:38
-                            status[0] = 19;  // paged_attention.pto:34:38
-                            status[1] = static_cast<int64_t>(s2_u2 * 4 + 5);  // paged_attention.pto:34:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[0] = 19;  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(s2_u2 * 4 + 5);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:34:38
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:34:38
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag_dev(7);  // paged_attention.pto:34:38
-                            wait_flag_dev(10);  // paged_attention.pto:34:38
+                            wait_flag_dev(8);  // paged_attention.pto:34:38
+                            wait_flag_dev(11);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 5)]);  // paged_attention.pto:34:38
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            status[0] = 20;  // paged_attention.pto:36:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[0] = 20;  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:36:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:36:49
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag_dev(7);  // paged_attention.pto:36:49
-                            wait_flag_dev(10);  // paged_attention.pto:36:49
+                            wait_flag_dev(8);  // paged_attention.pto:36:49
+                            wait_flag_dev(11);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c1 = k + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
                         for (int64_t _g144 = 0; _g144 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g144) {  // paged_attention.pto:36:25
                         }
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            status[0] = 21;  // paged_attention.pto:37:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[0] = 21;  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:37:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag_dev(7);  // paged_attention.pto:37:55
-                            wait_flag_dev(10);  // paged_attention.pto:37:55
+                            wait_flag_dev(8);  // paged_attention.pto:37:55
+                            wait_flag_dev(11);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u2c1 = k + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         for (int64_t _g146 = 0; _g146 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g146) {  // paged_attention.pto:37:25
                         }
-                        wait_flag_dev(10);
+                        wait_flag_dev(11);
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        wait_flag_dev(4);
+                        wait_flag_dev(5);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -3522,8 +3501,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT152 t152;  // paged_attention.pto:38:31
                             TASSIGN(t152, 0);  // paged_attention.pto:38:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u2c1Gm61(kj_assemble_u2c1);  // paged_attention.pto:38:31
-                            TLOAD(t152, kj_assemble_u2c1Gm61);  // paged_attention.pto:38:31
+                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u2c1_ownGm61(kj_assemble_u2c1_own);  // paged_attention.pto:38:31
+                            TLOAD(t152, kj_assemble_u2c1_ownGm61);  // paged_attention.pto:38:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT153 t153;  // paged_attention.pto:38:31
                             TASSIGN(t153, 0);  // paged_attention.pto:38:31
@@ -3535,55 +3514,55 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                            GmView62 sij_u2c1Gm62(sij_u2c1 + _g148 * 16 * 32, GmView62::Shape(t149.GetValidRow()));  // paged_attention.pto:38:31
-                            TSTORE(sij_u2c1Gm62, t149);  // paged_attention.pto:38:31
+                            GmView62 sij_u2c1_ownGm62(sij_u2c1_own + _g148 * 16 * 32, GmView62::Shape(t149.GetValidRow()));  // paged_attention.pto:38:31
+                            TSTORE(sij_u2c1_ownGm62, t149);  // paged_attention.pto:38:31
                         }
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
-                        __gm__ float* sij_valid_u2c1 = sij_u2c1;  // paged_attention.pto:39:37
+                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
+                        __gm__ float* sij_valid_u2c1 = sij_u2c1_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            status[0] = 22;  // paged_attention.pto:41:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[0] = 22;  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag_dev(7);  // paged_attention.pto:41:49
+                            wait_flag_dev(8);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c1 = v + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
                         for (int64_t _g154 = 0; _g154 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g154) {  // paged_attention.pto:41:25
                         }
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            status[0] = 23;  // paged_attention.pto:42:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[0] = 23;  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag_dev(7);  // paged_attention.pto:42:55
+                            wait_flag_dev(8);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u2c1 = v + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         for (int64_t _g156 = 0; _g156 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g156) {  // paged_attention.pto:42:25
                         }
-                        __gm__ bfloat16_t* vj_u2c1 = vj_assemble_u2c1;  // paged_attention.pto:43:30
+                        __gm__ bfloat16_t* vj_u2c1 = vj_assemble_u2c1_own;  // paged_attention.pto:43:30
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        wait_flag_dev(4);
+                        wait_flag_dev(5);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -3598,10 +3577,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TASSIGN(t213, 0);  // paged_attention.pto:58:69
                             TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t214, 0);  // paged_attention.pto:58:69
-                            wait_flag_dev(4);
+                            wait_flag_dev(5);
                             using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView78 t15_u2c1Gm78(t15_u2c1 + _g158 * 16 * 32, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t214, t15_u2c1Gm78);  // paged_attention.pto:58:69
+                            GmView78 t15_u2c1_ownGm78(t15_u2c1_own + _g158 * 16 * 32, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t214, t15_u2c1_ownGm78);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t215, 0);  // paged_attention.pto:58:69
@@ -3630,8 +3609,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT219 t219(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t219, 0);  // paged_attention.pto:58:69
                                 using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView80 t15_u2c1Gm80(t15_u2c1 + _g158 * 16 * 32 + _k218 * 32, GmView80::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t219, t15_u2c1Gm80);  // paged_attention.pto:58:69
+                                GmView80 t15_u2c1_ownGm80(t15_u2c1_own + _g158 * 16 * 32 + _k218 * 32, GmView80::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t219, t15_u2c1_ownGm80);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT220 t220(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t220, 0);  // paged_attention.pto:58:69
@@ -3656,18 +3635,18 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView82 t14_u2c1Gm82(t14_u2c1 + _g158 * 16 * 32, GmView82::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u2c1Gm82, t213);  // paged_attention.pto:58:69
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                            GmView82 t14_u2c1_ownGm82(t14_u2c1_own + _g158 * 16 * 32, GmView82::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t14_u2c1_ownGm82, t213);  // paged_attention.pto:58:69
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         }
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     }
-                    wait_flag_dev(10);
-                    wait_flag_dev(7);
+                    wait_flag_dev(11);
+                    wait_flag_dev(8);
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
@@ -3680,103 +3659,67 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                     for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            status[0] = 24;  // paged_attention.pto:32:30
-                            status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[0] = 24;  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag_dev(5);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u1c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                         if (!(0 <= (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 && (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            status[0] = 25;  // paged_attention.pto:33:38
-                            status[1] = static_cast<int64_t>((1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2);  // paged_attention.pto:33:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[0] = 25;  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag_dev(5);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u1c0 = static_cast<int64_t>(block_table[b * MB + (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 && max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
-                            status[0] = 26;  // paged_attention.pto:34:38
-                            status[1] = static_cast<int64_t>(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[0] = 26;  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag_dev(5);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u1c0 = static_cast<int64_t>(block_table[b * MB + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3)]);  // paged_attention.pto:34:38
                         if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            status[0] = 27;  // paged_attention.pto:36:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[0] = 27;  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag_dev(5);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u1c0 = k + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
                         for (int64_t _g227 = 0; _g227 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g227) {  // paged_attention.pto:36:25
                         }
                         if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            status[0] = 28;  // paged_attention.pto:37:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:37:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[0] = 28;  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag_dev(5);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u1c0 = k + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         for (int64_t _g229 = 0; _g229 < (min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g229) {  // paged_attention.pto:37:25
                         }
                         wait_flag_dev(5);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        wait_flag_dev(6);
                         for (int64_t _g231 = 0; _g231 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g231) {  // paged_attention.pto:38:31
                             TileT232 t232(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g231 * 16, 16));  // paged_attention.pto:38:31
                             TASSIGN(t232, 0);  // paged_attention.pto:38:31
@@ -3794,8 +3737,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT235 t235;  // paged_attention.pto:38:31
                             TASSIGN(t235, 0);  // paged_attention.pto:38:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u1c0Gm90(kj_assemble_u1c0);  // paged_attention.pto:38:31
-                            TLOAD(t235, kj_assemble_u1c0Gm90);  // paged_attention.pto:38:31
+                            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_u1c0_ownGm90(kj_assemble_u1c0_own);  // paged_attention.pto:38:31
+                            TLOAD(t235, kj_assemble_u1c0_ownGm90);  // paged_attention.pto:38:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT236 t236;  // paged_attention.pto:38:31
                             TASSIGN(t236, 0);  // paged_attention.pto:38:31
@@ -3807,23 +3750,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                            GmView91 sij_u1c0Gm91(sij_u1c0 + _g231 * 16 * 32, GmView91::Shape(t232.GetValidRow()));  // paged_attention.pto:38:31
-                            TSTORE(sij_u1c0Gm91, t232);  // paged_attention.pto:38:31
+                            GmView91 sij_u1c0_ownGm91(sij_u1c0_own + _g231 * 16 * 32, GmView91::Shape(t232.GetValidRow()));  // paged_attention.pto:38:31
+                            TSTORE(sij_u1c0_ownGm91, t232);  // paged_attention.pto:38:31
                         }
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-                        __gm__ float* sij_valid_u1c0 = sij_u1c0;  // paged_attention.pto:39:37
+                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                        __gm__ float* sij_valid_u1c0 = sij_u1c0_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            status[0] = 29;  // paged_attention.pto:41:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[0] = 29;  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:41:49
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:41:49
@@ -3835,12 +3777,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         for (int64_t _g237 = 0; _g237 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g237) {  // paged_attention.pto:41:25
                         }
                         if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            status[0] = 30;  // paged_attention.pto:42:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[0] = 30;  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:42:55
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:42:55
@@ -3851,9 +3793,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         __gm__ bfloat16_t* v3_u1c0 = v + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         for (int64_t _g239 = 0; _g239 < (min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g239) {  // paged_attention.pto:42:25
                         }
-                        __gm__ bfloat16_t* vj_u1c0 = vj_assemble_u1c0;  // paged_attention.pto:43:30
+                        __gm__ bfloat16_t* vj_u1c0 = vj_assemble_u1c0_own;  // paged_attention.pto:43:30
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                        wait_flag_dev(6);
+                        wait_flag_dev(5);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -3868,10 +3810,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TASSIGN(t296, 0);  // paged_attention.pto:58:69
                             TileT297 t297(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t297, 0);  // paged_attention.pto:58:69
-                            wait_flag_dev(6);
+                            wait_flag_dev(5);
                             using GmView107 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView107 t15_u1c0Gm107(t15_u1c0 + _g241 * 16 * 32, GmView107::Shape(t297.GetValidRow(), t297.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t297, t15_u1c0Gm107);  // paged_attention.pto:58:69
+                            GmView107 t15_u1c0_ownGm107(t15_u1c0_own + _g241 * 16 * 32, GmView107::Shape(t297.GetValidRow(), t297.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t297, t15_u1c0_ownGm107);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                             TileT298 t298(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t298, 0);  // paged_attention.pto:58:69
@@ -3900,8 +3842,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT302 t302(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t302, 0);  // paged_attention.pto:58:69
                                 using GmView109 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView109 t15_u1c0Gm109(t15_u1c0 + _g241 * 16 * 32 + _k301 * 32, GmView109::Shape(t302.GetValidRow(), t302.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t302, t15_u1c0Gm109);  // paged_attention.pto:58:69
+                                GmView109 t15_u1c0_ownGm109(t15_u1c0_own + _g241 * 16 * 32 + _k301 * 32, GmView109::Shape(t302.GetValidRow(), t302.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t302, t15_u1c0_ownGm109);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT303 t303(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t303, 0);  // paged_attention.pto:58:69
@@ -3926,25 +3868,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView111 t14_u1c0Gm111(t14_u1c0 + _g241 * 16 * 32, GmView111::Shape(t296.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u1c0Gm111, t296);  // paged_attention.pto:58:69
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                            GmView111 t14_u1c0_ownGm111(t14_u1c0_own + _g241 * 16 * 32, GmView111::Shape(t296.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t14_u1c0_ownGm111, t296);  // paged_attention.pto:58:69
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         }
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     }
-                    wait_flag_dev(5);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
@@ -3952,45 +3885,45 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, 0), 1); ++_br2) {  // paged_attention.pto:28:21
                         for (int64_t _s2_last = 0; _s2_last < 1; ++_s2_last) {  // paged_attention.pto:28:21
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                                status[0] = 31;  // paged_attention.pto:32:30
-                                status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                                status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[0] = 31;  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                                 return;  // paged_attention.pto:32:30
                             }
                             __gm__ bfloat16_t* qi_last = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                             if (!(0 <= (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2 && (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                                status[0] = 32;  // paged_attention.pto:33:38
-                                status[1] = static_cast<int64_t>((ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2);  // paged_attention.pto:33:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[0] = 32;  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                                 return;  // paged_attention.pto:33:38
                             }
                             const int64_t s3_last = static_cast<int64_t>(block_table[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2]);  // paged_attention.pto:33:38
                             if (!(0 <= ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 && ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 <= MB - 1)) {  // paged_attention.pto:34:38
-                                status[0] = 33;  // paged_attention.pto:34:38
-                                status[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1);  // paged_attention.pto:34:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[0] = 33;  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                                 return;  // paged_attention.pto:34:38
                             }
                             const int64_t s4_last = static_cast<int64_t>(block_table[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1)]);  // paged_attention.pto:34:38
                             if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                status[0] = 34;  // paged_attention.pto:36:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:36:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[0] = 34;  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                                 return;  // paged_attention.pto:36:49
                             }
@@ -3998,19 +3931,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             for (int64_t _g310 = 0; _g310 < (min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g310) {  // paged_attention.pto:36:25
                             }
                             if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                status[0] = 35;  // paged_attention.pto:37:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:37:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[0] = 35;  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                                 return;  // paged_attention.pto:37:55
                             }
                             __gm__ bfloat16_t* v1_last = k + max_i64(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                             for (int64_t _g312 = 0; _g312 < (min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16) + 15) / 16; ++_g312) {  // paged_attention.pto:37:25
                             }
-                            wait_flag_dev(4);
+                            wait_flag_dev(5);
                             for (int64_t _g314 = 0; _g314 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g314) {  // paged_attention.pto:38:31
                                 TileT315 t315(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g314 * 16, 16));  // paged_attention.pto:38:31
                                 TASSIGN(t315, 0);  // paged_attention.pto:38:31
@@ -4028,8 +3961,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT318 t318;  // paged_attention.pto:38:31
                                 TASSIGN(t318, 0);  // paged_attention.pto:38:31
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_lastGm119(kj_assemble_last);  // paged_attention.pto:38:31
-                                TLOAD(t318, kj_assemble_lastGm119);  // paged_attention.pto:38:31
+                                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 32, 32>, Stride<1, 1, 1, 1, 32>, Layout::DN> kj_assemble_last_ownGm119(kj_assemble_last_own);  // paged_attention.pto:38:31
+                                TLOAD(t318, kj_assemble_last_ownGm119);  // paged_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT319 t319;  // paged_attention.pto:38:31
                                 TASSIGN(t319, 0);  // paged_attention.pto:38:31
@@ -4041,22 +3974,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
-                                GmView120 sij_lastGm120(sij_last + _g314 * 16 * 32, GmView120::Shape(t315.GetValidRow()));  // paged_attention.pto:38:31
-                                TSTORE(sij_lastGm120, t315);  // paged_attention.pto:38:31
+                                GmView120 sij_last_ownGm120(sij_last_own + _g314 * 16 * 32, GmView120::Shape(t315.GetValidRow()));  // paged_attention.pto:38:31
+                                TSTORE(sij_last_ownGm120, t315);  // paged_attention.pto:38:31
                             }
                             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                            __gm__ float* sij_valid_last = sij_last;  // paged_attention.pto:39:37
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                            __gm__ float* sij_valid_last = sij_last_own;  // paged_attention.pto:39:37
                             if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                status[0] = 36;  // paged_attention.pto:41:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:41:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[0] = 36;  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
@@ -4068,12 +4001,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             for (int64_t _g320 = 0; _g320 < (min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g320) {  // paged_attention.pto:41:25
                             }
                             if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                status[0] = 37;  // paged_attention.pto:42:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:42:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[0] = 37;  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
                                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
@@ -4084,9 +4017,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             __gm__ bfloat16_t* v3_last = v + max_i64(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                             for (int64_t _g322 = 0; _g322 < (min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16) + 15) / 16; ++_g322) {  // paged_attention.pto:42:25
                             }
-                            __gm__ bfloat16_t* vj_last = vj_assemble_last;  // paged_attention.pto:43:30
+                            __gm__ bfloat16_t* vj_last = vj_assemble_last_own;  // paged_attention.pto:43:30
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                            wait_flag_dev(4);
+                            wait_flag_dev(5);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -4101,10 +4034,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t379, 0);  // paged_attention.pto:58:69
                                 TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
                                 TASSIGN(t380, 0);  // paged_attention.pto:58:69
-                                wait_flag_dev(4);
+                                wait_flag_dev(5);
                                 using GmView136 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView136 t15_lastGm136(t15_last + _g324 * 16 * 32, GmView136::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t380, t15_lastGm136);  // paged_attention.pto:58:69
+                                GmView136 t15_last_ownGm136(t15_last_own + _g324 * 16 * 32, GmView136::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t380, t15_last_ownGm136);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT381 t381(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
                                 TASSIGN(t381, 0);  // paged_attention.pto:58:69
@@ -4133,8 +4066,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TileT385 t385(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
                                     TASSIGN(t385, 0);  // paged_attention.pto:58:69
                                     using GmView138 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                    GmView138 t15_lastGm138(t15_last + _g324 * 16 * 32 + _k384 * 32, GmView138::Shape(t385.GetValidRow(), t385.GetValidCol()));  // paged_attention.pto:58:69
-                                    TLOAD(t385, t15_lastGm138);  // paged_attention.pto:58:69
+                                    GmView138 t15_last_ownGm138(t15_last_own + _g324 * 16 * 32 + _k384 * 32, GmView138::Shape(t385.GetValidRow(), t385.GetValidCol()));  // paged_attention.pto:58:69
+                                    TLOAD(t385, t15_last_ownGm138);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                     TileT386 t386(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
                                     TASSIGN(t386, 0);  // paged_attention.pto:58:69
@@ -4159,23 +4092,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView140 t14_lastGm140(t14_last + _g324 * 16 * 32, GmView140::Shape(t379.GetValidRow()));  // paged_attention.pto:58:69
-                                TSTORE(t14_lastGm140, t379);  // paged_attention.pto:58:69
-                                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                                GmView140 t14_last_ownGm140(t14_last_own + _g324 * 16 * 32, GmView140::Shape(t379.GetValidRow()));  // paged_attention.pto:58:69
+                                TSTORE(t14_last_ownGm140, t379);  // paged_attention.pto:58:69
+                                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             }
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
-                                status[0] = 38;  // paged_attention.pto:61:29
-                                status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
-                                status[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
-                                status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[0] = 38;  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
 #endif
                                 return;  // paged_attention.pto:61:29
                             }
                         }
                     }
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -4195,7 +4128,44 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    for (int64_t b = 0; b < B; ++b) {  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_first_own = kj_assemble_first + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_first_own = sij_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_first_own = vj_assemble_first + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_first_own = sij_scale_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_first_own = tilda_pij_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sum_update_own = sum_update + block_index * 16;  // paged_attention.pto:20:5
+    __gm__ float* max_update_own = max_update + block_index * 16;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t7_first_own = t7_first + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* oi_update_own = oi_update + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_u2c0_own = kj_assemble_u2c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_u2c0_own = sij_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_u2c0_own = vj_assemble_u2c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_u2c0_own = sij_scale_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_u2c0_own = tilda_pij_1_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_u2c0_own = t15_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_u2c0_own = t14_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_u2c1_own = kj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_u2c1_own = sij_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_u2c1_own = vj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_u2c1_own = sij_scale_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_u2c1_own = tilda_pij_1_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_u2c1_own = t15_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_u2c1_own = t14_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_u1c0_own = kj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_u1c0_own = sij_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_u1c0_own = vj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_u1c0_own = sij_scale_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_u1c0_own = tilda_pij_1_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_u1c0_own = t15_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_u1c0_own = t14_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* kj_assemble_last_own = kj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_last_own = sij_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* vj_assemble_last_own = vj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
+    __gm__ float* sij_scale_last_own = sij_scale_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* tilda_pij_1_last_own = tilda_pij_1_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t15_last_own = t15_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t14_last_own = t14_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
             const int64_t s0 = static_cast<int64_t>(kv_act_seqs[b]);  // paged_attention.pto:22:23
             for (int64_t n2 = 0; n2 < KD / 32; ++n2) {  // paged_attention.pto:23:13
@@ -4210,15 +4180,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                 for (int64_t g = 0; g < floor_div(64 / (KD / 32), 16); ++g) {  // paged_attention.pto:24:17
                     pipe_barrier(PIPE_V);
                     if (!(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) <= max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB))) {  // paged_attention.pto:28:31
-                        status[0] = 1;  // paged_attention.pto:28:31
-                        status[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32));  // paged_attention.pto:28:31
-                        status[2] = static_cast<int64_t>(0);  // paged_attention.pto:28:31
-                        status[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB));  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[0] = 1;  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32));  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(0);  // paged_attention.pto:28:31
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB));  // paged_attention.pto:28:31
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                        dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:28:31
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:28:31
 #endif
                         wait_flag_dev(0);  // paged_attention.pto:28:31
                         wait_flag_dev(3);  // paged_attention.pto:28:31
+                        wait_flag_dev(4);  // paged_attention.pto:28:31
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);  // paged_attention.pto:28:31
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);  // paged_attention.pto:28:31
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);  // paged_attention.pto:28:31
@@ -4237,50 +4208,54 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 1); ++_br1) {  // paged_attention.pto:28:21
                         for (int64_t _s2_first = 0; _s2_first < 1; ++_s2_first) {  // paged_attention.pto:28:21
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                                status[0] = 2;  // paged_attention.pto:32:30
-                                status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                                status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[0] = 2;  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                                 wait_flag_dev(3);  // paged_attention.pto:32:30
+                                wait_flag_dev(4);  // paged_attention.pto:32:30
                                 return;  // paged_attention.pto:32:30
                             }
                             __gm__ bfloat16_t* qi_first = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                             if (!(0 <= MB - 1)) {  // paged_attention.pto:33:38
-                                status[0] = 3;  // paged_attention.pto:33:38
-                                status[1] = static_cast<int64_t>(0);  // paged_attention.pto:33:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[0] = 3;  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(0);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                                 wait_flag_dev(3);  // paged_attention.pto:33:38
+                                wait_flag_dev(4);  // paged_attention.pto:33:38
                                 return;  // paged_attention.pto:33:38
                             }
                             const int64_t s3_first = static_cast<int64_t>(block_table[b * MB]);  // paged_attention.pto:33:38
                             if (!(1 <= MB - 1)) {  // paged_attention.pto:34:38
-                                status[0] = 4;  // paged_attention.pto:34:38
-                                status[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[0] = 4;  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                                 wait_flag_dev(3);  // paged_attention.pto:34:38
+                                wait_flag_dev(4);  // paged_attention.pto:34:38
                                 return;  // paged_attention.pto:34:38
                             }
                             const int64_t s4_first = static_cast<int64_t>(block_table[b * MB + 1]);  // paged_attention.pto:34:38
                             if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                status[0] = 5;  // paged_attention.pto:36:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:36:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[0] = 5;  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                                 wait_flag_dev(3);  // paged_attention.pto:36:49
+                                wait_flag_dev(4);  // paged_attention.pto:36:49
                                 return;  // paged_attention.pto:36:49
                             }
                             __gm__ bfloat16_t* v0_first = k + max_i64(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
@@ -4296,20 +4271,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                                    GmView1 kj_assemble_firstGm1(kj_assemble_first + _g0 * 16 * 32, GmView1::Shape(t1.GetValidRow()));  // paged_attention.pto:36:25
-                                    TSTORE(kj_assemble_firstGm1, t1);  // paged_attention.pto:36:25
+                                    GmView1 kj_assemble_first_ownGm1(kj_assemble_first_own + _g0 * 16 * 32, GmView1::Shape(t1.GetValidRow()));  // paged_attention.pto:36:25
+                                    TSTORE(kj_assemble_first_ownGm1, t1);  // paged_attention.pto:36:25
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                status[0] = 6;  // paged_attention.pto:37:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:37:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[0] = 6;  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                                 wait_flag_dev(3);  // paged_attention.pto:37:55
+                                wait_flag_dev(4);  // paged_attention.pto:37:55
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:37:55
                                 return;  // paged_attention.pto:37:55
                             }
@@ -4327,25 +4303,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                                    GmView3 kj_assemble_firstGm3(kj_assemble_first + (16 + _g2 * 16) * 32, GmView3::Shape(t3.GetValidRow()));  // paged_attention.pto:37:25
-                                    TSTORE(kj_assemble_firstGm3, t3);  // paged_attention.pto:37:25
+                                    GmView3 kj_assemble_first_ownGm3(kj_assemble_first_own + (16 + _g2 * 16) * 32, GmView3::Shape(t3.GetValidRow()));  // paged_attention.pto:37:25
+                                    TSTORE(kj_assemble_first_ownGm3, t3);  // paged_attention.pto:37:25
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                             for (int64_t _g4 = 0; _g4 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g4) {  // paged_attention.pto:38:31
                             }
-                            __gm__ float* sij_valid_first = sij_first;  // paged_attention.pto:39:37
+                            __gm__ float* sij_valid_first = sij_first_own;  // paged_attention.pto:39:37
                             if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                status[0] = 7;  // paged_attention.pto:41:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:41:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[0] = 7;  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                                wait_flag_dev(7);  // paged_attention.pto:41:49
+                                wait_flag_dev(8);  // paged_attention.pto:41:49
                                 wait_flag_dev(3);  // paged_attention.pto:41:49
+                                wait_flag_dev(4);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
                                 return;  // paged_attention.pto:41:49
                             }
@@ -4363,21 +4340,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                                    GmView8 vj_assemble_firstGm8(vj_assemble_first + _g10 * 16 * 32, GmView8::Shape(t11.GetValidRow()));  // paged_attention.pto:41:25
-                                    TSTORE(vj_assemble_firstGm8, t11);  // paged_attention.pto:41:25
+                                    GmView8 vj_assemble_first_ownGm8(vj_assemble_first_own + _g10 * 16 * 32, GmView8::Shape(t11.GetValidRow()));  // paged_attention.pto:41:25
+                                    TSTORE(vj_assemble_first_ownGm8, t11);  // paged_attention.pto:41:25
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                status[0] = 8;  // paged_attention.pto:42:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:42:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[0] = 8;  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                                wait_flag_dev(7);  // paged_attention.pto:42:55
+                                wait_flag_dev(8);  // paged_attention.pto:42:55
                                 wait_flag_dev(3);  // paged_attention.pto:42:55
+                                wait_flag_dev(4);  // paged_attention.pto:42:55
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:42:55
                                 return;  // paged_attention.pto:42:55
                             }
@@ -4395,19 +4373,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                                    GmView10 vj_assemble_firstGm10(vj_assemble_first + (16 + _g12 * 16) * 32, GmView10::Shape(t13.GetValidRow()));  // paged_attention.pto:42:25
-                                    TSTORE(vj_assemble_firstGm10, t13);  // paged_attention.pto:42:25
+                                    GmView10 vj_assemble_first_ownGm10(vj_assemble_first_own + (16 + _g12 * 16) * 32, GmView10::Shape(t13.GetValidRow()));  // paged_attention.pto:42:25
+                                    TSTORE(vj_assemble_first_ownGm10, t13);  // paged_attention.pto:42:25
                                 }
                             }
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            __gm__ bfloat16_t* vj_first = vj_assemble_first;  // paged_attention.pto:43:30
+                            __gm__ bfloat16_t* vj_first = vj_assemble_first_own;  // paged_attention.pto:43:30
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            wait_flag_dev(7);
+                            wait_flag_dev(8);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             for (int64_t _g14 = 0; _g14 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g14) {  // paged_attention.pto:44:37
@@ -4425,10 +4403,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         GmView11 sij_valid_firstGm11(sij_valid_first + _g14 * 16 * 32 + _g15 * 32, GmView11::Shape(t16.GetValidRow(), t16.GetValidCol()));  // paged_attention.pto:44:37
                                         TLOAD(t16, sij_valid_firstGm11);  // paged_attention.pto:44:37
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT17 t17(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
                                     TASSIGN(t17, 2560);  // paged_attention.pto:44:37
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     if (ptodsl_aiv0) {
                                         TMULS(t17, t16, softmax_scale);  // paged_attention.pto:44:37
                                     }
@@ -4436,8 +4414,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                     if (ptodsl_aiv0) {
                                         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                        GmView12 sij_scale_firstGm12(sij_scale_first + _g14 * 16 * 32 + _g15 * 32, GmView12::Shape(t17.GetValidRow(), t17.GetValidCol()));  // paged_attention.pto:44:37
-                                        TSTORE(sij_scale_firstGm12, t17);  // paged_attention.pto:44:37
+                                        GmView12 sij_scale_first_ownGm12(sij_scale_first_own + _g14 * 16 * 32 + _g15 * 32, GmView12::Shape(t17.GetValidRow(), t17.GetValidCol()));  // paged_attention.pto:44:37
+                                        TSTORE(sij_scale_first_ownGm12, t17);  // paged_attention.pto:44:37
                                     }
                                     TileT22 t22(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:45:37
                                     TASSIGN(t22, 512);  // paged_attention.pto:45:37
@@ -4475,13 +4453,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TASSIGN(t25, 1024);  // paged_attention.pto:47:45
                                     if (ptodsl_aiv0) {
                                         using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:45
-                                        GmView13 sij_scale_firstGm13(sij_scale_first + _g14 * 16 * 32 + _g24 * 32, GmView13::Shape(t25.GetValidRow(), t25.GetValidCol()));  // paged_attention.pto:47:45
-                                        TLOAD(t25, sij_scale_firstGm13);  // paged_attention.pto:47:45
+                                        GmView13 sij_scale_first_ownGm13(sij_scale_first_own + _g14 * 16 * 32 + _g24 * 32, GmView13::Shape(t25.GetValidRow(), t25.GetValidCol()));  // paged_attention.pto:47:45
+                                        TLOAD(t25, sij_scale_first_ownGm13);  // paged_attention.pto:47:45
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT32 t32(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:41
                                     TASSIGN(t32, 3072);  // paged_attention.pto:47:41
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     if (ptodsl_aiv0) {
                                         TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:47:41
                                         TASSIGN(tmp1, 7168);  // paged_attention.pto:47:41
@@ -4493,8 +4471,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     if (ptodsl_aiv0) {
                                         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:41
-                                        GmView14 tilda_pij_firstGm14(tilda_pij_first + _g14 * 16 * 32 + _g24 * 32, GmView14::Shape(t32.GetValidRow(), t32.GetValidCol()));  // paged_attention.pto:47:41
-                                        TSTORE(tilda_pij_firstGm14, t32);  // paged_attention.pto:47:41
+                                        GmView14 tilda_pij_first_ownGm14(tilda_pij_first_own + _g14 * 16 * 32 + _g24 * 32, GmView14::Shape(t32.GetValidRow(), t32.GetValidCol()));  // paged_attention.pto:47:41
+                                        TSTORE(tilda_pij_first_ownGm14, t32);  // paged_attention.pto:47:41
                                     }
                                     TileT37 t37(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:48:45
                                     TASSIGN(t37, 1024);  // paged_attention.pto:48:45
@@ -4517,11 +4495,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:48:45
-                                    GmView15 sum_updateGm15(sum_update + _g14 * 16, GmView15::Shape(t34.GetValidRow()));  // paged_attention.pto:48:45
-                                    TSTORE(sum_updateGm15, t34);  // paged_attention.pto:48:45
+                                    GmView15 sum_update_ownGm15(sum_update_own + _g14 * 16, GmView15::Shape(t34.GetValidRow()));  // paged_attention.pto:48:45
+                                    TSTORE(sum_update_ownGm15, t34);  // paged_attention.pto:48:45
                                     using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:49:29
-                                    GmView16 max_updateGm16(max_update + _g14 * 16, GmView16::Shape(t19.GetValidRow()));  // paged_attention.pto:49:29
-                                    TSTORE(max_updateGm16, t19);  // paged_attention.pto:49:29
+                                    GmView16 max_update_ownGm16(max_update_own + _g14 * 16, GmView16::Shape(t19.GetValidRow()));  // paged_attention.pto:49:29
+                                    TSTORE(max_update_ownGm16, t19);  // paged_attention.pto:49:29
                                 }
                                 pipe_barrier(PIPE_V);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
@@ -4534,8 +4512,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TASSIGN(t42, 0);  // paged_attention.pto:50:51
                                     if (ptodsl_aiv0) {
                                         using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:51
-                                        GmView17 tilda_pij_firstGm17(tilda_pij_first + _g14 * 16 * 32 + _g41 * 32, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
-                                        TLOAD(t42, tilda_pij_firstGm17);  // paged_attention.pto:50:51
+                                        GmView17 tilda_pij_first_ownGm17(tilda_pij_first_own + _g14 * 16 * 32 + _g41 * 32, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
+                                        TLOAD(t42, tilda_pij_first_ownGm17);  // paged_attention.pto:50:51
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     TileT43 t43(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
@@ -4548,78 +4526,82 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     if (ptodsl_aiv0) {
                                         using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:51
-                                        GmView18 t7_firstGm18(t7_first + _g14 * 16 * 32 + _g41 * 32, GmView18::Shape(t43.GetValidRow(), t43.GetValidCol()));  // paged_attention.pto:50:51
-                                        TSTORE(t7_firstGm18, t43);  // paged_attention.pto:50:51
+                                        GmView18 t7_first_ownGm18(t7_first_own + _g14 * 16 * 32 + _g41 * 32, GmView18::Shape(t43.GetValidRow(), t43.GetValidCol()));  // paged_attention.pto:50:51
+                                        TSTORE(t7_first_ownGm18, t43);  // paged_attention.pto:50:51
                                     }
                                 }
-                                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                                 for (int64_t _k50 = 1; _k50 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k50) {  // paged_attention.pto:50:44
                                 }
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            TileHeld0 held0;  // paged_attention.pto:61:64
-                            TASSIGN(held0, 0);  // paged_attention.pto:61:64
-                            wait_flag_dev(8);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:64
-                                if (ptodsl_aiv0) {
-                                    GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_updateGm24(oi_update);  // paged_attention.pto:61:64
-                                    TLOAD(held0, oi_updateGm24);  // paged_attention.pto:61:64
-                                }
-                            }
-                            TileHeld1 held1;  // paged_attention.pto:61:64
-                            TASSIGN(held1, 2048);  // paged_attention.pto:61:64
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _once1 = 0; _once1 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once1) {  // paged_attention.pto:61:64
-                                if (ptodsl_aiv0) {
-                                    GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_updateGm25(sum_update);  // paged_attention.pto:61:64
-                                    TLOAD(held1, sum_updateGm25);  // paged_attention.pto:61:64
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TileHeld2 held2;  // paged_attention.pto:61:59
-                            TASSIGN(held2, 2560);  // paged_attention.pto:61:59
+                            TileHeld0 held0;  // paged_attention.pto:61:59
+                            TASSIGN(held0, 0);  // paged_attention.pto:61:59
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            wait_flag_dev(9);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0); ++_br0) {  // paged_attention.pto:59:25
                                 pipe_barrier(PIPE_V);
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
-                                    status[0] = 9;  // paged_attention.pto:61:29
-                                    status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
-                                    status[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
-                                    status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[0] = 9;  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
+                                    (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                    dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
+                                    dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
 #endif
                                     wait_flag_dev(3);  // paged_attention.pto:61:29
+                                    wait_flag_dev(4);  // paged_attention.pto:61:29
                                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:61:29
+                                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:61:29
                                     return;  // paged_attention.pto:61:29
                                 }
+                                TileT55 t55;  // paged_attention.pto:61:64
+                                TASSIGN(t55, 1024);  // paged_attention.pto:61:64
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                if (ptodsl_aiv0) {
+                                    GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_update_ownGm24(oi_update_own);  // paged_attention.pto:61:64
+                                    TLOAD(t55, oi_update_ownGm24);  // paged_attention.pto:61:64
+                                }
+                                TileT56 t56;  // paged_attention.pto:61:64
+                                TASSIGN(t56, 3072);  // paged_attention.pto:61:64
+                                if (ptodsl_aiv0) {
+                                    GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_update_ownGm25(sum_update_own);  // paged_attention.pto:61:64
+                                    TLOAD(t56, sum_update_ownGm25);  // paged_attention.pto:61:64
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT58 t58;  // paged_attention.pto:61:64
                                 TASSIGN(t58, 3584);  // paged_attention.pto:61:64
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     TileTmp2 tmp3;  // paged_attention.pto:61:64
                                     TASSIGN(tmp3, 7168);  // paged_attention.pto:61:64
-                                    TROWEXPAND(tmp3, held1);  // paged_attention.pto:61:64
+                                    TROWEXPAND(tmp3, t56);  // paged_attention.pto:61:64
                                     pipe_barrier(PIPE_V);  // paged_attention.pto:61:64
-                                    TROWEXPANDDIV(t58, held0, tmp3);  // paged_attention.pto:61:64
+                                    TROWEXPANDDIV(t58, t55, tmp3);  // paged_attention.pto:61:64
                                 }
                                 pipe_barrier(PIPE_V);
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 if (ptodsl_aiv0) {
-                                    TCVT(held2, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
+                                    TCVT(held0, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
                                 }
                             }
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            for (int64_t _once2 = 0; _once2 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once2) {  // paged_attention.pto:61:59
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:59
                                 if (ptodsl_aiv0) {
                                     GlobalTensor<bfloat16_t, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> atten_outGm26(atten_out + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32);  // paged_attention.pto:61:59
-                                    TSTORE(atten_outGm26, held2);  // paged_attention.pto:61:59
+                                    TSTORE(atten_outGm26, held0);  // paged_attention.pto:61:59
                                 }
                             }
                         }
@@ -4627,42 +4609,43 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag_dev(6);
                     wait_flag_dev(5);
-                    wait_flag_dev(4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t s2_u2 = 0; s2_u2 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2; ++s2_u2) {  // paged_attention.pto:28:21
                         pipe_barrier(PIPE_V);
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            status[0] = 10;  // paged_attention.pto:32:30
-                            status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[0] = 10;  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:32:30
                             wait_flag_dev(3);  // paged_attention.pto:32:30
-                            wait_flag_dev(6);  // paged_attention.pto:32:30
-                            wait_flag_dev(8);  // paged_attention.pto:32:30
+                            wait_flag_dev(4);  // paged_attention.pto:32:30
+                            wait_flag_dev(7);  // paged_attention.pto:32:30
                             wait_flag_dev(9);  // paged_attention.pto:32:30
-                            wait_flag_dev(11);  // paged_attention.pto:32:30
+                            wait_flag_dev(10);  // paged_attention.pto:32:30
+                            wait_flag_dev(12);  // paged_attention.pto:32:30
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:32:30
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:32:30
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
@@ -4673,19 +4656,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         __gm__ bfloat16_t* qi_u2c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                         if (!(0 <= (1 + s2_u2 * 2) * 2 && (1 + s2_u2 * 2) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            status[0] = 11;  // paged_attention.pto:33:38
-                            status[1] = static_cast<int64_t>((1 + s2_u2 * 2) * 2);  // paged_attention.pto:33:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[0] = 11;  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((1 + s2_u2 * 2) * 2);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:33:38
                             wait_flag_dev(3);  // paged_attention.pto:33:38
-                            wait_flag_dev(6);  // paged_attention.pto:33:38
-                            wait_flag_dev(8);  // paged_attention.pto:33:38
+                            wait_flag_dev(4);  // paged_attention.pto:33:38
+                            wait_flag_dev(7);  // paged_attention.pto:33:38
                             wait_flag_dev(9);  // paged_attention.pto:33:38
-                            wait_flag_dev(11);  // paged_attention.pto:33:38
+                            wait_flag_dev(10);  // paged_attention.pto:33:38
+                            wait_flag_dev(12);  // paged_attention.pto:33:38
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:33:38
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:33:38
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
@@ -4696,19 +4680,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         const int64_t s3_u2c0 = static_cast<int64_t>(block_table[b * MB + (1 + s2_u2 * 2) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= s2_u2 * 4 + 3 && s2_u2 * 4 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
-                            status[0] = 12;  // paged_attention.pto:34:38
-                            status[1] = static_cast<int64_t>(s2_u2 * 4 + 3);  // paged_attention.pto:34:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[0] = 12;  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(s2_u2 * 4 + 3);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:34:38
                             wait_flag_dev(3);  // paged_attention.pto:34:38
-                            wait_flag_dev(6);  // paged_attention.pto:34:38
-                            wait_flag_dev(8);  // paged_attention.pto:34:38
+                            wait_flag_dev(4);  // paged_attention.pto:34:38
+                            wait_flag_dev(7);  // paged_attention.pto:34:38
                             wait_flag_dev(9);  // paged_attention.pto:34:38
-                            wait_flag_dev(11);  // paged_attention.pto:34:38
+                            wait_flag_dev(10);  // paged_attention.pto:34:38
+                            wait_flag_dev(12);  // paged_attention.pto:34:38
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:34:38
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:34:38
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
@@ -4719,19 +4704,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         const int64_t s4_u2c0 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 3)]);  // paged_attention.pto:34:38
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            status[0] = 13;  // paged_attention.pto:36:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[0] = 13;  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:36:49
                             wait_flag_dev(3);  // paged_attention.pto:36:49
-                            wait_flag_dev(6);  // paged_attention.pto:36:49
-                            wait_flag_dev(8);  // paged_attention.pto:36:49
+                            wait_flag_dev(4);  // paged_attention.pto:36:49
+                            wait_flag_dev(7);  // paged_attention.pto:36:49
                             wait_flag_dev(9);  // paged_attention.pto:36:49
-                            wait_flag_dev(11);  // paged_attention.pto:36:49
+                            wait_flag_dev(10);  // paged_attention.pto:36:49
+                            wait_flag_dev(12);  // paged_attention.pto:36:49
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:36:49
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:36:49
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
@@ -4741,7 +4727,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c0 = k + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        wait_flag_dev(6);
+                        wait_flag_dev(7);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g61 = 0; _g61 < (min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g61) {  // paged_attention.pto:36:25
@@ -4756,24 +4742,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                                GmView28 kj_assemble_u2c0Gm28(kj_assemble_u2c0 + _g61 * 16 * 32, GmView28::Shape(t62.GetValidRow()));  // paged_attention.pto:36:25
-                                TSTORE(kj_assemble_u2c0Gm28, t62);  // paged_attention.pto:36:25
+                                GmView28 kj_assemble_u2c0_ownGm28(kj_assemble_u2c0_own + _g61 * 16 * 32, GmView28::Shape(t62.GetValidRow()));  // paged_attention.pto:36:25
+                                TSTORE(kj_assemble_u2c0_ownGm28, t62);  // paged_attention.pto:36:25
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            status[0] = 14;  // paged_attention.pto:37:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[0] = 14;  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:37:55
                             wait_flag_dev(3);  // paged_attention.pto:37:55
-                            wait_flag_dev(8);  // paged_attention.pto:37:55
+                            wait_flag_dev(4);  // paged_attention.pto:37:55
                             wait_flag_dev(9);  // paged_attention.pto:37:55
-                            wait_flag_dev(11);  // paged_attention.pto:37:55
+                            wait_flag_dev(10);  // paged_attention.pto:37:55
+                            wait_flag_dev(12);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
@@ -4795,30 +4782,31 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                                GmView30 kj_assemble_u2c0Gm30(kj_assemble_u2c0 + (16 + _g63 * 16) * 32, GmView30::Shape(t64.GetValidRow()));  // paged_attention.pto:37:25
-                                TSTORE(kj_assemble_u2c0Gm30, t64);  // paged_attention.pto:37:25
+                                GmView30 kj_assemble_u2c0_ownGm30(kj_assemble_u2c0_own + (16 + _g63 * 16) * 32, GmView30::Shape(t64.GetValidRow()));  // paged_attention.pto:37:25
+                                TSTORE(kj_assemble_u2c0_ownGm30, t64);  // paged_attention.pto:37:25
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         for (int64_t _g65 = 0; _g65 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g65) {  // paged_attention.pto:38:31
                         }
-                        __gm__ float* sij_valid_u2c0 = sij_u2c0;  // paged_attention.pto:39:37
+                        __gm__ float* sij_valid_u2c0 = sij_u2c0_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            status[0] = 15;  // paged_attention.pto:41:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[0] = 15;  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag_dev(5);  // paged_attention.pto:41:49
+                            wait_flag_dev(6);  // paged_attention.pto:41:49
                             wait_flag_dev(0);  // paged_attention.pto:41:49
                             wait_flag_dev(3);  // paged_attention.pto:41:49
-                            wait_flag_dev(6);  // paged_attention.pto:41:49
-                            wait_flag_dev(8);  // paged_attention.pto:41:49
+                            wait_flag_dev(4);  // paged_attention.pto:41:49
+                            wait_flag_dev(7);  // paged_attention.pto:41:49
                             wait_flag_dev(9);  // paged_attention.pto:41:49
-                            wait_flag_dev(11);  // paged_attention.pto:41:49
+                            wait_flag_dev(10);  // paged_attention.pto:41:49
+                            wait_flag_dev(12);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:41:49
@@ -4827,7 +4815,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c0 = v + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        wait_flag_dev(8);
+                        wait_flag_dev(9);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g71 = 0; _g71 < (min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g71) {  // paged_attention.pto:41:25
                             TileT72 t72(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) - _g71 * 16, 16));  // paged_attention.pto:41:25
@@ -4841,25 +4829,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView35 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                                GmView35 vj_assemble_u2c0Gm35(vj_assemble_u2c0 + _g71 * 16 * 32, GmView35::Shape(t72.GetValidRow()));  // paged_attention.pto:41:25
-                                TSTORE(vj_assemble_u2c0Gm35, t72);  // paged_attention.pto:41:25
+                                GmView35 vj_assemble_u2c0_ownGm35(vj_assemble_u2c0_own + _g71 * 16 * 32, GmView35::Shape(t72.GetValidRow()));  // paged_attention.pto:41:25
+                                TSTORE(vj_assemble_u2c0_ownGm35, t72);  // paged_attention.pto:41:25
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            status[0] = 16;  // paged_attention.pto:42:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[0] = 16;  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag_dev(5);  // paged_attention.pto:42:55
+                            wait_flag_dev(6);  // paged_attention.pto:42:55
                             wait_flag_dev(0);  // paged_attention.pto:42:55
                             wait_flag_dev(3);  // paged_attention.pto:42:55
-                            wait_flag_dev(6);  // paged_attention.pto:42:55
-                            wait_flag_dev(9);  // paged_attention.pto:42:55
-                            wait_flag_dev(11);  // paged_attention.pto:42:55
+                            wait_flag_dev(4);  // paged_attention.pto:42:55
+                            wait_flag_dev(7);  // paged_attention.pto:42:55
+                            wait_flag_dev(10);  // paged_attention.pto:42:55
+                            wait_flag_dev(12);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:42:55
@@ -4881,21 +4870,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                                GmView37 vj_assemble_u2c0Gm37(vj_assemble_u2c0 + (16 + _g73 * 16) * 32, GmView37::Shape(t74.GetValidRow()));  // paged_attention.pto:42:25
-                                TSTORE(vj_assemble_u2c0Gm37, t74);  // paged_attention.pto:42:25
+                                GmView37 vj_assemble_u2c0_ownGm37(vj_assemble_u2c0_own + (16 + _g73 * 16) * 32, GmView37::Shape(t74.GetValidRow()));  // paged_attention.pto:42:25
+                                TSTORE(vj_assemble_u2c0_ownGm37, t74);  // paged_attention.pto:42:25
                             }
                         }
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        __gm__ bfloat16_t* vj_u2c0 = vj_assemble_u2c0;  // paged_attention.pto:43:30
+                        __gm__ bfloat16_t* vj_u2c0 = vj_assemble_u2c0_own;  // paged_attention.pto:43:30
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag_dev(5);
+                        wait_flag_dev(6);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         for (int64_t _g75 = 0; _g75 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g75) {  // paged_attention.pto:44:37
@@ -4924,8 +4913,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                                 if (ptodsl_aiv0) {
                                     using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                    GmView39 sij_scale_u2c0Gm39(sij_scale_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView39::Shape(t78.GetValidRow(), t78.GetValidCol()));  // paged_attention.pto:44:37
-                                    TSTORE(sij_scale_u2c0Gm39, t78);  // paged_attention.pto:44:37
+                                    GmView39 sij_scale_u2c0_ownGm39(sij_scale_u2c0_own + _g75 * 16 * 32 + _g76 * 32, GmView39::Shape(t78.GetValidRow(), t78.GetValidCol()));  // paged_attention.pto:44:37
+                                    TSTORE(sij_scale_u2c0_ownGm39, t78);  // paged_attention.pto:44:37
                                 }
                                 TileT83 t83(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:45:37
                                 TASSIGN(t83, 512);  // paged_attention.pto:45:37
@@ -4949,8 +4938,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-                                GmView40 max_updateGm40(max_update + _g75 * 16, GmView40::Shape(t85.GetValidRow()));  // paged_attention.pto:52:39
-                                TLOAD(t85, max_updateGm40);  // paged_attention.pto:52:39
+                                GmView40 max_update_ownGm40(max_update_own + _g75 * 16, GmView40::Shape(t85.GetValidRow()));  // paged_attention.pto:52:39
+                                TLOAD(t85, max_update_ownGm40);  // paged_attention.pto:52:39
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4977,8 +4966,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t90, 1536);  // paged_attention.pto:53:45
                                 if (ptodsl_aiv0) {
                                     using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-                                    GmView41 sij_scale_u2c0Gm41(sij_scale_u2c0 + _g75 * 16 * 32 + _g89 * 32, GmView41::Shape(t90.GetValidRow(), t90.GetValidCol()));  // paged_attention.pto:53:45
-                                    TLOAD(t90, sij_scale_u2c0Gm41);  // paged_attention.pto:53:45
+                                    GmView41 sij_scale_u2c0_ownGm41(sij_scale_u2c0_own + _g75 * 16 * 32 + _g89 * 32, GmView41::Shape(t90.GetValidRow(), t90.GetValidCol()));  // paged_attention.pto:53:45
+                                    TLOAD(t90, sij_scale_u2c0_ownGm41);  // paged_attention.pto:53:45
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 TileT97 t97(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:41
@@ -4995,8 +4984,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 if (ptodsl_aiv0) {
                                     using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-                                    GmView42 tilda_pij_1_u2c0Gm42(tilda_pij_1_u2c0 + _g75 * 16 * 32 + _g89 * 32, GmView42::Shape(t97.GetValidRow(), t97.GetValidCol()));  // paged_attention.pto:53:41
-                                    TSTORE(tilda_pij_1_u2c0Gm42, t97);  // paged_attention.pto:53:41
+                                    GmView42 tilda_pij_1_u2c0_ownGm42(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g89 * 32, GmView42::Shape(t97.GetValidRow(), t97.GetValidCol()));  // paged_attention.pto:53:41
+                                    TSTORE(tilda_pij_1_u2c0_ownGm42, t97);  // paged_attention.pto:53:41
                                 }
                                 TileT102 t102(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:54:41
                                 TASSIGN(t102, 1536);  // paged_attention.pto:54:41
@@ -5031,8 +5020,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-                                GmView43 max_updateGm43(max_update + _g75 * 16, GmView43::Shape(t87.GetValidRow()));  // paged_attention.pto:56:29
-                                TSTORE(max_updateGm43, t87);  // paged_attention.pto:56:29
+                                GmView43 max_update_ownGm43(max_update_own + _g75 * 16, GmView43::Shape(t87.GetValidRow()));  // paged_attention.pto:56:29
+                                TSTORE(max_update_ownGm43, t87);  // paged_attention.pto:56:29
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             TileT113 t113(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:57:45
@@ -5041,8 +5030,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                GmView44 sum_updateGm44(sum_update + _g75 * 16, GmView44::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
-                                TLOAD(t113, sum_updateGm44);  // paged_attention.pto:57:45
+                                GmView44 sum_update_ownGm44(sum_update_own + _g75 * 16, GmView44::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
+                                TLOAD(t113, sum_update_ownGm44);  // paged_attention.pto:57:45
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5065,8 +5054,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                GmView45 sum_updateGm45(sum_update + _g75 * 16, GmView45::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
-                                TSTORE(sum_updateGm45, t119);  // paged_attention.pto:57:45
+                                GmView45 sum_update_ownGm45(sum_update_own + _g75 * 16, GmView45::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
+                                TSTORE(sum_update_ownGm45, t119);  // paged_attention.pto:57:45
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             TileT121 t121(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
@@ -5075,8 +5064,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView46 oi_updateGm46(oi_update + _g75 * 16 * 32, GmView46::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t121, oi_updateGm46);  // paged_attention.pto:58:44
+                                GmView46 oi_update_ownGm46(oi_update_own + _g75 * 16 * 32, GmView46::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t121, oi_update_ownGm46);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5103,8 +5092,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t127, 0);  // paged_attention.pto:58:76
                                 if (ptodsl_aiv0) {
                                     using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView47 tilda_pij_1_u2c0Gm47(tilda_pij_1_u2c0 + _g75 * 16 * 32 + _g126 * 32, GmView47::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
-                                    TLOAD(t127, tilda_pij_1_u2c0Gm47);  // paged_attention.pto:58:76
+                                    GmView47 tilda_pij_1_u2c0_ownGm47(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView47::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
+                                    TLOAD(t127, tilda_pij_1_u2c0_ownGm47);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
@@ -5117,23 +5106,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 if (ptodsl_aiv0) {
                                     using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView48 t15_u2c0Gm48(t15_u2c0 + _g75 * 16 * 32 + _g126 * 32, GmView48::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
-                                    TSTORE(t15_u2c0Gm48, t128);  // paged_attention.pto:58:76
+                                    GmView48 t15_u2c0_ownGm48(t15_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView48::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
+                                    TSTORE(t15_u2c0_ownGm48, t128);  // paged_attention.pto:58:76
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             for (int64_t _k135 = 1; _k135 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
                             }
                             TileT142 t142(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t142, 0);  // paged_attention.pto:58:44
-                            wait_flag_dev(4);
+                            wait_flag_dev(5);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                             if (ptodsl_aiv0) {
                                 using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView54 t14_u2c0Gm54(t14_u2c0 + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t142, t14_u2c0Gm54);  // paged_attention.pto:58:44
+                                GmView54 t14_u2c0_ownGm54(t14_u2c0_own + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t142, t14_u2c0_ownGm54);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT143 t143(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
@@ -5148,28 +5137,29 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView55 oi_updateGm55(oi_update + _g75 * 16 * 32, GmView55::Shape(t143.GetValidRow()));  // paged_attention.pto:58:44
-                                TSTORE(oi_updateGm55, t143);  // paged_attention.pto:58:44
+                                GmView55 oi_update_ownGm55(oi_update_own + _g75 * 16 * 32, GmView55::Shape(t143.GetValidRow()));  // paged_attention.pto:58:44
+                                TSTORE(oi_update_ownGm55, t143);  // paged_attention.pto:58:44
                             }
                         }
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            status[0] = 17;  // paged_attention.pto:32:30
-                            status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[0] = 17;  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:32:30
                             wait_flag_dev(3);  // paged_attention.pto:32:30
-                            wait_flag_dev(6);  // paged_attention.pto:32:30
-                            wait_flag_dev(8);  // paged_attention.pto:32:30
+                            wait_flag_dev(4);  // paged_attention.pto:32:30
+                            wait_flag_dev(7);  // paged_attention.pto:32:30
                             wait_flag_dev(9);  // paged_attention.pto:32:30
-                            wait_flag_dev(11);  // paged_attention.pto:32:30
+                            wait_flag_dev(10);  // paged_attention.pto:32:30
+                            wait_flag_dev(12);  // paged_attention.pto:32:30
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:32:30
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:32:30
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:32:30
@@ -5177,19 +5167,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         __gm__ bfloat16_t* qi_u2c1 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                         if (!(0 <= (s2_u2 * 2 + 2) * 2 && (s2_u2 * 2 + 2) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            status[0] = 18;  // paged_attention.pto:33:38
-                            status[1] = static_cast<int64_t>((s2_u2 * 2 + 2) * 2);  // paged_attention.pto:33:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[0] = 18;  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((s2_u2 * 2 + 2) * 2);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:33:38
                             wait_flag_dev(3);  // paged_attention.pto:33:38
-                            wait_flag_dev(6);  // paged_attention.pto:33:38
-                            wait_flag_dev(8);  // paged_attention.pto:33:38
+                            wait_flag_dev(4);  // paged_attention.pto:33:38
+                            wait_flag_dev(7);  // paged_attention.pto:33:38
                             wait_flag_dev(9);  // paged_attention.pto:33:38
-                            wait_flag_dev(11);  // paged_attention.pto:33:38
+                            wait_flag_dev(10);  // paged_attention.pto:33:38
+                            wait_flag_dev(12);  // paged_attention.pto:33:38
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:33:38
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:33:38
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:33:38
@@ -5197,19 +5188,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         const int64_t s3_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= s2_u2 * 4 + 5 && s2_u2 * 4 + 5 <= MB - 1)) {  // paged_attention.pto:34:38
-                            status[0] = 19;  // paged_attention.pto:34:38
-                            status[1] = static_cast<int64_t>(s2_u2 * 4 + 5);  // paged_attention.pto:34:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[0] = 19;  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(s2_u2 * 4 + 5);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:34:38
                             wait_flag_dev(3);  // paged_attention.pto:34:38
-                            wait_flag_dev(6);  // paged_attention.pto:34:38
-                            wait_flag_dev(8);  // paged_attention.pto:34:38
+                            wait_flag_dev(4);  // paged_attention.pto:34:38
+                            wait_flag_dev(7);  // paged_attention.pto:34:38
                             wait_flag_dev(9);  // paged_attention.pto:34:38
-                            wait_flag_dev(11);  // paged_attention.pto:34:38
+                            wait_flag_dev(10);  // paged_attention.pto:34:38
+                            wait_flag_dev(12);  // paged_attention.pto:34:38
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:34:38
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:34:38
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:34:38
@@ -5217,26 +5209,27 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         const int64_t s4_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 5)]);  // paged_attention.pto:34:38
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            status[0] = 20;  // paged_attention.pto:36:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[0] = 20;  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:36:49
                             wait_flag_dev(3);  // paged_attention.pto:36:49
-                            wait_flag_dev(6);  // paged_attention.pto:36:49
-                            wait_flag_dev(8);  // paged_attention.pto:36:49
+                            wait_flag_dev(4);  // paged_attention.pto:36:49
+                            wait_flag_dev(7);  // paged_attention.pto:36:49
                             wait_flag_dev(9);  // paged_attention.pto:36:49
-                            wait_flag_dev(11);  // paged_attention.pto:36:49
+                            wait_flag_dev(10);  // paged_attention.pto:36:49
+                            wait_flag_dev(12);  // paged_attention.pto:36:49
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:36:49
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:36:49
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c1 = k + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        wait_flag_dev(9);
+                        wait_flag_dev(10);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g144 = 0; _g144 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g144) {  // paged_attention.pto:36:25
@@ -5251,24 +5244,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                                GmView57 kj_assemble_u2c1Gm57(kj_assemble_u2c1 + _g144 * 16 * 32, GmView57::Shape(t145.GetValidRow()));  // paged_attention.pto:36:25
-                                TSTORE(kj_assemble_u2c1Gm57, t145);  // paged_attention.pto:36:25
+                                GmView57 kj_assemble_u2c1_ownGm57(kj_assemble_u2c1_own + _g144 * 16 * 32, GmView57::Shape(t145.GetValidRow()));  // paged_attention.pto:36:25
+                                TSTORE(kj_assemble_u2c1_ownGm57, t145);  // paged_attention.pto:36:25
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            status[0] = 21;  // paged_attention.pto:37:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[0] = 21;  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:37:55
                             wait_flag_dev(3);  // paged_attention.pto:37:55
-                            wait_flag_dev(6);  // paged_attention.pto:37:55
-                            wait_flag_dev(8);  // paged_attention.pto:37:55
-                            wait_flag_dev(11);  // paged_attention.pto:37:55
+                            wait_flag_dev(4);  // paged_attention.pto:37:55
+                            wait_flag_dev(7);  // paged_attention.pto:37:55
+                            wait_flag_dev(9);  // paged_attention.pto:37:55
+                            wait_flag_dev(12);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:37:55
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
@@ -5287,36 +5281,37 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView59 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                                GmView59 kj_assemble_u2c1Gm59(kj_assemble_u2c1 + (16 + _g146 * 16) * 32, GmView59::Shape(t147.GetValidRow()));  // paged_attention.pto:37:25
-                                TSTORE(kj_assemble_u2c1Gm59, t147);  // paged_attention.pto:37:25
+                                GmView59 kj_assemble_u2c1_ownGm59(kj_assemble_u2c1_own + (16 + _g146 * 16) * 32, GmView59::Shape(t147.GetValidRow()));  // paged_attention.pto:37:25
+                                TSTORE(kj_assemble_u2c1_ownGm59, t147);  // paged_attention.pto:37:25
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         for (int64_t _g148 = 0; _g148 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g148) {  // paged_attention.pto:38:31
                         }
-                        __gm__ float* sij_valid_u2c1 = sij_u2c1;  // paged_attention.pto:39:37
+                        __gm__ float* sij_valid_u2c1 = sij_u2c1_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            status[0] = 22;  // paged_attention.pto:41:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[0] = 22;  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag_dev(5);  // paged_attention.pto:41:49
+                            wait_flag_dev(6);  // paged_attention.pto:41:49
                             wait_flag_dev(0);  // paged_attention.pto:41:49
                             wait_flag_dev(3);  // paged_attention.pto:41:49
-                            wait_flag_dev(6);  // paged_attention.pto:41:49
-                            wait_flag_dev(8);  // paged_attention.pto:41:49
+                            wait_flag_dev(4);  // paged_attention.pto:41:49
+                            wait_flag_dev(7);  // paged_attention.pto:41:49
                             wait_flag_dev(9);  // paged_attention.pto:41:49
-                            wait_flag_dev(11);  // paged_attention.pto:41:49
+                            wait_flag_dev(10);  // paged_attention.pto:41:49
+                            wait_flag_dev(12);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:41:49
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c1 = v + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        wait_flag_dev(11);
+                        wait_flag_dev(12);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g154 = 0; _g154 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g154) {  // paged_attention.pto:41:25
                             TileT155 t155(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) - _g154 * 16, 16));  // paged_attention.pto:41:25
@@ -5330,25 +5325,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView64 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                                GmView64 vj_assemble_u2c1Gm64(vj_assemble_u2c1 + _g154 * 16 * 32, GmView64::Shape(t155.GetValidRow()));  // paged_attention.pto:41:25
-                                TSTORE(vj_assemble_u2c1Gm64, t155);  // paged_attention.pto:41:25
+                                GmView64 vj_assemble_u2c1_ownGm64(vj_assemble_u2c1_own + _g154 * 16 * 32, GmView64::Shape(t155.GetValidRow()));  // paged_attention.pto:41:25
+                                TSTORE(vj_assemble_u2c1_ownGm64, t155);  // paged_attention.pto:41:25
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            status[0] = 23;  // paged_attention.pto:42:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[0] = 23;  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag_dev(5);  // paged_attention.pto:42:55
+                            wait_flag_dev(6);  // paged_attention.pto:42:55
                             wait_flag_dev(0);  // paged_attention.pto:42:55
                             wait_flag_dev(3);  // paged_attention.pto:42:55
-                            wait_flag_dev(6);  // paged_attention.pto:42:55
-                            wait_flag_dev(8);  // paged_attention.pto:42:55
+                            wait_flag_dev(4);  // paged_attention.pto:42:55
+                            wait_flag_dev(7);  // paged_attention.pto:42:55
                             wait_flag_dev(9);  // paged_attention.pto:42:55
+                            wait_flag_dev(10);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
@@ -5367,18 +5363,18 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView66 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                                GmView66 vj_assemble_u2c1Gm66(vj_assemble_u2c1 + (16 + _g156 * 16) * 32, GmView66::Shape(t157.GetValidRow()));  // paged_attention.pto:42:25
-                                TSTORE(vj_assemble_u2c1Gm66, t157);  // paged_attention.pto:42:25
+                                GmView66 vj_assemble_u2c1_ownGm66(vj_assemble_u2c1_own + (16 + _g156 * 16) * 32, GmView66::Shape(t157.GetValidRow()));  // paged_attention.pto:42:25
+                                TSTORE(vj_assemble_u2c1_ownGm66, t157);  // paged_attention.pto:42:25
                             }
                         }
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        __gm__ bfloat16_t* vj_u2c1 = vj_assemble_u2c1;  // paged_attention.pto:43:30
+                        __gm__ bfloat16_t* vj_u2c1 = vj_assemble_u2c1_own;  // paged_attention.pto:43:30
                         pipe_barrier(PIPE_V);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag_dev(5);
+                        wait_flag_dev(6);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5408,8 +5404,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 if (ptodsl_aiv0) {
                                     using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                    GmView68 sij_scale_u2c1Gm68(sij_scale_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView68::Shape(t161.GetValidRow(), t161.GetValidCol()));  // paged_attention.pto:44:37
-                                    TSTORE(sij_scale_u2c1Gm68, t161);  // paged_attention.pto:44:37
+                                    GmView68 sij_scale_u2c1_ownGm68(sij_scale_u2c1_own + _g158 * 16 * 32 + _g159 * 32, GmView68::Shape(t161.GetValidRow(), t161.GetValidCol()));  // paged_attention.pto:44:37
+                                    TSTORE(sij_scale_u2c1_ownGm68, t161);  // paged_attention.pto:44:37
                                 }
                                 TileT166 t166(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:45:37
                                 TASSIGN(t166, 512);  // paged_attention.pto:45:37
@@ -5433,8 +5429,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-                                GmView69 max_updateGm69(max_update + _g158 * 16, GmView69::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
-                                TLOAD(t168, max_updateGm69);  // paged_attention.pto:52:39
+                                GmView69 max_update_ownGm69(max_update_own + _g158 * 16, GmView69::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
+                                TLOAD(t168, max_update_ownGm69);  // paged_attention.pto:52:39
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5461,8 +5457,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t173, 1536);  // paged_attention.pto:53:45
                                 if (ptodsl_aiv0) {
                                     using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-                                    GmView70 sij_scale_u2c1Gm70(sij_scale_u2c1 + _g158 * 16 * 32 + _g172 * 32, GmView70::Shape(t173.GetValidRow(), t173.GetValidCol()));  // paged_attention.pto:53:45
-                                    TLOAD(t173, sij_scale_u2c1Gm70);  // paged_attention.pto:53:45
+                                    GmView70 sij_scale_u2c1_ownGm70(sij_scale_u2c1_own + _g158 * 16 * 32 + _g172 * 32, GmView70::Shape(t173.GetValidRow(), t173.GetValidCol()));  // paged_attention.pto:53:45
+                                    TLOAD(t173, sij_scale_u2c1_ownGm70);  // paged_attention.pto:53:45
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 TileT180 t180(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:41
@@ -5479,8 +5475,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-                                    GmView71 tilda_pij_1_u2c1Gm71(tilda_pij_1_u2c1 + _g158 * 16 * 32 + _g172 * 32, GmView71::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
-                                    TSTORE(tilda_pij_1_u2c1Gm71, t180);  // paged_attention.pto:53:41
+                                    GmView71 tilda_pij_1_u2c1_ownGm71(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g172 * 32, GmView71::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
+                                    TSTORE(tilda_pij_1_u2c1_ownGm71, t180);  // paged_attention.pto:53:41
                                 }
                                 TileT185 t185(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:54:41
                                 TASSIGN(t185, 1536);  // paged_attention.pto:54:41
@@ -5515,8 +5511,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-                                GmView72 max_updateGm72(max_update + _g158 * 16, GmView72::Shape(t170.GetValidRow()));  // paged_attention.pto:56:29
-                                TSTORE(max_updateGm72, t170);  // paged_attention.pto:56:29
+                                GmView72 max_update_ownGm72(max_update_own + _g158 * 16, GmView72::Shape(t170.GetValidRow()));  // paged_attention.pto:56:29
+                                TSTORE(max_update_ownGm72, t170);  // paged_attention.pto:56:29
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             TileT196 t196(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:57:45
@@ -5525,8 +5521,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                GmView73 sum_updateGm73(sum_update + _g158 * 16, GmView73::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
-                                TLOAD(t196, sum_updateGm73);  // paged_attention.pto:57:45
+                                GmView73 sum_update_ownGm73(sum_update_own + _g158 * 16, GmView73::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
+                                TLOAD(t196, sum_update_ownGm73);  // paged_attention.pto:57:45
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5549,8 +5545,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                GmView74 sum_updateGm74(sum_update + _g158 * 16, GmView74::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
-                                TSTORE(sum_updateGm74, t202);  // paged_attention.pto:57:45
+                                GmView74 sum_update_ownGm74(sum_update_own + _g158 * 16, GmView74::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
+                                TSTORE(sum_update_ownGm74, t202);  // paged_attention.pto:57:45
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             TileT204 t204(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
@@ -5559,8 +5555,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView75 oi_updateGm75(oi_update + _g158 * 16 * 32, GmView75::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t204, oi_updateGm75);  // paged_attention.pto:58:44
+                                GmView75 oi_update_ownGm75(oi_update_own + _g158 * 16 * 32, GmView75::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t204, oi_update_ownGm75);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5587,8 +5583,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t210, 0);  // paged_attention.pto:58:76
                                 if (ptodsl_aiv0) {
                                     using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView76 tilda_pij_1_u2c1Gm76(tilda_pij_1_u2c1 + _g158 * 16 * 32 + _g209 * 32, GmView76::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
-                                    TLOAD(t210, tilda_pij_1_u2c1Gm76);  // paged_attention.pto:58:76
+                                    GmView76 tilda_pij_1_u2c1_ownGm76(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView76::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
+                                    TLOAD(t210, tilda_pij_1_u2c1_ownGm76);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
@@ -5601,23 +5597,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView77 t15_u2c1Gm77(t15_u2c1 + _g158 * 16 * 32 + _g209 * 32, GmView77::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
-                                    TSTORE(t15_u2c1Gm77, t211);  // paged_attention.pto:58:76
+                                    GmView77 t15_u2c1_ownGm77(t15_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView77::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
+                                    TSTORE(t15_u2c1_ownGm77, t211);  // paged_attention.pto:58:76
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             for (int64_t _k218 = 1; _k218 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
                             }
                             TileT225 t225(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t225, 0);  // paged_attention.pto:58:44
-                            wait_flag_dev(4);
+                            wait_flag_dev(5);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView83 t14_u2c1Gm83(t14_u2c1 + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t225, t14_u2c1Gm83);  // paged_attention.pto:58:44
+                                GmView83 t14_u2c1_ownGm83(t14_u2c1_own + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t225, t14_u2c1_ownGm83);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT226 t226(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
@@ -5632,11 +5628,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView84 oi_updateGm84(oi_update + _g158 * 16 * 32, GmView84::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
-                                TSTORE(oi_updateGm84, t226);  // paged_attention.pto:58:44
+                                GmView84 oi_update_ownGm84(oi_update_own + _g158 * 16 * 32, GmView84::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
+                                TSTORE(oi_update_ownGm84, t226);  // paged_attention.pto:58:44
                             }
                         }
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
@@ -5644,14 +5640,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     }
-                    wait_flag_dev(11);
-                    wait_flag_dev(9);
+                    wait_flag_dev(3);
+                    wait_flag_dev(12);
+                    wait_flag_dev(10);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag_dev(8);
-                    wait_flag_dev(6);
+                    wait_flag_dev(9);
+                    wait_flag_dev(7);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     pipe_barrier(PIPE_V);
@@ -5667,102 +5664,59 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
-                        pipe_barrier(PIPE_V);
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                            status[0] = 24;  // paged_attention.pto:32:30
-                            status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                            status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[0] = 24;  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:32:30
-                            wait_flag_dev(3);  // paged_attention.pto:32:30
                             wait_flag_dev(4);  // paged_attention.pto:32:30
-                            wait_flag_dev(12);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u1c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                         if (!(0 <= (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 && (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            status[0] = 25;  // paged_attention.pto:33:38
-                            status[1] = static_cast<int64_t>((1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2);  // paged_attention.pto:33:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[0] = 25;  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>((1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:33:38
-                            wait_flag_dev(3);  // paged_attention.pto:33:38
                             wait_flag_dev(4);  // paged_attention.pto:33:38
-                            wait_flag_dev(12);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u1c0 = static_cast<int64_t>(block_table[b * MB + (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2]);  // paged_attention.pto:33:38
                         if (!(0 <= max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 && max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
-                            status[0] = 26;  // paged_attention.pto:34:38
-                            status[1] = static_cast<int64_t>(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
-                            status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                            status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[0] = 26;  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:34:38
-                            wait_flag_dev(3);  // paged_attention.pto:34:38
                             wait_flag_dev(4);  // paged_attention.pto:34:38
-                            wait_flag_dev(12);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u1c0 = static_cast<int64_t>(block_table[b * MB + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3)]);  // paged_attention.pto:34:38
                         if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            status[0] = 27;  // paged_attention.pto:36:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[0] = 27;  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:36:49
-                            wait_flag_dev(3);  // paged_attention.pto:36:49
                             wait_flag_dev(4);  // paged_attention.pto:36:49
-                            wait_flag_dev(12);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u1c0 = k + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        wait_flag_dev(4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g227 = 0; _g227 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g227) {  // paged_attention.pto:36:25
                             TileT228 t228(min_i64(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) - _g227 * 16, 16));  // paged_attention.pto:36:25
                             TASSIGN(t228, 0);  // paged_attention.pto:36:25
@@ -5775,27 +5729,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView86 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                                GmView86 kj_assemble_u1c0Gm86(kj_assemble_u1c0 + _g227 * 16 * 32, GmView86::Shape(t228.GetValidRow()));  // paged_attention.pto:36:25
-                                TSTORE(kj_assemble_u1c0Gm86, t228);  // paged_attention.pto:36:25
+                                GmView86 kj_assemble_u1c0_ownGm86(kj_assemble_u1c0_own + _g227 * 16 * 32, GmView86::Shape(t228.GetValidRow()));  // paged_attention.pto:36:25
+                                TSTORE(kj_assemble_u1c0_ownGm86, t228);  // paged_attention.pto:36:25
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            status[0] = 28;  // paged_attention.pto:37:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:37:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[0] = 28;  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                             wait_flag_dev(0);  // paged_attention.pto:37:55
-                            wait_flag_dev(3);  // paged_attention.pto:37:55
-                            wait_flag_dev(12);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:37:55
+                            wait_flag_dev(4);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u1c0 = k + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
@@ -5812,37 +5761,30 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView88 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                                GmView88 kj_assemble_u1c0Gm88(kj_assemble_u1c0 + (16 + _g229 * 16) * 32, GmView88::Shape(t230.GetValidRow()));  // paged_attention.pto:37:25
-                                TSTORE(kj_assemble_u1c0Gm88, t230);  // paged_attention.pto:37:25
+                                GmView88 kj_assemble_u1c0_ownGm88(kj_assemble_u1c0_own + (16 + _g229 * 16) * 32, GmView88::Shape(t230.GetValidRow()));  // paged_attention.pto:37:25
+                                TSTORE(kj_assemble_u1c0_ownGm88, t230);  // paged_attention.pto:37:25
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         for (int64_t _g231 = 0; _g231 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g231) {  // paged_attention.pto:38:31
                         }
-                        __gm__ float* sij_valid_u1c0 = sij_u1c0;  // paged_attention.pto:39:37
+                        __gm__ float* sij_valid_u1c0 = sij_u1c0_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            status[0] = 29;  // paged_attention.pto:41:49
-                            status[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[0] = 29;  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag_dev(7);  // paged_attention.pto:41:49
+                            wait_flag_dev(6);  // paged_attention.pto:41:49
                             wait_flag_dev(0);  // paged_attention.pto:41:49
-                            wait_flag_dev(3);  // paged_attention.pto:41:49
                             wait_flag_dev(4);  // paged_attention.pto:41:49
-                            wait_flag_dev(12);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u1c0 = v + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        wait_flag_dev(12);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g237 = 0; _g237 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g237) {  // paged_attention.pto:41:25
                             TileT238 t238(min_i64(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) - _g237 * 16, 16));  // paged_attention.pto:41:25
@@ -5856,28 +5798,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView93 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                                GmView93 vj_assemble_u1c0Gm93(vj_assemble_u1c0 + _g237 * 16 * 32, GmView93::Shape(t238.GetValidRow()));  // paged_attention.pto:41:25
-                                TSTORE(vj_assemble_u1c0Gm93, t238);  // paged_attention.pto:41:25
+                                GmView93 vj_assemble_u1c0_ownGm93(vj_assemble_u1c0_own + _g237 * 16 * 32, GmView93::Shape(t238.GetValidRow()));  // paged_attention.pto:41:25
+                                TSTORE(vj_assemble_u1c0_ownGm93, t238);  // paged_attention.pto:41:25
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            status[0] = 30;  // paged_attention.pto:42:55
-                            status[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
-                            status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                            status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[0] = 30;  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag_dev(7);  // paged_attention.pto:42:55
+                            wait_flag_dev(6);  // paged_attention.pto:42:55
                             wait_flag_dev(0);  // paged_attention.pto:42:55
-                            wait_flag_dev(3);  // paged_attention.pto:42:55
                             wait_flag_dev(4);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u1c0 = v + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
@@ -5894,21 +5831,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView95 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                                GmView95 vj_assemble_u1c0Gm95(vj_assemble_u1c0 + (16 + _g239 * 16) * 32, GmView95::Shape(t240.GetValidRow()));  // paged_attention.pto:42:25
-                                TSTORE(vj_assemble_u1c0Gm95, t240);  // paged_attention.pto:42:25
+                                GmView95 vj_assemble_u1c0_ownGm95(vj_assemble_u1c0_own + (16 + _g239 * 16) * 32, GmView95::Shape(t240.GetValidRow()));  // paged_attention.pto:42:25
+                                TSTORE(vj_assemble_u1c0_ownGm95, t240);  // paged_attention.pto:42:25
                             }
                         }
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        __gm__ bfloat16_t* vj_u1c0 = vj_assemble_u1c0;  // paged_attention.pto:43:30
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        __gm__ bfloat16_t* vj_u1c0 = vj_assemble_u1c0_own;  // paged_attention.pto:43:30
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        wait_flag_dev(7);
+                        wait_flag_dev(6);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         for (int64_t _g241 = 0; _g241 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g241) {  // paged_attention.pto:44:37
@@ -5937,8 +5870,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                    GmView97 sij_scale_u1c0Gm97(sij_scale_u1c0 + _g241 * 16 * 32 + _g242 * 32, GmView97::Shape(t244.GetValidRow(), t244.GetValidCol()));  // paged_attention.pto:44:37
-                                    TSTORE(sij_scale_u1c0Gm97, t244);  // paged_attention.pto:44:37
+                                    GmView97 sij_scale_u1c0_ownGm97(sij_scale_u1c0_own + _g241 * 16 * 32 + _g242 * 32, GmView97::Shape(t244.GetValidRow(), t244.GetValidCol()));  // paged_attention.pto:44:37
+                                    TSTORE(sij_scale_u1c0_ownGm97, t244);  // paged_attention.pto:44:37
                                 }
                                 TileT249 t249(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:45:37
                                 TASSIGN(t249, 512);  // paged_attention.pto:45:37
@@ -5962,8 +5895,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-                                GmView98 max_updateGm98(max_update + _g241 * 16, GmView98::Shape(t251.GetValidRow()));  // paged_attention.pto:52:39
-                                TLOAD(t251, max_updateGm98);  // paged_attention.pto:52:39
+                                GmView98 max_update_ownGm98(max_update_own + _g241 * 16, GmView98::Shape(t251.GetValidRow()));  // paged_attention.pto:52:39
+                                TLOAD(t251, max_update_ownGm98);  // paged_attention.pto:52:39
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -5990,8 +5923,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t256, 1536);  // paged_attention.pto:53:45
                                 if (ptodsl_aiv0) {
                                     using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-                                    GmView99 sij_scale_u1c0Gm99(sij_scale_u1c0 + _g241 * 16 * 32 + _g255 * 32, GmView99::Shape(t256.GetValidRow(), t256.GetValidCol()));  // paged_attention.pto:53:45
-                                    TLOAD(t256, sij_scale_u1c0Gm99);  // paged_attention.pto:53:45
+                                    GmView99 sij_scale_u1c0_ownGm99(sij_scale_u1c0_own + _g241 * 16 * 32 + _g255 * 32, GmView99::Shape(t256.GetValidRow(), t256.GetValidCol()));  // paged_attention.pto:53:45
+                                    TLOAD(t256, sij_scale_u1c0_ownGm99);  // paged_attention.pto:53:45
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT263 t263(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:41
@@ -6008,8 +5941,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-                                    GmView100 tilda_pij_1_u1c0Gm100(tilda_pij_1_u1c0 + _g241 * 16 * 32 + _g255 * 32, GmView100::Shape(t263.GetValidRow(), t263.GetValidCol()));  // paged_attention.pto:53:41
-                                    TSTORE(tilda_pij_1_u1c0Gm100, t263);  // paged_attention.pto:53:41
+                                    GmView100 tilda_pij_1_u1c0_ownGm100(tilda_pij_1_u1c0_own + _g241 * 16 * 32 + _g255 * 32, GmView100::Shape(t263.GetValidRow(), t263.GetValidCol()));  // paged_attention.pto:53:41
+                                    TSTORE(tilda_pij_1_u1c0_ownGm100, t263);  // paged_attention.pto:53:41
                                 }
                                 TileT268 t268(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:54:41
                                 TASSIGN(t268, 1536);  // paged_attention.pto:54:41
@@ -6044,8 +5977,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-                                GmView101 max_updateGm101(max_update + _g241 * 16, GmView101::Shape(t253.GetValidRow()));  // paged_attention.pto:56:29
-                                TSTORE(max_updateGm101, t253);  // paged_attention.pto:56:29
+                                GmView101 max_update_ownGm101(max_update_own + _g241 * 16, GmView101::Shape(t253.GetValidRow()));  // paged_attention.pto:56:29
+                                TSTORE(max_update_ownGm101, t253);  // paged_attention.pto:56:29
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             TileT279 t279(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:57:45
@@ -6054,8 +5987,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                GmView102 sum_updateGm102(sum_update + _g241 * 16, GmView102::Shape(t279.GetValidRow()));  // paged_attention.pto:57:45
-                                TLOAD(t279, sum_updateGm102);  // paged_attention.pto:57:45
+                                GmView102 sum_update_ownGm102(sum_update_own + _g241 * 16, GmView102::Shape(t279.GetValidRow()));  // paged_attention.pto:57:45
+                                TLOAD(t279, sum_update_ownGm102);  // paged_attention.pto:57:45
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -6078,8 +6011,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                GmView103 sum_updateGm103(sum_update + _g241 * 16, GmView103::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
-                                TSTORE(sum_updateGm103, t285);  // paged_attention.pto:57:45
+                                GmView103 sum_update_ownGm103(sum_update_own + _g241 * 16, GmView103::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
+                                TSTORE(sum_update_ownGm103, t285);  // paged_attention.pto:57:45
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             TileT287 t287(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:58:44
@@ -6088,8 +6021,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView104 oi_updateGm104(oi_update + _g241 * 16 * 32, GmView104::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t287, oi_updateGm104);  // paged_attention.pto:58:44
+                                GmView104 oi_update_ownGm104(oi_update_own + _g241 * 16 * 32, GmView104::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t287, oi_update_ownGm104);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -6116,8 +6049,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t293, 0);  // paged_attention.pto:58:76
                                 if (ptodsl_aiv0) {
                                     using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView105 tilda_pij_1_u1c0Gm105(tilda_pij_1_u1c0 + _g241 * 16 * 32 + _g292 * 32, GmView105::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
-                                    TLOAD(t293, tilda_pij_1_u1c0Gm105);  // paged_attention.pto:58:76
+                                    GmView105 tilda_pij_1_u1c0_ownGm105(tilda_pij_1_u1c0_own + _g241 * 16 * 32 + _g292 * 32, GmView105::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
+                                    TLOAD(t293, tilda_pij_1_u1c0_ownGm105);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT294 t294(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
@@ -6130,23 +6063,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView106 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView106 t15_u1c0Gm106(t15_u1c0 + _g241 * 16 * 32 + _g292 * 32, GmView106::Shape(t294.GetValidRow(), t294.GetValidCol()));  // paged_attention.pto:58:76
-                                    TSTORE(t15_u1c0Gm106, t294);  // paged_attention.pto:58:76
+                                    GmView106 t15_u1c0_ownGm106(t15_u1c0_own + _g241 * 16 * 32 + _g292 * 32, GmView106::Shape(t294.GetValidRow(), t294.GetValidCol()));  // paged_attention.pto:58:76
+                                    TSTORE(t15_u1c0_ownGm106, t294);  // paged_attention.pto:58:76
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             for (int64_t _k301 = 1; _k301 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k301) {  // paged_attention.pto:58:69
                             }
                             TileT308 t308(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t308, 0);  // paged_attention.pto:58:44
-                            wait_flag_dev(6);
+                            wait_flag_dev(5);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView112 t14_u1c0Gm112(t14_u1c0 + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t308, t14_u1c0Gm112);  // paged_attention.pto:58:44
+                                GmView112 t14_u1c0_ownGm112(t14_u1c0_own + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t308, t14_u1c0_ownGm112);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT309 t309(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
@@ -6161,27 +6094,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView113 oi_updateGm113(oi_update + _g241 * 16 * 32, GmView113::Shape(t309.GetValidRow()));  // paged_attention.pto:58:44
-                                TSTORE(oi_updateGm113, t309);  // paged_attention.pto:58:44
+                                GmView113 oi_update_ownGm113(oi_update_own + _g241 * 16 * 32, GmView113::Shape(t309.GetValidRow()));  // paged_attention.pto:58:44
+                                TSTORE(oi_update_ownGm113, t309);  // paged_attention.pto:58:44
                             }
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     }
-                    wait_flag_dev(3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag_dev(12);
                     wait_flag_dev(4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -6198,50 +6116,54 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, 0), 1); ++_br2) {  // paged_attention.pto:28:21
                         for (int64_t _s2_last = 0; _s2_last < 1; ++_s2_last) {  // paged_attention.pto:28:21
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
-                                status[0] = 31;  // paged_attention.pto:32:30
-                                status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
-                                status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[0] = 31;  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
                                 wait_flag_dev(0);  // paged_attention.pto:32:30
+                                wait_flag_dev(3);  // paged_attention.pto:32:30
                                 return;  // paged_attention.pto:32:30
                             }
                             __gm__ bfloat16_t* qi_last = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
                             if (!(0 <= (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2 && (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                                status[0] = 32;  // paged_attention.pto:33:38
-                                status[1] = static_cast<int64_t>((ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2);  // paged_attention.pto:33:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[0] = 32;  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
                                 wait_flag_dev(0);  // paged_attention.pto:33:38
+                                wait_flag_dev(3);  // paged_attention.pto:33:38
                                 return;  // paged_attention.pto:33:38
                             }
                             const int64_t s3_last = static_cast<int64_t>(block_table[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2]);  // paged_attention.pto:33:38
                             if (!(0 <= ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 && ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 <= MB - 1)) {  // paged_attention.pto:34:38
-                                status[0] = 33;  // paged_attention.pto:34:38
-                                status[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1);  // paged_attention.pto:34:38
-                                status[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
-                                status[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[0] = 33;  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
                                 wait_flag_dev(0);  // paged_attention.pto:34:38
+                                wait_flag_dev(3);  // paged_attention.pto:34:38
                                 return;  // paged_attention.pto:34:38
                             }
                             const int64_t s4_last = static_cast<int64_t>(block_table[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1)]);  // paged_attention.pto:34:38
                             if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                status[0] = 34;  // paged_attention.pto:36:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:36:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:36:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[0] = 34;  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
                                 wait_flag_dev(0);  // paged_attention.pto:36:49
+                                wait_flag_dev(3);  // paged_attention.pto:36:49
                                 return;  // paged_attention.pto:36:49
                             }
                             __gm__ bfloat16_t* v0_last = k + max_i64(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
@@ -6257,20 +6179,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView115 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
-                                    GmView115 kj_assemble_lastGm115(kj_assemble_last + _g310 * 16 * 32, GmView115::Shape(t311.GetValidRow()));  // paged_attention.pto:36:25
-                                    TSTORE(kj_assemble_lastGm115, t311);  // paged_attention.pto:36:25
+                                    GmView115 kj_assemble_last_ownGm115(kj_assemble_last_own + _g310 * 16 * 32, GmView115::Shape(t311.GetValidRow()));  // paged_attention.pto:36:25
+                                    TSTORE(kj_assemble_last_ownGm115, t311);  // paged_attention.pto:36:25
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                status[0] = 35;  // paged_attention.pto:37:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:37:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:37:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[0] = 35;  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
                                 wait_flag_dev(0);  // paged_attention.pto:37:55
+                                wait_flag_dev(3);  // paged_attention.pto:37:55
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:37:55
                                 return;  // paged_attention.pto:37:55
                             }
@@ -6288,25 +6211,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView117 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
-                                    GmView117 kj_assemble_lastGm117(kj_assemble_last + (16 + _g312 * 16) * 32, GmView117::Shape(t313.GetValidRow()));  // paged_attention.pto:37:25
-                                    TSTORE(kj_assemble_lastGm117, t313);  // paged_attention.pto:37:25
+                                    GmView117 kj_assemble_last_ownGm117(kj_assemble_last_own + (16 + _g312 * 16) * 32, GmView117::Shape(t313.GetValidRow()));  // paged_attention.pto:37:25
+                                    TSTORE(kj_assemble_last_ownGm117, t313);  // paged_attention.pto:37:25
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             for (int64_t _g314 = 0; _g314 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g314) {  // paged_attention.pto:38:31
                             }
-                            __gm__ float* sij_valid_last = sij_last;  // paged_attention.pto:39:37
+                            __gm__ float* sij_valid_last = sij_last_own;  // paged_attention.pto:39:37
                             if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                status[0] = 36;  // paged_attention.pto:41:49
-                                status[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:41:49
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:41:49
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[0] = 36;  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                                wait_flag_dev(5);  // paged_attention.pto:41:49
+                                wait_flag_dev(6);  // paged_attention.pto:41:49
                                 wait_flag_dev(0);  // paged_attention.pto:41:49
+                                wait_flag_dev(3);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                                 return;  // paged_attention.pto:41:49
                             }
@@ -6324,21 +6248,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView122 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
-                                    GmView122 vj_assemble_lastGm122(vj_assemble_last + _g320 * 16 * 32, GmView122::Shape(t321.GetValidRow()));  // paged_attention.pto:41:25
-                                    TSTORE(vj_assemble_lastGm122, t321);  // paged_attention.pto:41:25
+                                    GmView122 vj_assemble_last_ownGm122(vj_assemble_last_own + _g320 * 16 * 32, GmView122::Shape(t321.GetValidRow()));  // paged_attention.pto:41:25
+                                    TSTORE(vj_assemble_last_ownGm122, t321);  // paged_attention.pto:41:25
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                status[0] = 37;  // paged_attention.pto:42:55
-                                status[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:42:55
-                                status[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
-                                status[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[0] = 37;  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                                wait_flag_dev(5);  // paged_attention.pto:42:55
+                                wait_flag_dev(6);  // paged_attention.pto:42:55
                                 wait_flag_dev(0);  // paged_attention.pto:42:55
+                                wait_flag_dev(3);  // paged_attention.pto:42:55
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
                                 return;  // paged_attention.pto:42:55
                             }
@@ -6356,17 +6281,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView124 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
-                                    GmView124 vj_assemble_lastGm124(vj_assemble_last + (16 + _g322 * 16) * 32, GmView124::Shape(t323.GetValidRow()));  // paged_attention.pto:42:25
-                                    TSTORE(vj_assemble_lastGm124, t323);  // paged_attention.pto:42:25
+                                    GmView124 vj_assemble_last_ownGm124(vj_assemble_last_own + (16 + _g322 * 16) * 32, GmView124::Shape(t323.GetValidRow()));  // paged_attention.pto:42:25
+                                    TSTORE(vj_assemble_last_ownGm124, t323);  // paged_attention.pto:42:25
                                 }
                             }
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            __gm__ bfloat16_t* vj_last = vj_assemble_last;  // paged_attention.pto:43:30
+                            __gm__ bfloat16_t* vj_last = vj_assemble_last_own;  // paged_attention.pto:43:30
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            wait_flag_dev(5);
+                            wait_flag_dev(6);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             for (int64_t _g324 = 0; _g324 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g324) {  // paged_attention.pto:44:37
@@ -6395,8 +6320,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     if (ptodsl_aiv0) {
                                         using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
-                                        GmView126 sij_scale_lastGm126(sij_scale_last + _g324 * 16 * 32 + _g325 * 32, GmView126::Shape(t327.GetValidRow(), t327.GetValidCol()));  // paged_attention.pto:44:37
-                                        TSTORE(sij_scale_lastGm126, t327);  // paged_attention.pto:44:37
+                                        GmView126 sij_scale_last_ownGm126(sij_scale_last_own + _g324 * 16 * 32 + _g325 * 32, GmView126::Shape(t327.GetValidRow(), t327.GetValidCol()));  // paged_attention.pto:44:37
+                                        TSTORE(sij_scale_last_ownGm126, t327);  // paged_attention.pto:44:37
                                     }
                                     TileT332 t332(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:45:37
                                     TASSIGN(t332, 512);  // paged_attention.pto:45:37
@@ -6420,8 +6345,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
-                                    GmView127 max_updateGm127(max_update + _g324 * 16, GmView127::Shape(t334.GetValidRow()));  // paged_attention.pto:52:39
-                                    TLOAD(t334, max_updateGm127);  // paged_attention.pto:52:39
+                                    GmView127 max_update_ownGm127(max_update_own + _g324 * 16, GmView127::Shape(t334.GetValidRow()));  // paged_attention.pto:52:39
+                                    TLOAD(t334, max_update_ownGm127);  // paged_attention.pto:52:39
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -6448,8 +6373,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TASSIGN(t339, 1536);  // paged_attention.pto:53:45
                                     if (ptodsl_aiv0) {
                                         using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
-                                        GmView128 sij_scale_lastGm128(sij_scale_last + _g324 * 16 * 32 + _g338 * 32, GmView128::Shape(t339.GetValidRow(), t339.GetValidCol()));  // paged_attention.pto:53:45
-                                        TLOAD(t339, sij_scale_lastGm128);  // paged_attention.pto:53:45
+                                        GmView128 sij_scale_last_ownGm128(sij_scale_last_own + _g324 * 16 * 32 + _g338 * 32, GmView128::Shape(t339.GetValidRow(), t339.GetValidCol()));  // paged_attention.pto:53:45
+                                        TLOAD(t339, sij_scale_last_ownGm128);  // paged_attention.pto:53:45
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     TileT346 t346(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:41
@@ -6466,8 +6391,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     if (ptodsl_aiv0) {
                                         using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
-                                        GmView129 tilda_pij_1_lastGm129(tilda_pij_1_last + _g324 * 16 * 32 + _g338 * 32, GmView129::Shape(t346.GetValidRow(), t346.GetValidCol()));  // paged_attention.pto:53:41
-                                        TSTORE(tilda_pij_1_lastGm129, t346);  // paged_attention.pto:53:41
+                                        GmView129 tilda_pij_1_last_ownGm129(tilda_pij_1_last_own + _g324 * 16 * 32 + _g338 * 32, GmView129::Shape(t346.GetValidRow(), t346.GetValidCol()));  // paged_attention.pto:53:41
+                                        TSTORE(tilda_pij_1_last_ownGm129, t346);  // paged_attention.pto:53:41
                                     }
                                     TileT351 t351(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:54:41
                                     TASSIGN(t351, 1536);  // paged_attention.pto:54:41
@@ -6502,8 +6427,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
-                                    GmView130 max_updateGm130(max_update + _g324 * 16, GmView130::Shape(t336.GetValidRow()));  // paged_attention.pto:56:29
-                                    TSTORE(max_updateGm130, t336);  // paged_attention.pto:56:29
+                                    GmView130 max_update_ownGm130(max_update_own + _g324 * 16, GmView130::Shape(t336.GetValidRow()));  // paged_attention.pto:56:29
+                                    TSTORE(max_update_ownGm130, t336);  // paged_attention.pto:56:29
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 TileT362 t362(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:57:45
@@ -6512,8 +6437,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                    GmView131 sum_updateGm131(sum_update + _g324 * 16, GmView131::Shape(t362.GetValidRow()));  // paged_attention.pto:57:45
-                                    TLOAD(t362, sum_updateGm131);  // paged_attention.pto:57:45
+                                    GmView131 sum_update_ownGm131(sum_update_own + _g324 * 16, GmView131::Shape(t362.GetValidRow()));  // paged_attention.pto:57:45
+                                    TLOAD(t362, sum_update_ownGm131);  // paged_attention.pto:57:45
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -6536,8 +6461,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
-                                    GmView132 sum_updateGm132(sum_update + _g324 * 16, GmView132::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
-                                    TSTORE(sum_updateGm132, t368);  // paged_attention.pto:57:45
+                                    GmView132 sum_update_ownGm132(sum_update_own + _g324 * 16, GmView132::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
+                                    TSTORE(sum_update_ownGm132, t368);  // paged_attention.pto:57:45
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 TileT370 t370(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:58:44
@@ -6546,8 +6471,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                    GmView133 oi_updateGm133(oi_update + _g324 * 16 * 32, GmView133::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
-                                    TLOAD(t370, oi_updateGm133);  // paged_attention.pto:58:44
+                                    GmView133 oi_update_ownGm133(oi_update_own + _g324 * 16 * 32, GmView133::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
+                                    TLOAD(t370, oi_update_ownGm133);  // paged_attention.pto:58:44
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -6574,8 +6499,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TASSIGN(t376, 0);  // paged_attention.pto:58:76
                                     if (ptodsl_aiv0) {
                                         using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                        GmView134 tilda_pij_1_lastGm134(tilda_pij_1_last + _g324 * 16 * 32 + _g375 * 32, GmView134::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
-                                        TLOAD(t376, tilda_pij_1_lastGm134);  // paged_attention.pto:58:76
+                                        GmView134 tilda_pij_1_last_ownGm134(tilda_pij_1_last_own + _g324 * 16 * 32 + _g375 * 32, GmView134::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
+                                        TLOAD(t376, tilda_pij_1_last_ownGm134);  // paged_attention.pto:58:76
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                     TileT377 t377(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
@@ -6588,23 +6513,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     if (ptodsl_aiv0) {
                                         using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                        GmView135 t15_lastGm135(t15_last + _g324 * 16 * 32 + _g375 * 32, GmView135::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
-                                        TSTORE(t15_lastGm135, t377);  // paged_attention.pto:58:76
+                                        GmView135 t15_last_ownGm135(t15_last_own + _g324 * 16 * 32 + _g375 * 32, GmView135::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
+                                        TSTORE(t15_last_ownGm135, t377);  // paged_attention.pto:58:76
                                     }
                                 }
                                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                                 for (int64_t _k384 = 1; _k384 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k384) {  // paged_attention.pto:58:69
                                 }
                                 TileT391 t391(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t391, 0);  // paged_attention.pto:58:44
-                                wait_flag_dev(4);
+                                wait_flag_dev(5);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                    GmView141 t14_lastGm141(t14_last + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
-                                    TLOAD(t391, t14_lastGm141);  // paged_attention.pto:58:44
+                                    GmView141 t14_last_ownGm141(t14_last_own + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
+                                    TLOAD(t391, t14_last_ownGm141);  // paged_attention.pto:58:44
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT392 t392(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
@@ -6619,22 +6544,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                    GmView142 oi_updateGm142(oi_update + _g324 * 16 * 32, GmView142::Shape(t392.GetValidRow()));  // paged_attention.pto:58:44
-                                    TSTORE(oi_updateGm142, t392);  // paged_attention.pto:58:44
+                                    GmView142 oi_update_ownGm142(oi_update_own + _g324 * 16 * 32, GmView142::Shape(t392.GetValidRow()));  // paged_attention.pto:58:44
+                                    TSTORE(oi_update_ownGm142, t392);  // paged_attention.pto:58:44
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
-                                status[0] = 38;  // paged_attention.pto:61:29
-                                status[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
-                                status[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
-                                status[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[0] = 38;  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
 #endif
                                 wait_flag_dev(0);  // paged_attention.pto:61:29
+                                wait_flag_dev(3);  // paged_attention.pto:61:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:61:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:61:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:61:29
@@ -6645,15 +6571,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             if (ptodsl_aiv0) {
-                                GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_updateGm143(oi_update);  // paged_attention.pto:61:64
-                                TLOAD(t393, oi_updateGm143);  // paged_attention.pto:61:64
+                                GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_update_ownGm143(oi_update_own);  // paged_attention.pto:61:64
+                                TLOAD(t393, oi_update_ownGm143);  // paged_attention.pto:61:64
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             TileT394 t394;  // paged_attention.pto:61:64
                             TASSIGN(t394, 2048);  // paged_attention.pto:61:64
                             if (ptodsl_aiv0) {
-                                GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_updateGm144(sum_update);  // paged_attention.pto:61:64
-                                TLOAD(t394, sum_updateGm144);  // paged_attention.pto:61:64
+                                GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_update_ownGm144(sum_update_own);  // paged_attention.pto:61:64
+                                TLOAD(t394, sum_update_ownGm144);  // paged_attention.pto:61:64
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileT396 t396;  // paged_attention.pto:61:64
@@ -6692,6 +6618,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 }
+                wait_flag_dev(4);
                 wait_flag_dev(3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

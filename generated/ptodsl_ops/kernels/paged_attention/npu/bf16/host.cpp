@@ -199,6 +199,22 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
 {
     for (int64_t b = 0; b < blocks; ++b) {
@@ -225,193 +241,194 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
     if (ptodsl_failed) {
         return -1;
     }
-    DeviceWorkspace oi_update_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:25:33
+    DeviceWorkspace oi_update_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:25:33
     if (ptodsl_failed) {  // paged_attention.pto:25:33
         return -1;  // paged_attention.pto:25:33
     }
     float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // paged_attention.pto:25:33
-    DeviceWorkspace sum_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:26:34
+    DeviceWorkspace sum_update_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:26:34
     if (ptodsl_failed) {  // paged_attention.pto:26:34
         return -1;  // paged_attention.pto:26:34
     }
     float* sum_update = reinterpret_cast<float*>(sum_update_bytes.data());  // paged_attention.pto:26:34
-    DeviceWorkspace max_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:27:34
+    DeviceWorkspace max_update_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:27:34
     if (ptodsl_failed) {  // paged_attention.pto:27:34
         return -1;  // paged_attention.pto:27:34
     }
     float* max_update = reinterpret_cast<float*>(max_update_bytes.data());  // paged_attention.pto:27:34
-    DeviceWorkspace kj_assemble_first_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    DeviceWorkspace kj_assemble_first_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     if (ptodsl_failed) {  // paged_attention.pto:35:39
         return -1;  // paged_attention.pto:35:39
     }
     bfloat16_t* kj_assemble_first = reinterpret_cast<bfloat16_t*>(kj_assemble_first_bytes.data());  // paged_attention.pto:35:39
-    DeviceWorkspace sij_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    DeviceWorkspace sij_first_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     if (ptodsl_failed) {  // paged_attention.pto:38:31
         return -1;  // paged_attention.pto:38:31
     }
     float* sij_first = reinterpret_cast<float*>(sij_first_bytes.data());  // paged_attention.pto:38:31
-    DeviceWorkspace vj_assemble_first_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    DeviceWorkspace vj_assemble_first_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     if (ptodsl_failed) {  // paged_attention.pto:40:39
         return -1;  // paged_attention.pto:40:39
     }
     bfloat16_t* vj_assemble_first = reinterpret_cast<bfloat16_t*>(vj_assemble_first_bytes.data());  // paged_attention.pto:40:39
-    DeviceWorkspace sij_scale_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    DeviceWorkspace sij_scale_first_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     if (ptodsl_failed) {  // paged_attention.pto:44:37
         return -1;  // paged_attention.pto:44:37
     }
     float* sij_scale_first = reinterpret_cast<float*>(sij_scale_first_bytes.data());  // paged_attention.pto:44:37
-    DeviceWorkspace tilda_pij_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:47:41
+    DeviceWorkspace tilda_pij_first_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:47:41
     if (ptodsl_failed) {  // paged_attention.pto:47:41
         return -1;  // paged_attention.pto:47:41
     }
     float* tilda_pij_first = reinterpret_cast<float*>(tilda_pij_first_bytes.data());  // paged_attention.pto:47:41
-    DeviceWorkspace t7_first_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:50:51
+    DeviceWorkspace t7_first_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:50:51
     if (ptodsl_failed) {  // paged_attention.pto:50:51
         return -1;  // paged_attention.pto:50:51
     }
     bfloat16_t* t7_first = reinterpret_cast<bfloat16_t*>(t7_first_bytes.data());  // paged_attention.pto:50:51
-    DeviceWorkspace kj_assemble_u2c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    DeviceWorkspace kj_assemble_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     if (ptodsl_failed) {  // paged_attention.pto:35:39
         return -1;  // paged_attention.pto:35:39
     }
     bfloat16_t* kj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c0_bytes.data());  // paged_attention.pto:35:39
-    DeviceWorkspace sij_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    DeviceWorkspace sij_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     if (ptodsl_failed) {  // paged_attention.pto:38:31
         return -1;  // paged_attention.pto:38:31
     }
     float* sij_u2c0 = reinterpret_cast<float*>(sij_u2c0_bytes.data());  // paged_attention.pto:38:31
-    DeviceWorkspace vj_assemble_u2c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    DeviceWorkspace vj_assemble_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     if (ptodsl_failed) {  // paged_attention.pto:40:39
         return -1;  // paged_attention.pto:40:39
     }
     bfloat16_t* vj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c0_bytes.data());  // paged_attention.pto:40:39
-    DeviceWorkspace sij_scale_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    DeviceWorkspace sij_scale_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     if (ptodsl_failed) {  // paged_attention.pto:44:37
         return -1;  // paged_attention.pto:44:37
     }
     float* sij_scale_u2c0 = reinterpret_cast<float*>(sij_scale_u2c0_bytes.data());  // paged_attention.pto:44:37
-    DeviceWorkspace tilda_pij_1_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+    DeviceWorkspace tilda_pij_1_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     if (ptodsl_failed) {  // paged_attention.pto:53:41
         return -1;  // paged_attention.pto:53:41
     }
     float* tilda_pij_1_u2c0 = reinterpret_cast<float*>(tilda_pij_1_u2c0_bytes.data());  // paged_attention.pto:53:41
-    DeviceWorkspace t15_u2c0_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+    DeviceWorkspace t15_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     if (ptodsl_failed) {  // paged_attention.pto:58:76
         return -1;  // paged_attention.pto:58:76
     }
     bfloat16_t* t15_u2c0 = reinterpret_cast<bfloat16_t*>(t15_u2c0_bytes.data());  // paged_attention.pto:58:76
-    DeviceWorkspace t14_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+    DeviceWorkspace t14_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     if (ptodsl_failed) {  // paged_attention.pto:58:69
         return -1;  // paged_attention.pto:58:69
     }
     float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:69
-    DeviceWorkspace kj_assemble_u2c1_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    DeviceWorkspace kj_assemble_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     if (ptodsl_failed) {  // paged_attention.pto:35:39
         return -1;  // paged_attention.pto:35:39
     }
     bfloat16_t* kj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c1_bytes.data());  // paged_attention.pto:35:39
-    DeviceWorkspace sij_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    DeviceWorkspace sij_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     if (ptodsl_failed) {  // paged_attention.pto:38:31
         return -1;  // paged_attention.pto:38:31
     }
     float* sij_u2c1 = reinterpret_cast<float*>(sij_u2c1_bytes.data());  // paged_attention.pto:38:31
-    DeviceWorkspace vj_assemble_u2c1_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    DeviceWorkspace vj_assemble_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     if (ptodsl_failed) {  // paged_attention.pto:40:39
         return -1;  // paged_attention.pto:40:39
     }
     bfloat16_t* vj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c1_bytes.data());  // paged_attention.pto:40:39
-    DeviceWorkspace sij_scale_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    DeviceWorkspace sij_scale_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     if (ptodsl_failed) {  // paged_attention.pto:44:37
         return -1;  // paged_attention.pto:44:37
     }
     float* sij_scale_u2c1 = reinterpret_cast<float*>(sij_scale_u2c1_bytes.data());  // paged_attention.pto:44:37
-    DeviceWorkspace tilda_pij_1_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+    DeviceWorkspace tilda_pij_1_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     if (ptodsl_failed) {  // paged_attention.pto:53:41
         return -1;  // paged_attention.pto:53:41
     }
     float* tilda_pij_1_u2c1 = reinterpret_cast<float*>(tilda_pij_1_u2c1_bytes.data());  // paged_attention.pto:53:41
-    DeviceWorkspace t15_u2c1_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+    DeviceWorkspace t15_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     if (ptodsl_failed) {  // paged_attention.pto:58:76
         return -1;  // paged_attention.pto:58:76
     }
     bfloat16_t* t15_u2c1 = reinterpret_cast<bfloat16_t*>(t15_u2c1_bytes.data());  // paged_attention.pto:58:76
-    DeviceWorkspace t14_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+    DeviceWorkspace t14_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     if (ptodsl_failed) {  // paged_attention.pto:58:69
         return -1;  // paged_attention.pto:58:69
     }
     float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:69
-    DeviceWorkspace kj_assemble_u1c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    DeviceWorkspace kj_assemble_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     if (ptodsl_failed) {  // paged_attention.pto:35:39
         return -1;  // paged_attention.pto:35:39
     }
     bfloat16_t* kj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u1c0_bytes.data());  // paged_attention.pto:35:39
-    DeviceWorkspace sij_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    DeviceWorkspace sij_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     if (ptodsl_failed) {  // paged_attention.pto:38:31
         return -1;  // paged_attention.pto:38:31
     }
     float* sij_u1c0 = reinterpret_cast<float*>(sij_u1c0_bytes.data());  // paged_attention.pto:38:31
-    DeviceWorkspace vj_assemble_u1c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    DeviceWorkspace vj_assemble_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     if (ptodsl_failed) {  // paged_attention.pto:40:39
         return -1;  // paged_attention.pto:40:39
     }
     bfloat16_t* vj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u1c0_bytes.data());  // paged_attention.pto:40:39
-    DeviceWorkspace sij_scale_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    DeviceWorkspace sij_scale_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     if (ptodsl_failed) {  // paged_attention.pto:44:37
         return -1;  // paged_attention.pto:44:37
     }
     float* sij_scale_u1c0 = reinterpret_cast<float*>(sij_scale_u1c0_bytes.data());  // paged_attention.pto:44:37
-    DeviceWorkspace tilda_pij_1_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+    DeviceWorkspace tilda_pij_1_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     if (ptodsl_failed) {  // paged_attention.pto:53:41
         return -1;  // paged_attention.pto:53:41
     }
     float* tilda_pij_1_u1c0 = reinterpret_cast<float*>(tilda_pij_1_u1c0_bytes.data());  // paged_attention.pto:53:41
-    DeviceWorkspace t15_u1c0_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+    DeviceWorkspace t15_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     if (ptodsl_failed) {  // paged_attention.pto:58:76
         return -1;  // paged_attention.pto:58:76
     }
     bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // paged_attention.pto:58:76
-    DeviceWorkspace t14_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+    DeviceWorkspace t14_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     if (ptodsl_failed) {  // paged_attention.pto:58:69
         return -1;  // paged_attention.pto:58:69
     }
     float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:69
-    DeviceWorkspace kj_assemble_last_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+    DeviceWorkspace kj_assemble_last_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     if (ptodsl_failed) {  // paged_attention.pto:35:39
         return -1;  // paged_attention.pto:35:39
     }
     bfloat16_t* kj_assemble_last = reinterpret_cast<bfloat16_t*>(kj_assemble_last_bytes.data());  // paged_attention.pto:35:39
-    DeviceWorkspace sij_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+    DeviceWorkspace sij_last_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     if (ptodsl_failed) {  // paged_attention.pto:38:31
         return -1;  // paged_attention.pto:38:31
     }
     float* sij_last = reinterpret_cast<float*>(sij_last_bytes.data());  // paged_attention.pto:38:31
-    DeviceWorkspace vj_assemble_last_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+    DeviceWorkspace vj_assemble_last_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     if (ptodsl_failed) {  // paged_attention.pto:40:39
         return -1;  // paged_attention.pto:40:39
     }
     bfloat16_t* vj_assemble_last = reinterpret_cast<bfloat16_t*>(vj_assemble_last_bytes.data());  // paged_attention.pto:40:39
-    DeviceWorkspace sij_scale_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+    DeviceWorkspace sij_scale_last_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     if (ptodsl_failed) {  // paged_attention.pto:44:37
         return -1;  // paged_attention.pto:44:37
     }
     float* sij_scale_last = reinterpret_cast<float*>(sij_scale_last_bytes.data());  // paged_attention.pto:44:37
-    DeviceWorkspace tilda_pij_1_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+    DeviceWorkspace tilda_pij_1_last_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     if (ptodsl_failed) {  // paged_attention.pto:53:41
         return -1;  // paged_attention.pto:53:41
     }
     float* tilda_pij_1_last = reinterpret_cast<float*>(tilda_pij_1_last_bytes.data());  // paged_attention.pto:53:41
-    DeviceWorkspace t15_last_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+    DeviceWorkspace t15_last_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     if (ptodsl_failed) {  // paged_attention.pto:58:76
         return -1;  // paged_attention.pto:58:76
     }
     bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // paged_attention.pto:58:76
-    DeviceWorkspace t14_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+    DeviceWorkspace t14_last_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     if (ptodsl_failed) {  // paged_attention.pto:58:69
         return -1;  // paged_attention.pto:58:69
     }
     float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // paged_attention.pto:58:69
     {  // paged_attention.pto:20:5
-        DeviceWorkspace paged_attention_bf16_k0_status(4 * 1 * static_cast<int64_t>(sizeof(int64_t)), 0);  // paged_attention.pto:20:5
+        const int64_t paged_attention_bf16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1);  // paged_attention.pto:20:5
+        DeviceWorkspace paged_attention_bf16_k0_status(4 * paged_attention_bf16_k0_blocks * static_cast<int64_t>(sizeof(int64_t)), 0);  // paged_attention.pto:20:5
         if (ptodsl_failed) {  // paged_attention.pto:20:5
             return -1;  // paged_attention.pto:20:5
         }
@@ -419,15 +436,15 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
         if (ptodsl_failed) {  // paged_attention.pto:20:5
             return -1;  // paged_attention.pto:20:5
         }
-        paged_attention_bf16_k0_launch(1, ptodsl_stream, ffts, kv_act_seqs, q, block_table, k, kj_assemble_first, sij_first, v, vj_assemble_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, oi_update, atten_out, kj_assemble_u2c0, sij_u2c0, vj_assemble_u2c0, sij_scale_u2c0, tilda_pij_1_u2c0, t15_u2c0, t14_u2c0, kj_assemble_u2c1, sij_u2c1, vj_assemble_u2c1, sij_scale_u2c1, tilda_pij_1_u2c1, t15_u2c1, t14_u2c1, kj_assemble_u1c0, sij_u1c0, vj_assemble_u1c0, sij_scale_u1c0, tilda_pij_1_u1c0, t15_u1c0, t14_u1c0, kj_assemble_last, sij_last, vj_assemble_last, sij_scale_last, tilda_pij_1_last, t15_last, t14_last, B, QR, KD, KR, MB, softmax_scale, reinterpret_cast<int64_t*>(paged_attention_bf16_k0_status.data()));  // paged_attention.pto:20:5
+        paged_attention_bf16_k0_launch(paged_attention_bf16_k0_blocks, ptodsl_stream, ffts, kv_act_seqs, q, block_table, k, kj_assemble_first, sij_first, v, vj_assemble_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, oi_update, atten_out, kj_assemble_u2c0, sij_u2c0, vj_assemble_u2c0, sij_scale_u2c0, tilda_pij_1_u2c0, t15_u2c0, t14_u2c0, kj_assemble_u2c1, sij_u2c1, vj_assemble_u2c1, sij_scale_u2c1, tilda_pij_1_u2c1, t15_u2c1, t14_u2c1, kj_assemble_u1c0, sij_u1c0, vj_assemble_u1c0, sij_scale_u1c0, tilda_pij_1_u1c0, t15_u1c0, t14_u1c0, kj_assemble_last, sij_last, vj_assemble_last, sij_scale_last, tilda_pij_1_last, t15_last, t14_last, B, QR, KD, KR, MB, softmax_scale, reinterpret_cast<int64_t*>(paged_attention_bf16_k0_status.data()));  // paged_attention.pto:20:5
         if (!launched("the launch of paged_attention_bf16_k0")) {  // paged_attention.pto:20:5
             return -1;  // paged_attention.pto:20:5
         }
-        const std::vector<int64_t> paged_attention_bf16_k0_status_host = read_status(paged_attention_bf16_k0_status, 1);  // paged_attention.pto:20:5
+        const std::vector<int64_t> paged_attention_bf16_k0_status_host = read_status(paged_attention_bf16_k0_status, paged_attention_bf16_k0_blocks);  // paged_attention.pto:20:5
         if (ptodsl_failed) {  // paged_attention.pto:20:5
             return -1;  // paged_attention.pto:20:5
         }
-        const int64_t paged_attention_bf16_k0_stopped = guard_stopped(paged_attention_bf16_k0_status_host.data(), 1, paged_attention_bf16_guard);  // paged_attention.pto:20:5
+        const int64_t paged_attention_bf16_k0_stopped = guard_stopped(paged_attention_bf16_k0_status_host.data(), paged_attention_bf16_k0_blocks, paged_attention_bf16_guard);  // paged_attention.pto:20:5
         if (paged_attention_bf16_k0_stopped != 0) {  // paged_attention.pto:20:5
             return static_cast<int>(paged_attention_bf16_k0_stopped);  // paged_attention.pto:20:5
         }
