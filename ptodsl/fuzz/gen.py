@@ -44,6 +44,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "views_dynamic",  # views whose valid shape is a scalar read at runtime
     "slices",  # static-offset slices x[:, c:N]
     "nested_loops",  # two nested loops over a rank-3 tensor
+    "radix_rows",  # ... or three writing rows in mixed radix, c * P + h * (P // B) + g
     "loop_unroll",  # for i, k in loop_unroll(...)
     "unroll_lists",  # `unroll: [4, 2, 1]` on loops
     "casts",  # f32 <-> T casts
@@ -761,6 +762,8 @@ class Gen:
             return Block(kind, [(0, [f"{y}[:, 0:N - {c}] = ", self.expr(ctx, depth=2), ""])],
                          [y, "x0", "x1", *self._names(ctx)])
         if kind == "nested":
+            if self.has("radix_rows") and random.Random(f"radix:{self.seed}:{k}").random() < 0.4:
+                return self.radix(k)
             y = self.out("B, M, N")
             x3 = self.param("x3", "T[B, M, N]", "in", "T", ("B", "M", "N"))
             lo, li = f"L{k}o", f"L{k}i"
@@ -824,6 +827,24 @@ class Gen:
         if kind in gen_layout.KINDS.values():
             return gen_layout.block(self, kind)
         raise ValueError(kind)
+
+    def radix(self, k: int) -> Block:
+        """Rows in mixed radix, as paged attention's query rows: chunks ``c`` of P rows, in each
+        ``B`` heads of ``P // B`` rows (none when ``B > P``). The chunks are disjoint only through
+        ``(P // B) * B <= P`` (a floor product, ``passes/parallel.py``); rows past the last whole
+        chunk, or past ``(P // B) * B`` in one, keep the inout output's values."""
+        p = random.Random(f"radix_p:{self.seed}:{k}").choice([2, 3, 4, 6])
+        y = self.out("M, N", "inout")
+        hb = self.param("hb", "T[B, N]", "in", "T", ("B", "N"))  # a row per head
+        row = f"c * {p} + h * ({p} // B) + g"
+        ctx = self.row_ctx(row)
+        ctx.full.append(leaf(f"{hb}[h, :]"))
+        e = self.expr(ctx, depth=2)
+        if hb not in e.render():
+            e = self.use(f"{hb}[h, :]", e, force=True)
+        lines = [(0, f'for c in loop(M // {p}, name="L{k}c"):'), (1, f'for h in loop(B, name="L{k}h"):'),
+                 (2, f'for g in loop({p} // B, name="L{k}g"):'), (3, [f"{y}[{row}, :] = ", e, ""])]
+        return Block("nested", lines, [y, hb, *self._names(ctx)])
 
     def reduce_nd(self) -> Block:
         """A reduction of a rank-3 or rank-4 input over any axis, or over several (reduce_multi),
