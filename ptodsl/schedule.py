@@ -30,6 +30,9 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     # state (attention's KV loop), when every op is row-wise (passes/rowgrid.py). Opt-in until a
     # loop mixing cube and vector work runs as one kernel: before that it launches per row block
     "row_interchange": 0,
+    # 1: a mixed kernel's row-wise vector work is shared by the two vector cores of its block, each
+    # on half of every tile's rows (passes/aivsplit.py); 0 runs it all on sub-block 0
+    "aiv_split": 1,
 }
 
 # The sub-loop of factor f holds f copies of the body, and every copy is compiled (and later

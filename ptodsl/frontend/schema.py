@@ -74,6 +74,9 @@ PASS_OPTIONS = Obj(
         "row_interchange": Bool(default=bool(PASS_OPTION_DEFAULTS["row_interchange"]),
                                 desc="make the output's row blocks the outer loop of a body whose user loops "
                                      "carry state, when every op in it is row-wise"),
+        "aiv_split": Bool(default=bool(PASS_OPTION_DEFAULTS["aiv_split"]),
+                          desc="share a mixed kernel's row-wise vector work between the two vector cores of "
+                               "its block, each on half of every tile's rows"),
     },
 )
 

@@ -134,6 +134,23 @@ class Ex:
             yield from k.nodes()
 
 
+# The most rows M a program is drawn with: an accumulation over the rows may reach this many times
+# its row's bound, which the expressions reading it must know (math() squashes what is large, so
+# that sin of a long sum does not turn rounding in the sum's order into a wrong-looking answer)
+MAX_ROWS = 150
+
+
+def accumulated(form: str, row_bound: float, init: float = 0.0) -> float:
+    """The bound of an accumulator combining rows of ``row_bound`` by ``form`` over up to MAX_ROWS
+    rows, from ``init``: a sum grows with the rows, a maximum or minimum does not, and ``a * 0.5 +
+    x`` stays below twice a row."""
+    if "imum" in form:
+        return max(abs(init), row_bound)
+    if "0.5" in form:
+        return abs(init) + 2.0 * row_bound
+    return abs(init) + MAX_ROWS * row_bound
+
+
 def leaf(text: str, dtype: str = "T", cls: str = "full", bound: float = 1.0) -> Ex:
     return Ex(text.replace("{", "{{").replace("}", "}}"), (), dtype, cls, bound)
 
@@ -628,22 +645,26 @@ class Gen:
             ctx = self.row_ctx("r")
             if self.has("zeros_init") and r.random() < 0.4:
                 init = r.choice(["zeros([1, N], f32)", "ones([1, N], f32)", "full(0.5, [1, N], f32)"])
+                row = self.expr(ctx, "f32", "full", 2)
                 lines = [(0, f"acc{k} = {init}"),
                          (0, f'for r in loop(M, name="{loop}"):'),
-                         (1, [f"acc{k}[:] = acc{k} {r.choice('+-')} ", self.expr(ctx, "f32", "full", 2), ""])]
-                fin = self.expr(Context([leaf(f"acc{k}", "f32")], [], [], self.scalars(), {}, []), "f32", "full", 1)
+                         (1, [f"acc{k}[:] = acc{k} {r.choice('+-')} ", row, ""])]
+                total = leaf(f"acc{k}", "f32", bound=accumulated("+", row.bound, 1.0))
+                fin = self.expr(Context([total], [], [], self.scalars(), {}, []), "f32", "full", 1)
                 lines.append((0, [f"{y}[:] = cast(", fin, ", T)"]))
                 return Block(kind, lines, [y, *self._names(ctx)], {loop: settings})
+            row = self.expr(ctx, "f32", "full", 2)
             lines = [(0, f"acc{k} = tensor([1, N], f32)"),
                      (0, f'for r in loop(M, name="{loop}"):'),
-                     (1, [f"row{k} = ", self.expr(ctx, "f32", "full", 2), ""]),
+                     (1, [f"row{k} = ", row, ""]),
                      (1, "if is_loop_begin(r):"),
                      (2, f"acc{k}[:] = row{k}"),
                      (1, "else:")]
             comb = r.choice([f"acc{k} + row{k}", f"maximum(acc{k}, row{k})", f"acc{k} * 0.5 + row{k}"])
             lines.append((2, f"acc{k}[:] = {comb}"))
             lines.append((1, "if is_loop_end(r):"))
-            fin = self.expr(Context([leaf(f"acc{k}", "f32")], [], [], self.scalars(), {}, []), "f32", "full", 1)
+            total = leaf(f"acc{k}", "f32", bound=accumulated(comb, row.bound))
+            fin = self.expr(Context([total], [], [], self.scalars(), {}, []), "f32", "full", 1)
             lines.append((2, [f"{y}[:] = cast(", fin, ", T)"]))
             return Block(kind, lines, [y, *self._names(ctx)], {loop: settings})
         if kind == "branch":
@@ -989,7 +1010,7 @@ class Gen:
         if "int_div" in kinds or "loop_unroll" in kinds:
             m = r.randint(1, 13)
         if "split_accum" in kinds and r.random() < 0.4:
-            m = r.randint(49, 150)  # more rows than cores: each partial accumulation runs a share of several
+            m = r.randint(49, MAX_ROWS)  # more rows than cores: each partial accumulation runs a share of several
         m = max(m, self.need_rows)
         n = fixed.get("N") or r.choice([r.randint(4, 40), r.randint(4, 130), align * r.randint(1, 4)])
         shapes = {"M": m, "N": n}
@@ -1079,6 +1100,8 @@ class Gen:
             out["fused_ops"] = False
         if r.random() < 0.4:
             out["row_interchange"] = True  # row blocks outside the user loops, mixed kernels
+        if r.random() < 0.2:
+            out["aiv_split"] = False  # on by default: a mixed kernel's vector rows on both vector cores
         return out
 
 

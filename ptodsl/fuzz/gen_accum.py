@@ -18,7 +18,7 @@ FEATURE = "split_accum"
 
 
 def split_accum_block(g: Gen, k: int) -> Block:
-    from .gen import Block, Context, leaf
+    from .gen import Block, Context, accumulated, leaf
 
     r = g.rng
     loop = f"L{k}"
@@ -38,12 +38,16 @@ def split_accum_block(g: Gen, k: int) -> Block:
         dtype = "T" if "imum" in form and r.random() < 0.5 else "f32"
         accs.append((f"acc{k}_{j}", dtype, form))
     lines: list[tuple[int, Any]] = []
+    inits: dict[str, float] = {}
     for name, dtype, _ in accs:
         if first_form:
             lines.append((0, f"{name} = tensor([1, N], {dtype})"))
+            inits[name] = 0.0
         else:
             init = r.choice(["zeros([1, N], {d})", "full(0.25, [1, N], {d})", "full(-2.0, [1, N], {d})"])
             lines.append((0, f"{name} = {init.format(d=dtype)}"))
+            inits[name] = 2.0
+    bound = 0.0  # of the accumulators' total, read after the loop
     lines.append((0, f'for r in loop({head}, name="{loop}"):'))
     if head == "M" and r.random() < 0.5:
         z = g.param(f"z{k}", "out T[M, N]", "out", "T", ("M", "N"))
@@ -56,16 +60,19 @@ def split_accum_block(g: Gen, k: int) -> Block:
             x = x if dtype == "T" else f"cast({x}, f32)"
             lines += [(1, "if is_loop_begin(r):"), (2, f"{name}[:] = {x}"), (1, "else:"),
                       (2, f"{name}[:] = {form.format(a=name, x=x)}")]
+            bound += accumulated(form, 1.0)
         else:
             row = f"row{k}_{name[-1]}"
-            lines.append((1, [f"{row} = ", g.expr(ctx, dtype, "full", 2), ""]))
+            e = g.expr(ctx, dtype, "full", 2)
+            lines.append((1, [f"{row} = ", e, ""]))
             lines.append((1, f"{name}[:] = {form.format(a=name, x=row)}"))
+            bound += accumulated(form, e.bound, inits[name])
     if running:  # a read of the running value: the loop must stay as it is
         w = g.param(f"w{k}", "out T[M, N]", "out", "T", ("M", "N"))
         params.append(w)
         lines.append((1, f"{w}[r, :] = cast({accs[0][0]}, T)"))
     total = " + ".join(name if dtype == "f32" else f"cast({name}, f32)" for name, dtype, _ in accs)
-    fin = g.expr(Context([leaf(f"({total})", "f32")], [], [], g.scalars(), {}, []), "f32", "full", 1)
+    fin = g.expr(Context([leaf(f"({total})", "f32", bound=bound)], [], [], g.scalars(), {}, []), "f32", "full", 1)
     if at_end:
         lines += [(1, "if is_loop_end(r):"), (2, [f"{y}[:] = cast(", fin, ", T)"])]
     else:

@@ -55,6 +55,11 @@ class Attr:
     doc: str = ""
 
 
+# Any tile op of a mixed kernel: the vector core (sub-block 0 or 1) that runs it (passes/aivsplit.py)
+AIV_ATTR = Attr("aiv", "int", choices=(0, 1), doc="the vector core of its block that runs this op "
+                "(passes/aivsplit.py); absent: vector core 0, or the cube core")
+
+
 @dataclass(frozen=True)
 class Rule:
     """A relation between an op's operands, results and attributes; ``check`` returns what is
@@ -122,7 +127,10 @@ class IROp:
         return tuple(a.name for a in self.attrs if a.required)
 
     def attr(self, name: str) -> Attr | None:
-        return next((a for a in self.attrs if a.name == name), None)
+        found = next((a for a in self.attrs if a.name == name), None)
+        if found is None and name == AIV_ATTR.name and self.name.startswith("tile.") and self.name != "tile.alloc":
+            return AIV_ATTR
+        return found
 
     def pipe_for(self, operand_spaces: list[str | None]) -> str | None:
         if self.pipe_by_space and self.pipe_space_of < len(operand_spaces):

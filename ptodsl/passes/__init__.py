@@ -3,6 +3,7 @@
 the one list the driver, ``ptodsl ir --after`` and the stage dumps read."""
 
 from . import (
+    aivsplit,
     blocks,
     dbuf,
     epilogue,
@@ -24,7 +25,7 @@ from .context import Pass, check_pipeline
 
 # After tensorize (typed AST -> Tensor IR), in order.
 PIPELINE: list[Pass] = [loops.PASS, splitred.PASS, paths.PASS, unroll.PASS, epilogue.PASS, tile.PASS, fuse.PASS, fusedops.PASS,
-                        parallel.PASS, rowgrid.PASS, partition.PASS, blocks.PASS, promote.PASS, dbuf.PASS, memplan.PASS,
+                        parallel.PASS, rowgrid.PASS, partition.PASS, blocks.PASS, promote.PASS, aivsplit.PASS, dbuf.PASS, memplan.PASS,
                         sync.PASS]
 check_pipeline(PIPELINE)
 

@@ -104,7 +104,7 @@ def test_defaults_of_a_minimal_spec() -> None:
 
 def test_pass_option_defaults_are_ints() -> None:
     assert set(PASS_OPTION_DEFAULTS) == {"cycle_upper_bound", "max_paths", "double_buffer", "fused_ops",
-                                         "multiply_add", "split_reduction", "row_interchange"}
+                                         "multiply_add", "split_reduction", "row_interchange", "aiv_split"}
     assert all(isinstance(v, int) for v in PASS_OPTION_DEFAULTS.values())
     assert PASS_OPTION_DEFAULTS["cycle_upper_bound"] > 0 and PASS_OPTION_DEFAULTS["max_paths"] > 0
     assert PASS_OPTION_DEFAULTS["double_buffer"] == 1  # a flag, on by default

@@ -11,8 +11,9 @@ with the core its op runs on; this module lays the tagged lines out three times:
 - ``__DAV_CUBE__``: the loops, views and scalars, the cube's ops and flags;
 - ``__DAV_VEC__``: the same skeleton with the vector ops and flags. A block has two AIVs and a
   flag from the cube reaches both (``CV_CORES_SYNC``); the cube's wait for the vector cores
-  completes when both have set. So both AIVs run the skeleton and every flag, and only sub-block 0
-  runs the data ops (``ptodsl_aiv0``).
+  completes when both have set. So both AIVs run the skeleton and every flag; sub-block 0 runs the
+  data ops (``ptodsl_aiv0``), except those ``passes/aivsplit.py`` gave sub-block 1
+  (``aiv = 1``: rows of their own, under ``!ptodsl_aiv0``).
 
 Both cores run the same loops over the same bounds, so every flag is set as often as it is
 waited for (the sync checker proves sets and waits balance in every region, per core).
@@ -41,6 +42,7 @@ class Tag:
     core: str | None = None
     data: bool = False
     npu: bool = False
+    aiv: int = 0  # the vector core of a data op (passes/aivsplit.py)
 
 
 BOTH = Tag()
@@ -52,7 +54,8 @@ def tag_of(op: Op) -> Tag:
     if core is None:
         return BOTH
     # an allocation is a declaration, not a data op: every AIV declares the tiles its ops name
-    return Tag(core, data=core == "vec" and op.name not in ("tile.alloc", "sync.barrier"))
+    return Tag(core, data=core == "vec" and op.name not in ("tile.alloc", "sync.barrier"),
+               aiv=int(op.attrs.get("aiv", 0)))
 
 
 def flag_lines(op: Op, pipe) -> list[tuple[Tag, str]]:
@@ -75,16 +78,17 @@ def layout(lines: list[tuple[int, str, str]], tags: list[Tag], head: list[str], 
 
     def part(core: str) -> list[str]:
         out: list[tuple[int, str, str]] = []
-        opened: int | None = None  # the depth of the open `if (ptodsl_aiv0)`
+        opened: int | None = None  # the depth of the open `if (ptodsl_aiv0)` (or `!ptodsl_aiv0`)
+        aiv = 0  # the vector core whose `if` is open
         for (depth, code, loc), tag in zip(lines, tags):
             if tag.core not in (None, core):
                 continue
-            if opened is not None and (not tag.data or depth < opened):
+            if opened is not None and (not tag.data or depth < opened or tag.aiv != aiv):
                 out.append((opened, "}", ""))
                 opened = None
             if tag.data and opened is None:
-                out.append((depth, f"if ({aiv0}) {{", ""))
-                opened = depth
+                out.append((depth, f"if ({'!' if tag.aiv else ''}{aiv0}) {{", ""))
+                opened, aiv = depth, tag.aiv
             out.append((depth + 1, code, loc) if tag.data else (depth, code, loc))
         if opened is not None:
             out.append((opened, "}", ""))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from math import ceil, prod
 
 from ..dtypes import DTYPES
-from ..ir import Op
+from ..ir import Op, TileType
 from ..ir.opdefs import IR_OPS, Handlers, indexed_gm
 from ..ir.queues import is_cross, split_unit, unit_of
 from ..ops import OPS
@@ -120,6 +120,17 @@ class Timeline:
                 k = 1 if written else 0
                 self.chip.add_bytes(nbytes(types[k].dtype, valid[k]))
         extra = EXTRA_INSTRUCTIONS.get(family)
+        if op.attrs.get("aiv") == 1:
+            # the block's other vector core runs it, alongside the one timed here, which runs the
+            # same flags and the first half of the rows (passes/aivsplit.py). Its time does not add
+            # to the block's; its work is what the op over both halves costs beyond the first
+            # half, so that splitting leaves the work the chip's roofline counts as it was.
+            pipe = "vec1." + pipe.rpartition(".")[2]
+            whole = self.cycles(op, types, _rows_plus(types, valid, True))
+            first = self.cycles(op, types, _rows_plus(types, valid, False))
+            self.instructions[pipe] = self.instructions.get(pipe, 0.0) + 1 + (extra(op) if extra else 0)
+            self.busy[pipe] = self.busy.get(pipe, 0.0) + max(whole - first, 0.0)
+            return
         self.instructions[pipe] = self.instructions.get(pipe, 0.0) + 1 + (extra(op) if extra else 0)
         start = max(self.free.get(pipe, 0.0), self.gate.get(pipe, 0.0), self.gate.get("_all", 0.0),
                     self.gate.get("_core:" + str(split_unit(pipe)[0]), 0.0))
@@ -151,6 +162,14 @@ class Timeline:
 
     def cycles(self, op: Op, types: list, valid: list[tuple[int, ...]]) -> float:
         return COST[op](self, op, types, valid)
+
+
+def _rows_plus(types: list, valid: list[tuple[int, ...]], whole: bool) -> list[tuple[int, ...]]:
+    """The valid extents of a second vector core's copy of an op (``passes/aivsplit.py``) as the
+    op over both halves has them (``whole``: the first half's full tile rows added to each rank-2
+    operand's rows) or as the first half has them (every such operand's rows the tile's)."""
+    half = next(t.shape[0] for t in types if isinstance(t, TileType))
+    return [(v[0] + half if whole else half, v[1]) if len(v) == 2 else v for v in valid]
 
 
 # The cycles of each op family that runs on a pipe (``ir/opdefs.py``).

@@ -40,26 +40,46 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT71 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT72 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT73 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT79 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT76 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT82 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT84 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT86 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT93 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT105 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT107 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT109 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT111 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT116 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT122 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT125 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT126 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT79Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT79Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT76Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT82Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT82Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT86Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT86Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT96Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT105Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT111Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT111Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT112Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT112Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT119Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT122Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT122Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT125Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT125Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT126Aiv0 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT126Aiv1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT132 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT133 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT129 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -69,10 +89,14 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT136 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT137 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT138 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT141 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT145 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT141Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT141Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT145Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT145Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT151 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT152 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -82,26 +106,46 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT155 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT156 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT157 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT163 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT160 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT166 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT168 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT170 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT174 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT177 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT180 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT189 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT191 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT195 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT196 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT200 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT209 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT210 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT163Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT163Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT160Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT166Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT168Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT168Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT177Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT177Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT180Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT189Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT189Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT191Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT191Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT195Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT195Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT196Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT196Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT200Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT200Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT203Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT203Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT209Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT209Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT210Aiv0 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT210Aiv1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT216 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT217 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT213 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -111,17 +155,21 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT220 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT221 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT222 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT225 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT229 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT225Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT225Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT229Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT229Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileTmp0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -209,8 +257,8 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TSTORE(t0_u2c0Gm4, t64);  // online_softmax_attn.pto:10:13
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -218,235 +266,407 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g74 = _qb2 * 4; _g74 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g74) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileT79 t79(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
+                TileT79Aiv0 t79_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_aiv0, 0);  // online_softmax_attn.pto:17:32
+                TileT79Aiv1 t79_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_aiv1, 256);  // online_softmax_attn.pto:17:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXPANDS(t79, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                TEXPANDS(t79_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t79_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
-                    TileT76 t76(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76, 512);  // online_softmax_attn.pto:10:13
+                    TileT76Aiv0 t76_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_aiv0, 512);  // online_softmax_attn.pto:10:13
+                    TileT76Aiv1 t76_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_aiv1, 2560);  // online_softmax_attn.pto:10:13
+                    TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_aiv0, 4608);  // online_softmax_attn.pto:10:13
+                    TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_aiv1, 6656);  // online_softmax_attn.pto:10:13
+                    TileT82Aiv0 t82_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_aiv0, 8704);  // online_softmax_attn.pto:17:32
+                    TileT82Aiv1 t82_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_aiv1, 8960);  // online_softmax_attn.pto:17:32
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_u2c0Gm5(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                    GmView5 t0_u2c0Gm5(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView5::Shape(t76_aiv0.GetValidRow(), t76_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT77 t77(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77, 4608);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMULS(t77, t76, scale);  // online_softmax_attn.pto:10:13
+                    TMULS(t77_aiv0, t76_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_u2c0Gm6(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView6::Shape(t77.GetValidRow(), t77.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c0Gm6, t77);  // online_softmax_attn.pto:10:13
-                    TileT82 t82(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82, 512);  // online_softmax_attn.pto:17:32
+                    GmView6 s_u2c0Gm6(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView6::Shape(t77_aiv0.GetValidRow(), t77_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c0Gm6, t77_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t82, t77, tmp0);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
-                    TMAX(t79, t79, t82);  // online_softmax_attn.pto:17:32
+                    TMAX(t79_aiv0, t79_aiv0, t82_aiv0);  // online_softmax_attn.pto:17:32
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_u2c0Gm7(t0_u2c0 + (_g74 * 16 + 8) * 64 + _g75 * 64, GmView7::Shape(t76_aiv1.GetValidRow(), t76_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TMULS(t77_aiv1, t76_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_u2c0Gm8(s_u2c0 + (_g74 * 16 + 8) * 64 + _g75 * 64, GmView8::Shape(t77_aiv1.GetValidRow(), t77_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c0Gm8, t77_aiv1);  // online_softmax_attn.pto:10:13
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                        pipe_barrier(PIPE_V);
+                        TMAX(t79_aiv1, t79_aiv1, t82_aiv1);  // online_softmax_attn.pto:17:32
+                    }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT84 t84(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84, 512);  // online_softmax_attn.pto:17:21
+                TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_aiv0, 512);  // online_softmax_attn.pto:17:21
+                TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_aiv1, 768);  // online_softmax_attn.pto:17:21
+                TileT86Aiv0 t86_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_aiv0, 1024);  // online_softmax_attn.pto:17:21
+                TileT86Aiv1 t86_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_aiv1, 1280);  // online_softmax_attn.pto:17:21
+                TileT90Aiv0 t90_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_aiv0, 1536);  // online_softmax_attn.pto:18:25
+                TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_aiv1, 1792);  // online_softmax_attn.pto:18:25
+                TileT93Aiv0 t93_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:18:21
+                TASSIGN(t93_aiv0, 2048);  // online_softmax_attn.pto:18:21
+                TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
+                TASSIGN(t93_aiv1, 2304);  // online_softmax_attn.pto:18:21
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView7 mGm7(m + _g74 * 16, GmView7::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84, mGm7);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT86 t86(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86, 1024);  // online_softmax_attn.pto:17:21
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView9 mGm9(m + _g74 * 16, GmView9::Shape(t84_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_aiv0, mGm9);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMAX(t86, t84, t79);  // online_softmax_attn.pto:17:21
+                TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView8 m_new_u2c0Gm8(m_new_u2c0 + _g74 * 16, GmView8::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_u2c0Gm8, t86);  // online_softmax_attn.pto:17:21
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView10 m_new_u2c0Gm10(m_new_u2c0 + _g74 * 16, GmView10::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TSTORE(m_new_u2c0Gm10, t86_aiv0);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TileT90 t90(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90, 0);  // online_softmax_attn.pto:18:25
+                TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
-                TSUB(t90, t84, t86);  // online_softmax_attn.pto:18:25
-                TileT93 t93(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:18:21
-                TASSIGN(t93, 512);  // online_softmax_attn.pto:18:21
+                TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
-                TEXP(t93, t90);  // online_softmax_attn.pto:18:21
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView11 mGm11(m + _g74 * 16 + 8, GmView11::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView12 m_new_u2c0Gm12(m_new_u2c0 + _g74 * 16 + 8, GmView12::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_u2c0Gm12, t86_aiv1);  // online_softmax_attn.pto:17:21
+                    pipe_barrier(PIPE_V);
+                    TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
+                    pipe_barrier(PIPE_V);
+                    TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
+                }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96 t96(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96, 1536);  // online_softmax_attn.pto:19:21
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView9 s_u2c0Gm9(s_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView9::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t96, s_u2c0Gm9);  // online_softmax_attn.pto:19:21
+                    TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_aiv0, 2560);  // online_softmax_attn.pto:19:21
+                    TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_aiv1, 4608);  // online_softmax_attn.pto:19:21
+                    TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_aiv0, 6656);  // online_softmax_attn.pto:19:17
+                    TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_aiv1, 8704);  // online_softmax_attn.pto:19:17
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_u2c0Gm13(s_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView13::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t96_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT103 t103(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103, 5632);  // online_softmax_attn.pto:19:17
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileTmp1 tmp1(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp1, t86);  // online_softmax_attn.pto:19:17
+                    TileTmp1 tmp2(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t103, t96, tmp1);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView10 p_1_u2c0Gm10(p_1_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c0Gm10, t103);  // online_softmax_attn.pto:19:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView14::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c0Gm14, t103_aiv0);  // online_softmax_attn.pto:19:17
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_u2c0Gm15(s_u2c0 + (_g74 * 16 + 8) * 64 + _g95 * 64, GmView15::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t96_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp3, t86_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp3);  // online_softmax_attn.pto:19:17
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _g95 * 64, GmView16::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c0Gm16, t103_aiv1);  // online_softmax_attn.pto:19:17
+                    }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT105 t105(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105, 0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_aiv1, 256);  // online_softmax_attn.pto:20:20
+                TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_aiv0, 512);  // online_softmax_attn.pto:20:20
+                TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_aiv1, 768);  // online_softmax_attn.pto:20:20
+                TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_aiv0, 1024);  // online_softmax_attn.pto:20:32
+                TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_aiv1, 1280);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView11 lGm11(l + _g74 * 16, GmView11::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105, lGm11);  // online_softmax_attn.pto:20:20
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView17 lGm17(l + _g74 * 16, GmView17::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_aiv0, lGm17);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT107 t107(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107, 1024);  // online_softmax_attn.pto:20:20
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMUL(t107, t105, t93);  // online_softmax_attn.pto:20:20
-                TileT109 t109(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109, 0);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TEXPANDS(t109, 0.0f);  // online_softmax_attn.pto:20:32
+                TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                    TileT111 t111(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t111, 1536);  // online_softmax_attn.pto:20:32
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView12 p_1_u2c0Gm12(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView12::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t111, p_1_u2c0Gm12);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView18 lGm18(l + _g74 * 16 + 8, GmView18::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_aiv1, lGm18);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT112 t112(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112, 5632);  // online_softmax_attn.pto:20:32
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t112, t111, tmp2);  // online_softmax_attn.pto:20:32
-                    pipe_barrier(PIPE_V);
-                    TADD(t109, t109, t112);  // online_softmax_attn.pto:20:32
+                    TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT116 t116(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116, 1536);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TADD(t116, t107, t109);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
+                    TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t111_aiv0, 2560);  // online_softmax_attn.pto:20:32
+                    TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t111_aiv1, 4608);  // online_softmax_attn.pto:20:32
+                    TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
+                    TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_aiv1, 256);  // online_softmax_attn.pto:20:32
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView19::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t111_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_aiv0, t111_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView20 p_1_u2c0Gm20(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _k110 * 64, GmView20::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t111_aiv1, p_1_u2c0Gm20);  // online_softmax_attn.pto:20:32
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_aiv1, t111_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                        pipe_barrier(PIPE_V);
+                        TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_aiv1, 256);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView13 lGm13(l + _g74 * 16, GmView13::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm13, t116);  // online_softmax_attn.pto:20:20
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView21 lGm21(l + _g74 * 16, GmView21::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm21, t116_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                    TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView22 lGm22(l + _g74 * 16 + 8, GmView22::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm22, t116_aiv1);  // online_softmax_attn.pto:20:20
+                }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT119 t119(min_i64(S - _g74 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t119, 1024);  // online_softmax_attn.pto:21:22
+                    TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t119_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t119_aiv1, 2560);  // online_softmax_attn.pto:21:22
+                    TileT122Aiv0 t122_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t122_aiv0, 4608);  // online_softmax_attn.pto:21:22
+                    TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t122_aiv1, 6656);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView14 accGm14(acc + _g74 * 16 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t119, accGm14);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT122 t122(min_i64(S - _g74 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t122, 5120);  // online_softmax_attn.pto:21:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView23 accGm23(acc + _g74 * 16 * D + _g118 * 64, GmView23::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t119_aiv0, accGm23);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp3(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp3, t93);  // online_softmax_attn.pto:21:22
+                    TileTmp1 tmp6(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t122, t119, tmp3);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView15 t13_u2c0Gm15(t13_u2c0 + _g74 * 16 * D + _g118 * 64, GmView15::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c0Gm15, t122);  // online_softmax_attn.pto:21:22
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView24 t13_u2c0Gm24(t13_u2c0 + _g74 * 16 * D + _g118 * 64, GmView24::Shape(t122_aiv0.GetValidRow(), t122_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u2c0Gm24, t122_aiv0);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView25 accGm25(acc + (_g74 * 16 + 8) * D + _g118 * 64, GmView25::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t119_aiv1, accGm25);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t122_aiv1, t119_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView26 t13_u2c0Gm26(t13_u2c0 + (_g74 * 16 + 8) * D + _g118 * 64, GmView26::Shape(t122_aiv1.GetValidRow(), t122_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u2c0Gm26, t122_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                    TileT125 t125(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView16 p_1_u2c0Gm16(p_1_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView16::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t125, p_1_u2c0Gm16);  // online_softmax_attn.pto:21:43
+                    TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t125_aiv0, 0);  // online_softmax_attn.pto:21:43
+                    TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t125_aiv1, 2048);  // online_softmax_attn.pto:21:43
+                    TileT126Aiv0 t126_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t126_aiv0, 4096);  // online_softmax_attn.pto:21:43
+                    TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t126_aiv1, 5120);  // online_softmax_attn.pto:21:43
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView27 p_1_u2c0Gm27(p_1_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView27::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t125_aiv0, p_1_u2c0Gm27);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT126 t126(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    TCVT(t126_aiv0, t125_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView17 t15_u2c0Gm17(t15_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView17::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c0Gm17, t126);  // online_softmax_attn.pto:21:43
+                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView28 t15_u2c0Gm28(t15_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView28::Shape(t126_aiv0.GetValidRow(), t126_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u2c0Gm28, t126_aiv0);  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView29 p_1_u2c0Gm29(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _g124 * 64, GmView29::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t125_aiv1, p_1_u2c0Gm29);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TCVT(t126_aiv1, t125_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView30 t15_u2c0Gm30(t15_u2c0 + (_g74 * 16 + 8) * 64 + _g124 * 64, GmView30::Shape(t126_aiv1.GetValidRow(), t126_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u2c0Gm30, t126_aiv1);  // online_softmax_attn.pto:21:43
+                    }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
@@ -467,9 +687,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView18 vj_u2c0Gm18(vj_u2c0 + _g128 * 64, GmView18::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t132, vj_u2c0Gm18);  // online_softmax_attn.pto:21:36
+                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView31 vj_u2c0Gm31(vj_u2c0 + _g128 * 64, GmView31::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t132, vj_u2c0Gm31);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -480,9 +700,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView19 t15_u2c0Gm19(t15_u2c0 + _qb2 * 64 * 64, GmView19::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t130, t15_u2c0Gm19);  // online_softmax_attn.pto:21:36
+                using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView32 t15_u2c0Gm32(t15_u2c0 + _qb2 * 64 * 64, GmView32::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t130, t15_u2c0Gm32);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
@@ -499,9 +719,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
-                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView20 t15_u2c0Gm20(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView20::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t135, t15_u2c0Gm20);  // online_softmax_attn.pto:21:36
+                    using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView33 t15_u2c0Gm33(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView33::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t135, t15_u2c0Gm33);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
@@ -511,9 +731,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView21 vj_u2c0Gm21(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView21::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t137, vj_u2c0Gm21);  // online_softmax_attn.pto:21:36
+                    using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView34 vj_u2c0Gm34(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView34::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t137, vj_u2c0Gm34);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
@@ -527,9 +747,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView22 t14_u2c0Gm22(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c0Gm22, t129);  // online_softmax_attn.pto:21:36
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView35::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c0Gm35, t129);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -548,55 +768,97 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT141 t141(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t141, 0);  // online_softmax_attn.pto:21:22
+                    TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t141_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t141_aiv1, 2048);  // online_softmax_attn.pto:21:22
+                    TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_aiv1, 6144);  // online_softmax_attn.pto:21:22
+                    TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_aiv1, 10240);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 t13_u2c0Gm23(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t141, t13_u2c0Gm23);  // online_softmax_attn.pto:21:22
-                    TileT142 t142(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView24 t14_u2c0Gm24(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t142, t14_u2c0Gm24);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT143 t143(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143, 8192);  // online_softmax_attn.pto:21:22
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView36 t13_u2c0Gm36(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView36::Shape(t141_aiv0.GetValidRow(), t141_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t141_aiv0, t13_u2c0Gm36);  // online_softmax_attn.pto:21:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView37 t14_u2c0Gm37(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView37::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t142_aiv0, t14_u2c0Gm37);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TADD(t143, t141, t142);  // online_softmax_attn.pto:21:22
+                    TADD(t143_aiv0, t141_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView25 accGm25(acc + _g139 * 16 * D + _g140 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm25, t143);  // online_softmax_attn.pto:21:22
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView38 accGm38(acc + _g139 * 16 * D + _g140 * 64, GmView38::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm38, t143_aiv0);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView39 t13_u2c0Gm39(t13_u2c0 + (_g139 * 16 + 8) * D + _g140 * 64, GmView39::Shape(t141_aiv1.GetValidRow(), t141_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t141_aiv1, t13_u2c0Gm39);  // online_softmax_attn.pto:21:22
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView40 t14_u2c0Gm40(t14_u2c0 + (_g139 * 16 + 8) * D + _g140 * 64, GmView40::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_aiv1, t14_u2c0Gm40);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TADD(t143_aiv1, t141_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView41 accGm41(acc + (_g139 * 16 + 8) * D + _g140 * 64, GmView41::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm41, t143_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT145 t145(min_i64(S - _g139 * 16, 16));  // online_softmax_attn.pto:22:13
-                TASSIGN(t145, 0);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView26 m_new_u2c0Gm26(m_new_u2c0 + _g139 * 16, GmView26::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t145, m_new_u2c0Gm26);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8));  // online_softmax_attn.pto:22:13
+                TASSIGN(t145_aiv0, 0);  // online_softmax_attn.pto:22:13
+                TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
+                TASSIGN(t145_aiv1, 256);  // online_softmax_attn.pto:22:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView42 m_new_u2c0Gm42(m_new_u2c0 + _g139 * 16, GmView42::Shape(t145_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TLOAD(t145_aiv0, m_new_u2c0Gm42);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView27 mGm27(m + _g139 * 16, GmView27::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm27, t145);  // online_softmax_attn.pto:22:13
+                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView43 mGm43(m + _g139 * 16, GmView43::Shape(t145_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm43, t145_aiv0);  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView44 m_new_u2c0Gm44(m_new_u2c0 + _g139 * 16 + 8, GmView44::Shape(t145_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t145_aiv1, m_new_u2c0Gm44);  // online_softmax_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView45 mGm45(m + _g139 * 16 + 8, GmView45::Shape(t145_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm45, t145_aiv1);  // online_softmax_attn.pto:22:13
+                }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -610,9 +872,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
                 TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
-                using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView28 kj_u2c1Gm28(kj_u2c1 + _g147 * 64 * D, GmView28::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm28);  // online_softmax_attn.pto:10:13
+                using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView46 kj_u2c1Gm46(kj_u2c1 + _g147 * 64 * D, GmView46::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t151, kj_u2c1Gm46);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t152, t151);  // online_softmax_attn.pto:10:13
@@ -622,9 +884,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView29 qGm29(q + _qb2 * 64 * D, GmView29::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm29);  // online_softmax_attn.pto:10:13
+                using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView47 qGm47(q + _qb2 * 64 * D, GmView47::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149, qGm47);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
@@ -643,9 +905,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView30 qGm30(q + _qb2 * 64 * D + _k153 * 64, GmView30::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm30);  // online_softmax_attn.pto:10:13
+                    using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView48 qGm48(q + _qb2 * 64 * D + _k153 * 64, GmView48::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t154, qGm48);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
@@ -656,9 +918,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView31 kj_u2c1Gm31(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView31::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm31);  // online_softmax_attn.pto:10:13
+                    using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView49 kj_u2c1Gm49(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView49::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t156, kj_u2c1Gm49);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
@@ -674,250 +936,422 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView32 t0_u2c1Gm32(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView32::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm32, t148);  // online_softmax_attn.pto:10:13
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView50 t0_u2c1Gm50(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView50::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_u2c1Gm50, t148);  // online_softmax_attn.pto:10:13
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileT163 t163(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163, 0);  // online_softmax_attn.pto:17:32
+                TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_aiv0, 0);  // online_softmax_attn.pto:17:32
+                TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_aiv1, 256);  // online_softmax_attn.pto:17:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TEXPANDS(t163, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160 t160(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160, 512);  // online_softmax_attn.pto:10:13
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView33 t0_u2c1Gm33(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView33::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160, t0_u2c1Gm33);  // online_softmax_attn.pto:10:13
+                    TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_aiv0, 512);  // online_softmax_attn.pto:10:13
+                    TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_aiv1, 2560);  // online_softmax_attn.pto:10:13
+                    TileT161Aiv0 t161_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_aiv0, 4608);  // online_softmax_attn.pto:10:13
+                    TileT161Aiv1 t161_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_aiv1, 6656);  // online_softmax_attn.pto:10:13
+                    TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_aiv0, 8704);  // online_softmax_attn.pto:17:32
+                    TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_aiv1, 8960);  // online_softmax_attn.pto:17:32
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView51 t0_u2c1Gm51(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView51::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_aiv0, t0_u2c1Gm51);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT161 t161(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161, 4608);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
+                    TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView34 s_u2c1Gm34(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView34::Shape(t161.GetValidRow(), t161.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c1Gm34, t161);  // online_softmax_attn.pto:10:13
-                    TileT166 t166(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166, 512);  // online_softmax_attn.pto:17:32
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView52 s_u2c1Gm52(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView52::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c1Gm52, t161_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
-                    TileTmp0 tmp4;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t166, t161, tmp4);  // online_softmax_attn.pto:17:32
+                    TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp8, 12288);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
-                    TMAX(t163, t163, t166);  // online_softmax_attn.pto:17:32
+                    TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
+                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:10:13
+                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView53 t0_u2c1Gm53(t0_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView53::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_aiv1, t0_u2c1Gm53);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView54 s_u2c1Gm54(s_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView54::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c1Gm54, t161_aiv1);  // online_softmax_attn.pto:10:13
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp9, 12288);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
+                        pipe_barrier(PIPE_V);
+                        TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
+                    }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT168 t168(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t168, 512);  // online_softmax_attn.pto:17:21
+                TileT168Aiv0 t168_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t168_aiv0, 512);  // online_softmax_attn.pto:17:21
+                TileT168Aiv1 t168_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t168_aiv1, 768);  // online_softmax_attn.pto:17:21
+                TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_aiv0, 1024);  // online_softmax_attn.pto:17:21
+                TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_aiv1, 1280);  // online_softmax_attn.pto:17:21
+                TileT174Aiv0 t174_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_aiv0, 1536);  // online_softmax_attn.pto:18:25
+                TileT174Aiv1 t174_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_aiv1, 1792);  // online_softmax_attn.pto:18:25
+                TileT177Aiv0 t177_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:18:21
+                TASSIGN(t177_aiv0, 2048);  // online_softmax_attn.pto:18:21
+                TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
+                TASSIGN(t177_aiv1, 2304);  // online_softmax_attn.pto:18:21
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView35 mGm35(m + _g158 * 16, GmView35::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t168, mGm35);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT170 t170(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170, 1024);  // online_softmax_attn.pto:17:21
+                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView55 mGm55(m + _g158 * 16, GmView55::Shape(t168_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t168_aiv0, mGm55);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMAX(t170, t168, t163);  // online_softmax_attn.pto:17:21
+                TMAX(t170_aiv0, t168_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView36 m_new_u2c1Gm36(m_new_u2c1 + _g158 * 16, GmView36::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_u2c1Gm36, t170);  // online_softmax_attn.pto:17:21
+                using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView56 m_new_u2c1Gm56(m_new_u2c1 + _g158 * 16, GmView56::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TSTORE(m_new_u2c1Gm56, t170_aiv0);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TileT174 t174(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174, 0);  // online_softmax_attn.pto:18:25
+                TSUB(t174_aiv0, t168_aiv0, t170_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
-                TSUB(t174, t168, t170);  // online_softmax_attn.pto:18:25
-                TileT177 t177(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:18:21
-                TASSIGN(t177, 512);  // online_softmax_attn.pto:18:21
+                TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
-                TEXP(t177, t174);  // online_softmax_attn.pto:18:21
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:17:21
+                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView57 mGm57(m + _g158 * 16 + 8, GmView57::Shape(t168_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t168_aiv1, mGm57);  // online_softmax_attn.pto:17:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TMAX(t170_aiv1, t168_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView58 m_new_u2c1Gm58(m_new_u2c1 + _g158 * 16 + 8, GmView58::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_u2c1Gm58, t170_aiv1);  // online_softmax_attn.pto:17:21
+                    pipe_barrier(PIPE_V);
+                    TSUB(t174_aiv1, t168_aiv1, t170_aiv1);  // online_softmax_attn.pto:18:25
+                    pipe_barrier(PIPE_V);
+                    TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
+                }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180 t180(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180, 1536);  // online_softmax_attn.pto:19:21
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView37 s_u2c1Gm37(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView37::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t180, s_u2c1Gm37);  // online_softmax_attn.pto:19:21
+                    TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_aiv0, 2560);  // online_softmax_attn.pto:19:21
+                    TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_aiv1, 4608);  // online_softmax_attn.pto:19:21
+                    TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_aiv0, 6656);  // online_softmax_attn.pto:19:17
+                    TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_aiv1, 8704);  // online_softmax_attn.pto:19:17
+                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView59 s_u2c1Gm59(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView59::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t180_aiv0, s_u2c1Gm59);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT187 t187(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187, 5632);  // online_softmax_attn.pto:19:17
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp5(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp5, t170);  // online_softmax_attn.pto:19:17
+                    TileTmp1 tmp10(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp10, 12288);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t187, t180, tmp5);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView38 p_1_u2c1Gm38(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView38::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c1Gm38, t187);  // online_softmax_attn.pto:19:17
+                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView60 p_1_u2c1Gm60(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView60::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c1Gm60, t187_aiv0);  // online_softmax_attn.pto:19:17
+                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:19:21
+                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView61 s_u2c1Gm61(s_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView61::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t180_aiv1, s_u2c1Gm61);  // online_softmax_attn.pto:19:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp11, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp11, t170_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView62 p_1_u2c1Gm62(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView62::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c1Gm62, t187_aiv1);  // online_softmax_attn.pto:19:17
+                    }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT189 t189(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t189, 0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                TileT189Aiv0 t189_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t189_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT189Aiv1 t189_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t189_aiv1, 256);  // online_softmax_attn.pto:20:20
+                TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_aiv0, 512);  // online_softmax_attn.pto:20:20
+                TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_aiv1, 768);  // online_softmax_attn.pto:20:20
+                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_aiv0, 1024);  // online_softmax_attn.pto:20:32
+                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_aiv1, 1280);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView39 lGm39(l + _g158 * 16, GmView39::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t189, lGm39);  // online_softmax_attn.pto:20:20
+                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView63 lGm63(l + _g158 * 16, GmView63::Shape(t189_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t189_aiv0, lGm63);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT191 t191(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191, 1024);  // online_softmax_attn.pto:20:20
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMUL(t191_aiv0, t189_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMUL(t191, t189, t177);  // online_softmax_attn.pto:20:20
-                TileT193 t193(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193, 0);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TEXPANDS(t193, 0.0f);  // online_softmax_attn.pto:20:32
+                TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                    TileT195 t195(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t195, 1536);  // online_softmax_attn.pto:20:32
-                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView40 p_1_u2c1Gm40(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView40::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t195, p_1_u2c1Gm40);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:20
+                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView64 lGm64(l + _g158 * 16 + 8, GmView64::Shape(t189_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t189_aiv1, lGm64);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT196 t196(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196, 5632);  // online_softmax_attn.pto:20:32
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp0 tmp6;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t196, t195, tmp6);  // online_softmax_attn.pto:20:32
-                    pipe_barrier(PIPE_V);
-                    TADD(t193, t193, t196);  // online_softmax_attn.pto:20:32
+                    TMUL(t191_aiv1, t189_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT200 t200(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200, 1536);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t200, t191, t193);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
+                    TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t195_aiv0, 2560);  // online_softmax_attn.pto:20:32
+                    TileT195Aiv1 t195_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t195_aiv1, 4608);  // online_softmax_attn.pto:20:32
+                    TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
+                    TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_aiv1, 256);  // online_softmax_attn.pto:20:32
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView65 p_1_u2c1Gm65(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView65::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t195_aiv0, p_1_u2c1Gm65);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp12, 12288);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_aiv0, t195_aiv0, tmp12);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:32
+                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView66 p_1_u2c1Gm66(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _k194 * 64, GmView66::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t195_aiv1, p_1_u2c1Gm66);  // online_softmax_attn.pto:20:32
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp13, 12288);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_aiv1, t195_aiv1, tmp13);  // online_softmax_attn.pto:20:32
+                        pipe_barrier(PIPE_V);
+                        TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_aiv1, 256);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView41 lGm41(l + _g158 * 16, GmView41::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm41, t200);  // online_softmax_attn.pto:20:20
+                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView67 lGm67(l + _g158 * 16, GmView67::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm67, t200_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:20:20
+                    TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView68 lGm68(l + _g158 * 16 + 8, GmView68::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm68, t200_aiv1);  // online_softmax_attn.pto:20:20
+                }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT203 t203(min_i64(S - _g158 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t203, 1024);  // online_softmax_attn.pto:21:22
+                    TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t203_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t203_aiv1, 2560);  // online_softmax_attn.pto:21:22
+                    TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t206_aiv0, 4608);  // online_softmax_attn.pto:21:22
+                    TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t206_aiv1, 6656);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView42 accGm42(acc + _g158 * 16 * D + _g202 * 64, GmView42::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t203, accGm42);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT206 t206(min_i64(S - _g158 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t206, 5120);  // online_softmax_attn.pto:21:22
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView69 accGm69(acc + _g158 * 16 * D + _g202 * 64, GmView69::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t203_aiv0, accGm69);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp7(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp7, t177);  // online_softmax_attn.pto:21:22
+                    TileTmp1 tmp14(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp14, 12288);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t206, t203, tmp7);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView43 t13_u2c1Gm43(t13_u2c1 + _g158 * 16 * D + _g202 * 64, GmView43::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c1Gm43, t206);  // online_softmax_attn.pto:21:22
+                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView70 t13_u2c1Gm70(t13_u2c1 + _g158 * 16 * D + _g202 * 64, GmView70::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u2c1Gm70, t206_aiv0);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:22
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView71 accGm71(acc + (_g158 * 16 + 8) * D + _g202 * 64, GmView71::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t203_aiv1, accGm71);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp15, 12288);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t206_aiv1, t203_aiv1, tmp15);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView72 t13_u2c1Gm72(t13_u2c1 + (_g158 * 16 + 8) * D + _g202 * 64, GmView72::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u2c1Gm72, t206_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                    TileT209 t209(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView44 p_1_u2c1Gm44(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView44::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t209, p_1_u2c1Gm44);  // online_softmax_attn.pto:21:43
+                    TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t209_aiv0, 0);  // online_softmax_attn.pto:21:43
+                    TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t209_aiv1, 2048);  // online_softmax_attn.pto:21:43
+                    TileT210Aiv0 t210_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t210_aiv0, 4096);  // online_softmax_attn.pto:21:43
+                    TileT210Aiv1 t210_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t210_aiv1, 5120);  // online_softmax_attn.pto:21:43
+                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView73 p_1_u2c1Gm73(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView73::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t209_aiv0, p_1_u2c1Gm73);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT210 t210(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    TCVT(t210_aiv0, t209_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView45 t15_u2c1Gm45(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView45::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c1Gm45, t210);  // online_softmax_attn.pto:21:43
+                    using GmView74 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView74 t15_u2c1Gm74(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView74::Shape(t210_aiv0.GetValidRow(), t210_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u2c1Gm74, t210_aiv0);  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:43
+                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView75 p_1_u2c1Gm75(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView75::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t209_aiv1, p_1_u2c1Gm75);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TCVT(t210_aiv1, t209_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView76 t15_u2c1Gm76(t15_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView76::Shape(t210_aiv1.GetValidRow(), t210_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u2c1Gm76, t210_aiv1);  // online_softmax_attn.pto:21:43
+                    }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
@@ -938,9 +1372,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView46 vj_u2c1Gm46(vj_u2c1 + _g212 * 64, GmView46::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t216, vj_u2c1Gm46);  // online_softmax_attn.pto:21:36
+                using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView77 vj_u2c1Gm77(vj_u2c1 + _g212 * 64, GmView77::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t216, vj_u2c1Gm77);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -951,9 +1385,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView47 t15_u2c1Gm47(t15_u2c1 + _qb2 * 64 * 64, GmView47::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t214, t15_u2c1Gm47);  // online_softmax_attn.pto:21:36
+                using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView78 t15_u2c1Gm78(t15_u2c1 + _qb2 * 64 * 64, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t214, t15_u2c1Gm78);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
@@ -970,9 +1404,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                     TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
-                    using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView48 t15_u2c1Gm48(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView48::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t219, t15_u2c1Gm48);  // online_softmax_attn.pto:21:36
+                    using GmView79 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView79 t15_u2c1Gm79(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView79::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t219, t15_u2c1Gm79);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
@@ -982,9 +1416,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView49 vj_u2c1Gm49(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView49::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t221, vj_u2c1Gm49);  // online_softmax_attn.pto:21:36
+                    using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView80 vj_u2c1Gm80(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView80::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView80::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t221, vj_u2c1Gm80);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
@@ -998,9 +1432,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView50 t14_u2c1Gm50(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView50::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c1Gm50, t213);  // online_softmax_attn.pto:21:36
+                using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView81 t14_u2c1Gm81(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView81::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView81::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c1Gm81, t213);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1019,62 +1453,104 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT225 t225(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t225, 0);  // online_softmax_attn.pto:21:22
+                    TileT225Aiv0 t225_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t225_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t225_aiv1, 2048);  // online_softmax_attn.pto:21:22
+                    TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_aiv1, 6144);  // online_softmax_attn.pto:21:22
+                    TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_aiv1, 10240);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView51 t13_u2c1Gm51(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView51::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t225, t13_u2c1Gm51);  // online_softmax_attn.pto:21:22
-                    TileT226 t226(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView52 t14_u2c1Gm52(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView52::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t226, t14_u2c1Gm52);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT227 t227(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227, 8192);  // online_softmax_attn.pto:21:22
+                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView82 t13_u2c1Gm82(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView82::Shape(t225_aiv0.GetValidRow(), t225_aiv0.GetValidCol()), GmView82::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t225_aiv0, t13_u2c1Gm82);  // online_softmax_attn.pto:21:22
+                    using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView83 t14_u2c1Gm83(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView83::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView83::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t226_aiv0, t14_u2c1Gm83);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t227, t225, t226);  // online_softmax_attn.pto:21:22
+                    TADD(t227_aiv0, t225_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView53 accGm53(acc + _g223 * 16 * D + _g224 * 64, GmView53::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm53, t227);  // online_softmax_attn.pto:21:22
+                    using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView84 accGm84(acc + _g223 * 16 * D + _g224 * 64, GmView84::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView84::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm84, t227_aiv0);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:22
+                        using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView85 t13_u2c1Gm85(t13_u2c1 + (_g223 * 16 + 8) * D + _g224 * 64, GmView85::Shape(t225_aiv1.GetValidRow(), t225_aiv1.GetValidCol()), GmView85::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t225_aiv1, t13_u2c1Gm85);  // online_softmax_attn.pto:21:22
+                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView86 t14_u2c1Gm86(t14_u2c1 + (_g223 * 16 + 8) * D + _g224 * 64, GmView86::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView86::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_aiv1, t14_u2c1Gm86);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TADD(t227_aiv1, t225_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView87 accGm87(acc + (_g223 * 16 + 8) * D + _g224 * 64, GmView87::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm87, t227_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT229 t229(min_i64(S - _g223 * 16, 16));  // online_softmax_attn.pto:22:13
-                TASSIGN(t229, 0);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView54 m_new_u2c1Gm54(m_new_u2c1 + _g223 * 16, GmView54::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t229, m_new_u2c1Gm54);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT229Aiv0 t229_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8));  // online_softmax_attn.pto:22:13
+                TASSIGN(t229_aiv0, 0);  // online_softmax_attn.pto:22:13
+                TileT229Aiv1 t229_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
+                TASSIGN(t229_aiv1, 256);  // online_softmax_attn.pto:22:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView88 m_new_u2c1Gm88(m_new_u2c1 + _g223 * 16, GmView88::Shape(t229_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TLOAD(t229_aiv0, m_new_u2c1Gm88);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView55 mGm55(m + _g223 * 16, GmView55::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm55, t229);  // online_softmax_attn.pto:22:13
+                using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView89 mGm89(m + _g223 * 16, GmView89::Shape(t229_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm89, t229_aiv0);  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
+                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView90 m_new_u2c1Gm90(m_new_u2c1 + _g223 * 16 + 8, GmView90::Shape(t229_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t229_aiv1, m_new_u2c1Gm90);  // online_softmax_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView91 mGm91(m + _g223 * 16 + 8, GmView91::Shape(t229_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm91, t229_aiv1);  // online_softmax_attn.pto:22:13
+                }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1179,15 +1655,33 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             for (int64_t _g74 = _qb2 * 4; _g74 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g74) {  // online_softmax_attn.pto:10:13
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                }
                 for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    }
+                }
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 }
                 for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    }
+                }
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 }
                 for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                    }
+                }
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
                 }
                 for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                    }
                 }
                 for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                    }
                 }
             }
             wait_flag_dev(2);
@@ -1204,9 +1698,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView18 vj_u2c0Gm18(vj_u2c0 + _g128 * 64, GmView18::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t132, vj_u2c0Gm18);  // online_softmax_attn.pto:21:36
+                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView31 vj_u2c0Gm31(vj_u2c0 + _g128 * 64, GmView31::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t132, vj_u2c0Gm31);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1217,9 +1711,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView19 t15_u2c0Gm19(t15_u2c0 + _qb2 * 64 * 64, GmView19::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t130, t15_u2c0Gm19);  // online_softmax_attn.pto:21:36
+                using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView32 t15_u2c0Gm32(t15_u2c0 + _qb2 * 64 * 64, GmView32::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t130, t15_u2c0Gm32);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
@@ -1236,9 +1730,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
-                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView20 t15_u2c0Gm20(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView20::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t135, t15_u2c0Gm20);  // online_softmax_attn.pto:21:36
+                    using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView33 t15_u2c0Gm33(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView33::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t135, t15_u2c0Gm33);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
@@ -1248,9 +1742,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView21 vj_u2c0Gm21(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView21::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t137, vj_u2c0Gm21);  // online_softmax_attn.pto:21:36
+                    using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView34 vj_u2c0Gm34(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView34::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t137, vj_u2c0Gm34);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
@@ -1264,9 +1758,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView22 t14_u2c0Gm22(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView22::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c0Gm22, t129);  // online_softmax_attn.pto:21:36
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView35::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c0Gm35, t129);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1279,6 +1773,10 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
                 for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                    }
+                }
+                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
                 }
             }
             __gm__ bfloat16_t* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
@@ -1292,9 +1790,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
                 TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
-                using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView28 kj_u2c1Gm28(kj_u2c1 + _g147 * 64 * D, GmView28::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm28);  // online_softmax_attn.pto:10:13
+                using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView46 kj_u2c1Gm46(kj_u2c1 + _g147 * 64 * D, GmView46::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t151, kj_u2c1Gm46);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t152, t151);  // online_softmax_attn.pto:10:13
@@ -1304,9 +1802,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView29 qGm29(q + _qb2 * 64 * D, GmView29::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm29);  // online_softmax_attn.pto:10:13
+                using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView47 qGm47(q + _qb2 * 64 * D, GmView47::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149, qGm47);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
@@ -1325,9 +1823,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView30 qGm30(q + _qb2 * 64 * D + _k153 * 64, GmView30::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm30);  // online_softmax_attn.pto:10:13
+                    using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView48 qGm48(q + _qb2 * 64 * D + _k153 * 64, GmView48::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t154, qGm48);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
@@ -1338,9 +1836,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView31 kj_u2c1Gm31(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView31::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm31);  // online_softmax_attn.pto:10:13
+                    using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView49 kj_u2c1Gm49(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView49::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t156, kj_u2c1Gm49);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
@@ -1356,24 +1854,42 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView32 t0_u2c1Gm32(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView32::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm32, t148);  // online_softmax_attn.pto:10:13
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView50 t0_u2c1Gm50(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView50::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_u2c1Gm50, t148);  // online_softmax_attn.pto:10:13
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:17:32
+                }
                 for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:10:13
+                    }
+                }
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:17:21
                 }
                 for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:19:21
+                    }
+                }
+                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:20
                 }
                 for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:32
+                    }
+                }
+                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:20:20
                 }
                 for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:22
+                    }
                 }
                 for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:43
+                    }
                 }
             }
             wait_flag_dev(5);
@@ -1390,9 +1906,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView46 vj_u2c1Gm46(vj_u2c1 + _g212 * 64, GmView46::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t216, vj_u2c1Gm46);  // online_softmax_attn.pto:21:36
+                using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView77 vj_u2c1Gm77(vj_u2c1 + _g212 * 64, GmView77::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t216, vj_u2c1Gm77);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1403,9 +1919,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView47 t15_u2c1Gm47(t15_u2c1 + _qb2 * 64 * 64, GmView47::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t214, t15_u2c1Gm47);  // online_softmax_attn.pto:21:36
+                using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView78 t15_u2c1Gm78(t15_u2c1 + _qb2 * 64 * 64, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t214, t15_u2c1Gm78);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
@@ -1422,9 +1938,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                     TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
-                    using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView48 t15_u2c1Gm48(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView48::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t219, t15_u2c1Gm48);  // online_softmax_attn.pto:21:36
+                    using GmView79 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView79 t15_u2c1Gm79(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView79::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t219, t15_u2c1Gm79);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
@@ -1434,9 +1950,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView49 vj_u2c1Gm49(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView49::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t221, vj_u2c1Gm49);  // online_softmax_attn.pto:21:36
+                    using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView80 vj_u2c1Gm80(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView80::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView80::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t221, vj_u2c1Gm80);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
@@ -1450,9 +1966,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView50 t14_u2c1Gm50(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView50::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c1Gm50, t213);  // online_softmax_attn.pto:21:36
+                using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView81 t14_u2c1Gm81(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView81::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView81::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c1Gm81, t213);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1465,6 +1981,10 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
                 for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:22
+                    }
+                }
+                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
                 }
             }
         }
@@ -1486,8 +2006,8 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1502,298 +2022,524 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             }
             wait_flag_dev(1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag_dev(6);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g74 = _qb2 * 4; _g74 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g74) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileT79 t79(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
+                TileT79Aiv0 t79_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_aiv0, 0);  // online_softmax_attn.pto:17:32
+                TileT79Aiv1 t79_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_aiv1, 256);  // online_softmax_attn.pto:17:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TEXPANDS(t79, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t79_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                    if (!ptodsl_aiv0) {
+                        TEXPANDS(t79_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    }
+                }
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
-                    TileT76 t76(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76, 512);  // online_softmax_attn.pto:10:13
+                    TileT76Aiv0 t76_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_aiv0, 512);  // online_softmax_attn.pto:10:13
+                    TileT76Aiv1 t76_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_aiv1, 2560);  // online_softmax_attn.pto:10:13
+                    TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_aiv0, 4608);  // online_softmax_attn.pto:10:13
+                    TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_aiv1, 6656);  // online_softmax_attn.pto:10:13
+                    TileT82Aiv0 t82_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_aiv0, 8704);  // online_softmax_attn.pto:17:32
+                    TileT82Aiv1 t82_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_aiv1, 8960);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
                         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView5 t0_u2c0Gm5(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView5::Shape(t76.GetValidRow(), t76.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                        GmView5 t0_u2c0Gm5(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView5::Shape(t76_aiv0.GetValidRow(), t76_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT77 t77(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77, 4608);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        TMULS(t77, t76, scale);  // online_softmax_attn.pto:10:13
+                        TMULS(t77_aiv0, t76_aiv0, scale);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 s_u2c0Gm6(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView6::Shape(t77.GetValidRow(), t77.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c0Gm6, t77);  // online_softmax_attn.pto:10:13
+                        GmView6 s_u2c0Gm6(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView6::Shape(t77_aiv0.GetValidRow(), t77_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c0Gm6, t77_aiv0);  // online_softmax_attn.pto:10:13
                     }
-                    TileT82 t82(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82, 512);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t82, t77, tmp0);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
-                        TMAX(t79, t79, t82);  // online_softmax_attn.pto:17:32
+                        TMAX(t79_aiv0, t79_aiv0, t82_aiv0);  // online_softmax_attn.pto:17:32
+                    }
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                        if (!ptodsl_aiv0) {
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView7 t0_u2c0Gm7(t0_u2c0 + (_g74 * 16 + 8) * 64 + _g75 * 64, GmView7::Shape(t76_aiv1.GetValidRow(), t76_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t76_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TMULS(t77_aiv1, t76_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView8 s_u2c0Gm8(s_u2c0 + (_g74 * 16 + 8) * 64 + _g75 * 64, GmView8::Shape(t77_aiv1.GetValidRow(), t77_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u2c0Gm8, t77_aiv1);  // online_softmax_attn.pto:10:13
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
+                            TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TMAX(t79_aiv1, t79_aiv1, t82_aiv1);  // online_softmax_attn.pto:17:32
+                        }
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT84 t84(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84, 512);  // online_softmax_attn.pto:17:21
+                TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_aiv0, 512);  // online_softmax_attn.pto:17:21
+                TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_aiv1, 768);  // online_softmax_attn.pto:17:21
+                TileT86Aiv0 t86_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_aiv0, 1024);  // online_softmax_attn.pto:17:21
+                TileT86Aiv1 t86_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_aiv1, 1280);  // online_softmax_attn.pto:17:21
+                TileT90Aiv0 t90_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_aiv0, 1536);  // online_softmax_attn.pto:18:25
+                TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_aiv1, 1792);  // online_softmax_attn.pto:18:25
+                TileT93Aiv0 t93_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:18:21
+                TASSIGN(t93_aiv0, 2048);  // online_softmax_attn.pto:18:21
+                TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
+                TASSIGN(t93_aiv1, 2304);  // online_softmax_attn.pto:18:21
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView7 mGm7(m + _g74 * 16, GmView7::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84, mGm7);  // online_softmax_attn.pto:17:21
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView9 mGm9(m + _g74 * 16, GmView9::Shape(t84_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_aiv0, mGm9);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT86 t86(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TMAX(t86, t84, t79);  // online_softmax_attn.pto:17:21
+                    TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
                 }
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView8 m_new_u2c0Gm8(m_new_u2c0 + _g74 * 16, GmView8::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u2c0Gm8, t86);  // online_softmax_attn.pto:17:21
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView10 m_new_u2c0Gm10(m_new_u2c0 + _g74 * 16, GmView10::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_u2c0Gm10, t86_aiv0);  // online_softmax_attn.pto:17:21
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TileT90 t90(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90, 0);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TSUB(t90, t84, t86);  // online_softmax_attn.pto:18:25
-                }
-                TileT93 t93(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:18:21
-                TASSIGN(t93, 512);  // online_softmax_attn.pto:18:21
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TEXP(t93, t90);  // online_softmax_attn.pto:18:21
+                    TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                if (ptodsl_aiv0) {
+                    TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                    if (!ptodsl_aiv0) {
+                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView11 mGm11(m + _g74 * 16 + 8, GmView11::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t84_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView12 m_new_u2c0Gm12(m_new_u2c0 + _g74 * 16 + 8, GmView12::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TSTORE(m_new_u2c0Gm12, t86_aiv1);  // online_softmax_attn.pto:17:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96 t96(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96, 1536);  // online_softmax_attn.pto:19:21
+                    TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_aiv0, 2560);  // online_softmax_attn.pto:19:21
+                    TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_aiv1, 4608);  // online_softmax_attn.pto:19:21
+                    TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_aiv0, 6656);  // online_softmax_attn.pto:19:17
+                    TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_aiv1, 8704);  // online_softmax_attn.pto:19:17
                     if (ptodsl_aiv0) {
-                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView9 s_u2c0Gm9(s_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView9::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96, s_u2c0Gm9);  // online_softmax_attn.pto:19:21
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView13 s_u2c0Gm13(s_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView13::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t96_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT103 t103(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103, 5632);  // online_softmax_attn.pto:19:17
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp1(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp1, t86);  // online_softmax_attn.pto:19:17
+                        TileTmp1 tmp2(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t103, t96, tmp1);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView10 p_1_u2c0Gm10(p_1_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0Gm10, t103);  // online_softmax_attn.pto:19:17
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView14 p_1_u2c0Gm14(p_1_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView14::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c0Gm14, t103_aiv0);  // online_softmax_attn.pto:19:17
+                    }
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                        if (!ptodsl_aiv0) {
+                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView15 s_u2c0Gm15(s_u2c0 + (_g74 * 16 + 8) * 64 + _g95 * 64, GmView15::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t96_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
+                            TROWEXPAND(tmp3, t86_aiv1);  // online_softmax_attn.pto:19:17
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                            TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp3);  // online_softmax_attn.pto:19:17
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _g95 * 64, GmView16::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u2c0Gm16, t103_aiv1);  // online_softmax_attn.pto:19:17
+                        }
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT105 t105(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105, 0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_aiv1, 256);  // online_softmax_attn.pto:20:20
+                TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_aiv0, 512);  // online_softmax_attn.pto:20:20
+                TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_aiv1, 768);  // online_softmax_attn.pto:20:20
+                TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_aiv0, 1024);  // online_softmax_attn.pto:20:32
+                TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_aiv1, 1280);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView11 lGm11(l + _g74 * 16, GmView11::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105, lGm11);  // online_softmax_attn.pto:20:20
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView17 lGm17(l + _g74 * 16, GmView17::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_aiv0, lGm17);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT107 t107(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TMUL(t107, t105, t93);  // online_softmax_attn.pto:20:20
+                    TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
                 }
-                TileT109 t109(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109, 0);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    TEXPANDS(t109, 0.0f);  // online_softmax_attn.pto:20:32
+                    TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                    TileT111 t111(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t111, 1536);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView12 p_1_u2c0Gm12(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView12::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t111, p_1_u2c0Gm12);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView18 lGm18(l + _g74 * 16 + 8, GmView18::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t105_aiv1, lGm18);  // online_softmax_attn.pto:20:20
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT112 t112(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112, 5632);  // online_softmax_attn.pto:20:32
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    if (!ptodsl_aiv0) {
+                        TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
+                        TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
+                    TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t111_aiv0, 2560);  // online_softmax_attn.pto:20:32
+                    TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t111_aiv1, 4608);  // online_softmax_attn.pto:20:32
+                    TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
+                    TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_aiv1, 256);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t112, t111, tmp2);  // online_softmax_attn.pto:20:32
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView19::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t111_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:20:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_aiv0, t111_aiv0, tmp4);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
-                        TADD(t109, t109, t112);  // online_softmax_attn.pto:20:32
+                        TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
+                    }
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                        if (!ptodsl_aiv0) {
+                            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                            GmView20 p_1_u2c0Gm20(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _k110 * 64, GmView20::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                            TLOAD(t111_aiv1, p_1_u2c0Gm20);  // online_softmax_attn.pto:20:32
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
+                            TROWSUM(t112_aiv1, t111_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
+                        }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT116 t116(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116, 1536);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_aiv1, 256);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TADD(t116, t107, t109);  // online_softmax_attn.pto:20:20
+                    TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView13 lGm13(l + _g74 * 16, GmView13::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm13, t116);  // online_softmax_attn.pto:20:20
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView21 lGm21(l + _g74 * 16, GmView21::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm21, t116_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView22 lGm22(l + _g74 * 16 + 8, GmView22::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm22, t116_aiv1);  // online_softmax_attn.pto:20:20
+                    }
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT119 t119(min_i64(S - _g74 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t119, 1024);  // online_softmax_attn.pto:21:22
+                    TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t119_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t119_aiv1, 2560);  // online_softmax_attn.pto:21:22
+                    TileT122Aiv0 t122_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t122_aiv0, 4608);  // online_softmax_attn.pto:21:22
+                    TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t122_aiv1, 6656);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView14 accGm14(acc + _g74 * 16 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t119, accGm14);  // online_softmax_attn.pto:21:22
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView23 accGm23(acc + _g74 * 16 * D + _g118 * 64, GmView23::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t119_aiv0, accGm23);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT122 t122(min_i64(S - _g74 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t122, 5120);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp3(min_i64(S - _g74 * 16, 16));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp3, t93);  // online_softmax_attn.pto:21:22
+                        TileTmp1 tmp6(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t122, t119, tmp3);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView15 t13_u2c0Gm15(t13_u2c0 + _g74 * 16 * D + _g118 * 64, GmView15::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c0Gm15, t122);  // online_softmax_attn.pto:21:22
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView24 t13_u2c0Gm24(t13_u2c0 + _g74 * 16 * D + _g118 * 64, GmView24::Shape(t122_aiv0.GetValidRow(), t122_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u2c0Gm24, t122_aiv0);  // online_softmax_attn.pto:21:22
                     }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                        if (!ptodsl_aiv0) {
+                            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView25 accGm25(acc + (_g74 * 16 + 8) * D + _g118 * 64, GmView25::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t119_aiv1, accGm25);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
+                            TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                            TROWEXPANDMUL(t122_aiv1, t119_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (!ptodsl_aiv0) {
+                            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView26 t13_u2c0Gm26(t13_u2c0 + (_g74 * 16 + 8) * D + _g118 * 64, GmView26::Shape(t122_aiv1.GetValidRow(), t122_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(t13_u2c0Gm26, t122_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                    TileT125 t125(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
+                    TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t125_aiv0, 0);  // online_softmax_attn.pto:21:43
+                    TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t125_aiv1, 2048);  // online_softmax_attn.pto:21:43
+                    TileT126Aiv0 t126_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t126_aiv0, 4096);  // online_softmax_attn.pto:21:43
+                    TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t126_aiv1, 5120);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView16::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t125, p_1_u2c0Gm16);  // online_softmax_attn.pto:21:43
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView27 p_1_u2c0Gm27(p_1_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView27::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t125_aiv0, p_1_u2c0Gm27);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT126 t126(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        TCVT(t126_aiv0, t125_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView17 t15_u2c0Gm17(t15_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView17::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c0Gm17, t126);  // online_softmax_attn.pto:21:43
+                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView28 t15_u2c0Gm28(t15_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView28::Shape(t126_aiv0.GetValidRow(), t126_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u2c0Gm28, t126_aiv0);  // online_softmax_attn.pto:21:43
+                    }
+                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                        if (!ptodsl_aiv0) {
+                            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView29 p_1_u2c0Gm29(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _g124 * 64, GmView29::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t125_aiv1, p_1_u2c0Gm29);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TCVT(t126_aiv1, t125_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView30 t15_u2c0Gm30(t15_u2c0 + (_g74 * 16 + 8) * 64 + _g124 * 64, GmView30::Shape(t126_aiv1.GetValidRow(), t126_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t15_u2c0Gm30, t126_aiv1);  // online_softmax_attn.pto:21:43
+                        }
                     }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
@@ -1819,67 +2565,117 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT141 t141(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t141, 0);  // online_softmax_attn.pto:21:22
+                    TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t141_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t141_aiv1, 2048);  // online_softmax_attn.pto:21:22
+                    TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_aiv1, 6144);  // online_softmax_attn.pto:21:22
+                    TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_aiv1, 10240);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 t13_u2c0Gm23(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView23::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t141, t13_u2c0Gm23);  // online_softmax_attn.pto:21:22
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView36 t13_u2c0Gm36(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView36::Shape(t141_aiv0.GetValidRow(), t141_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t141_aiv0, t13_u2c0Gm36);  // online_softmax_attn.pto:21:22
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 t14_u2c0Gm37(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView37::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_aiv0, t14_u2c0Gm37);  // online_softmax_attn.pto:21:22
                     }
-                    TileT142 t142(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142, 4096);  // online_softmax_attn.pto:21:22
-                    if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView24 t14_u2c0Gm24(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView24::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142, t14_u2c0Gm24);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT143 t143(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143, 8192);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        TADD(t143, t141, t142);  // online_softmax_attn.pto:21:22
+                        TADD(t143_aiv0, t141_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView25 accGm25(acc + _g139 * 16 * D + _g140 * 64, GmView25::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm25, t143);  // online_softmax_attn.pto:21:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView38 accGm38(acc + _g139 * 16 * D + _g140 * 64, GmView38::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm38, t143_aiv0);  // online_softmax_attn.pto:21:22
                     }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                        if (!ptodsl_aiv0) {
+                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView39 t13_u2c0Gm39(t13_u2c0 + (_g139 * 16 + 8) * D + _g140 * 64, GmView39::Shape(t141_aiv1.GetValidRow(), t141_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t141_aiv1, t13_u2c0Gm39);  // online_softmax_attn.pto:21:22
+                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView40 t14_u2c0Gm40(t14_u2c0 + (_g139 * 16 + 8) * D + _g140 * 64, GmView40::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_aiv1, t14_u2c0Gm40);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TADD(t143_aiv1, t141_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView41 accGm41(acc + (_g139 * 16 + 8) * D + _g140 * 64, GmView41::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm41, t143_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT145 t145(min_i64(S - _g139 * 16, 16));  // online_softmax_attn.pto:22:13
-                TASSIGN(t145, 0);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8));  // online_softmax_attn.pto:22:13
+                TASSIGN(t145_aiv0, 0);  // online_softmax_attn.pto:22:13
+                TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
+                TASSIGN(t145_aiv1, 256);  // online_softmax_attn.pto:22:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView26 m_new_u2c0Gm26(m_new_u2c0 + _g139 * 16, GmView26::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t145, m_new_u2c0Gm26);  // online_softmax_attn.pto:22:13
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView42 m_new_u2c0Gm42(m_new_u2c0 + _g139 * 16, GmView42::Shape(t145_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t145_aiv0, m_new_u2c0Gm42);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView27 mGm27(m + _g139 * 16, GmView27::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm27, t145);  // online_softmax_attn.pto:22:13
+                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView43 mGm43(m + _g139 * 16, GmView43::Shape(t145_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm43, t145_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                    if (!ptodsl_aiv0) {
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView44 m_new_u2c0Gm44(m_new_u2c0 + _g139 * 16 + 8, GmView44::Shape(t145_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TLOAD(t145_aiv1, m_new_u2c0Gm44);  // online_softmax_attn.pto:22:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView45 mGm45(m + _g139 * 16 + 8, GmView45::Shape(t145_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm45, t145_aiv1);  // online_softmax_attn.pto:22:13
+                    }
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1893,298 +2689,524 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             wait_flag_dev(4);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag_dev(6);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileT163 t163(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163, 0);  // online_softmax_attn.pto:17:32
+                TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_aiv0, 0);  // online_softmax_attn.pto:17:32
+                TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_aiv1, 256);  // online_softmax_attn.pto:17:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TEXPANDS(t163, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:17:32
+                    if (!ptodsl_aiv0) {
+                        TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    }
+                }
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160 t160(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160, 512);  // online_softmax_attn.pto:10:13
+                    TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_aiv0, 512);  // online_softmax_attn.pto:10:13
+                    TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_aiv1, 2560);  // online_softmax_attn.pto:10:13
+                    TileT161Aiv0 t161_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_aiv0, 4608);  // online_softmax_attn.pto:10:13
+                    TileT161Aiv1 t161_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_aiv1, 6656);  // online_softmax_attn.pto:10:13
+                    TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_aiv0, 8704);  // online_softmax_attn.pto:17:32
+                    TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_aiv1, 8960);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView33 t0_u2c1Gm33(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView33::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160, t0_u2c1Gm33);  // online_softmax_attn.pto:10:13
+                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView51 t0_u2c1Gm51(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView51::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_aiv0, t0_u2c1Gm51);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT161 t161(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161, 4608);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
+                        TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView34 s_u2c1Gm34(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView34::Shape(t161.GetValidRow(), t161.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1Gm34, t161);  // online_softmax_attn.pto:10:13
-                    }
-                    TileT166 t166(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166, 512);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp4;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t166, t161, tmp4);  // online_softmax_attn.pto:17:32
+                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView52 s_u2c1Gm52(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView52::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c1Gm52, t161_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
-                        TMAX(t163, t163, t166);  // online_softmax_attn.pto:17:32
+                        TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp8, 12288);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
+                    }
+                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:10:13
+                        if (!ptodsl_aiv0) {
+                            using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView53 t0_u2c1Gm53(t0_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView53::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t160_aiv1, t0_u2c1Gm53);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView54 s_u2c1Gm54(s_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView54::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u2c1Gm54, t161_aiv1);  // online_softmax_attn.pto:10:13
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp9, 12288);  // online_softmax_attn.pto:17:32
+                            TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
+                        }
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT168 t168(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t168, 512);  // online_softmax_attn.pto:17:21
+                TileT168Aiv0 t168_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t168_aiv0, 512);  // online_softmax_attn.pto:17:21
+                TileT168Aiv1 t168_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t168_aiv1, 768);  // online_softmax_attn.pto:17:21
+                TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_aiv0, 1024);  // online_softmax_attn.pto:17:21
+                TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_aiv1, 1280);  // online_softmax_attn.pto:17:21
+                TileT174Aiv0 t174_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_aiv0, 1536);  // online_softmax_attn.pto:18:25
+                TileT174Aiv1 t174_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_aiv1, 1792);  // online_softmax_attn.pto:18:25
+                TileT177Aiv0 t177_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:18:21
+                TASSIGN(t177_aiv0, 2048);  // online_softmax_attn.pto:18:21
+                TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
+                TASSIGN(t177_aiv1, 2304);  // online_softmax_attn.pto:18:21
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView35 mGm35(m + _g158 * 16, GmView35::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t168, mGm35);  // online_softmax_attn.pto:17:21
+                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView55 mGm55(m + _g158 * 16, GmView55::Shape(t168_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t168_aiv0, mGm55);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT170 t170(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TMAX(t170, t168, t163);  // online_softmax_attn.pto:17:21
+                    TMAX(t170_aiv0, t168_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
                 }
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView36 m_new_u2c1Gm36(m_new_u2c1 + _g158 * 16, GmView36::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u2c1Gm36, t170);  // online_softmax_attn.pto:17:21
+                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView56 m_new_u2c1Gm56(m_new_u2c1 + _g158 * 16, GmView56::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_u2c1Gm56, t170_aiv0);  // online_softmax_attn.pto:17:21
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TileT174 t174(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174, 0);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TSUB(t174, t168, t170);  // online_softmax_attn.pto:18:25
-                }
-                TileT177 t177(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:18:21
-                TASSIGN(t177, 512);  // online_softmax_attn.pto:18:21
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TEXP(t177, t174);  // online_softmax_attn.pto:18:21
+                    TSUB(t174_aiv0, t168_aiv0, t170_aiv0);  // online_softmax_attn.pto:18:25
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:17:21
+                    if (!ptodsl_aiv0) {
+                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView57 mGm57(m + _g158 * 16 + 8, GmView57::Shape(t168_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t168_aiv1, mGm57);  // online_softmax_attn.pto:17:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t170_aiv1, t168_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView58 m_new_u2c1Gm58(m_new_u2c1 + _g158 * 16 + 8, GmView58::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TSTORE(m_new_u2c1Gm58, t170_aiv1);  // online_softmax_attn.pto:17:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TSUB(t174_aiv1, t168_aiv1, t170_aiv1);  // online_softmax_attn.pto:18:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180 t180(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180, 1536);  // online_softmax_attn.pto:19:21
+                    TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_aiv0, 2560);  // online_softmax_attn.pto:19:21
+                    TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_aiv1, 4608);  // online_softmax_attn.pto:19:21
+                    TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_aiv0, 6656);  // online_softmax_attn.pto:19:17
+                    TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_aiv1, 8704);  // online_softmax_attn.pto:19:17
                     if (ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView37 s_u2c1Gm37(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView37::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180, s_u2c1Gm37);  // online_softmax_attn.pto:19:21
+                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView59 s_u2c1Gm59(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView59::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t180_aiv0, s_u2c1Gm59);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT187 t187(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187, 5632);  // online_softmax_attn.pto:19:17
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp5(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp5, t170);  // online_softmax_attn.pto:19:17
+                        TileTmp1 tmp10(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp10, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t187, t180, tmp5);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView38 p_1_u2c1Gm38(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView38::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1Gm38, t187);  // online_softmax_attn.pto:19:17
+                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView60 p_1_u2c1Gm60(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView60::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c1Gm60, t187_aiv0);  // online_softmax_attn.pto:19:17
+                    }
+                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:19:21
+                        if (!ptodsl_aiv0) {
+                            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView61 s_u2c1Gm61(s_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView61::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t180_aiv1, s_u2c1Gm61);  // online_softmax_attn.pto:19:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp11, 12288);  // online_softmax_attn.pto:19:17
+                            TROWEXPAND(tmp11, t170_aiv1);  // online_softmax_attn.pto:19:17
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                            TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView62 p_1_u2c1Gm62(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView62::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u2c1Gm62, t187_aiv1);  // online_softmax_attn.pto:19:17
+                        }
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT189 t189(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t189, 0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                TileT189Aiv0 t189_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t189_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT189Aiv1 t189_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t189_aiv1, 256);  // online_softmax_attn.pto:20:20
+                TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_aiv0, 512);  // online_softmax_attn.pto:20:20
+                TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_aiv1, 768);  // online_softmax_attn.pto:20:20
+                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_aiv0, 1024);  // online_softmax_attn.pto:20:32
+                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_aiv1, 1280);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView39 lGm39(l + _g158 * 16, GmView39::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t189, lGm39);  // online_softmax_attn.pto:20:20
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView63 lGm63(l + _g158 * 16, GmView63::Shape(t189_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t189_aiv0, lGm63);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT191 t191(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TMUL(t191, t189, t177);  // online_softmax_attn.pto:20:20
+                    TMUL(t191_aiv0, t189_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
                 }
-                TileT193 t193(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193, 0);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    TEXPANDS(t193, 0.0f);  // online_softmax_attn.pto:20:32
+                    TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                    TileT195 t195(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t195, 1536);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView40 p_1_u2c1Gm40(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView40::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t195, p_1_u2c1Gm40);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView64 lGm64(l + _g158 * 16 + 8, GmView64::Shape(t189_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t189_aiv1, lGm64);  // online_softmax_attn.pto:20:20
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT196 t196(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196, 5632);  // online_softmax_attn.pto:20:32
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    if (!ptodsl_aiv0) {
+                        TMUL(t191_aiv1, t189_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
+                        TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
+                    TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t195_aiv0, 2560);  // online_softmax_attn.pto:20:32
+                    TileT195Aiv1 t195_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t195_aiv1, 4608);  // online_softmax_attn.pto:20:32
+                    TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
+                    TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_aiv1, 256);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        TileTmp0 tmp6;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t196, t195, tmp6);  // online_softmax_attn.pto:20:32
+                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView65 p_1_u2c1Gm65(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView65::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t195_aiv0, p_1_u2c1Gm65);  // online_softmax_attn.pto:20:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp12, 12288);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_aiv0, t195_aiv0, tmp12);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
-                        TADD(t193, t193, t196);  // online_softmax_attn.pto:20:32
+                        TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
+                    }
+                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:32
+                        if (!ptodsl_aiv0) {
+                            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                            GmView66 p_1_u2c1Gm66(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _k194 * 64, GmView66::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                            TLOAD(t195_aiv1, p_1_u2c1Gm66);  // online_softmax_attn.pto:20:32
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp13, 12288);  // online_softmax_attn.pto:20:32
+                            TROWSUM(t196_aiv1, t195_aiv1, tmp13);  // online_softmax_attn.pto:20:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
+                        }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT200 t200(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200, 1536);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_aiv1, 256);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TADD(t200, t191, t193);  // online_softmax_attn.pto:20:20
+                    TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView41 lGm41(l + _g158 * 16, GmView41::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm41, t200);  // online_softmax_attn.pto:20:20
+                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView67 lGm67(l + _g158 * 16, GmView67::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm67, t200_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView68 lGm68(l + _g158 * 16 + 8, GmView68::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm68, t200_aiv1);  // online_softmax_attn.pto:20:20
+                    }
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT203 t203(min_i64(S - _g158 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t203, 1024);  // online_softmax_attn.pto:21:22
+                    TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t203_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t203_aiv1, 2560);  // online_softmax_attn.pto:21:22
+                    TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t206_aiv0, 4608);  // online_softmax_attn.pto:21:22
+                    TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t206_aiv1, 6656);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     if (ptodsl_aiv0) {
-                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView42 accGm42(acc + _g158 * 16 * D + _g202 * 64, GmView42::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t203, accGm42);  // online_softmax_attn.pto:21:22
+                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView69 accGm69(acc + _g158 * 16 * D + _g202 * 64, GmView69::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t203_aiv0, accGm69);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT206 t206(min_i64(S - _g158 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t206, 5120);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp7(min_i64(S - _g158 * 16, 16));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp7, t177);  // online_softmax_attn.pto:21:22
+                        TileTmp1 tmp14(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp14, 12288);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t206, t203, tmp7);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView43 t13_u2c1Gm43(t13_u2c1 + _g158 * 16 * D + _g202 * 64, GmView43::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c1Gm43, t206);  // online_softmax_attn.pto:21:22
+                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView70 t13_u2c1Gm70(t13_u2c1 + _g158 * 16 * D + _g202 * 64, GmView70::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u2c1Gm70, t206_aiv0);  // online_softmax_attn.pto:21:22
                     }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:22
+                        if (!ptodsl_aiv0) {
+                            using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView71 accGm71(acc + (_g158 * 16 + 8) * D + _g202 * 64, GmView71::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t203_aiv1, accGm71);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp15, 12288);  // online_softmax_attn.pto:21:22
+                            TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                            TROWEXPANDMUL(t206_aiv1, t203_aiv1, tmp15);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (!ptodsl_aiv0) {
+                            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView72 t13_u2c1Gm72(t13_u2c1 + (_g158 * 16 + 8) * D + _g202 * 64, GmView72::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(t13_u2c1Gm72, t206_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                    TileT209 t209(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
+                    TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t209_aiv0, 0);  // online_softmax_attn.pto:21:43
+                    TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t209_aiv1, 2048);  // online_softmax_attn.pto:21:43
+                    TileT210Aiv0 t210_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t210_aiv0, 4096);  // online_softmax_attn.pto:21:43
+                    TileT210Aiv1 t210_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t210_aiv1, 5120);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView44 p_1_u2c1Gm44(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView44::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t209, p_1_u2c1Gm44);  // online_softmax_attn.pto:21:43
+                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView73 p_1_u2c1Gm73(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView73::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t209_aiv0, p_1_u2c1Gm73);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT210 t210(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        TCVT(t210_aiv0, t209_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView45 t15_u2c1Gm45(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView45::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c1Gm45, t210);  // online_softmax_attn.pto:21:43
+                        using GmView74 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView74 t15_u2c1Gm74(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView74::Shape(t210_aiv0.GetValidRow(), t210_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u2c1Gm74, t210_aiv0);  // online_softmax_attn.pto:21:43
+                    }
+                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:43
+                        if (!ptodsl_aiv0) {
+                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView75 p_1_u2c1Gm75(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView75::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t209_aiv1, p_1_u2c1Gm75);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TCVT(t210_aiv1, t209_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView76 t15_u2c1Gm76(t15_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView76::Shape(t210_aiv1.GetValidRow(), t210_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t15_u2c1Gm76, t210_aiv1);  // online_softmax_attn.pto:21:43
+                        }
                     }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
@@ -2210,68 +3232,118 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT225 t225(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t225, 0);  // online_softmax_attn.pto:21:22
+                    TileT225Aiv0 t225_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t225_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t225_aiv1, 2048);  // online_softmax_attn.pto:21:22
+                    TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_aiv1, 6144);  // online_softmax_attn.pto:21:22
+                    TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_aiv1, 10240);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView51 t13_u2c1Gm51(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView51::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t225, t13_u2c1Gm51);  // online_softmax_attn.pto:21:22
+                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView82 t13_u2c1Gm82(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView82::Shape(t225_aiv0.GetValidRow(), t225_aiv0.GetValidCol()), GmView82::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t225_aiv0, t13_u2c1Gm82);  // online_softmax_attn.pto:21:22
+                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView83 t14_u2c1Gm83(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView83::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView83::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_aiv0, t14_u2c1Gm83);  // online_softmax_attn.pto:21:22
                     }
-                    TileT226 t226(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226, 4096);  // online_softmax_attn.pto:21:22
-                    if (ptodsl_aiv0) {
-                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView52 t14_u2c1Gm52(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView52::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226, t14_u2c1Gm52);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT227 t227(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227, 8192);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        TADD(t227, t225, t226);  // online_softmax_attn.pto:21:22
+                        TADD(t227_aiv0, t225_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView53 accGm53(acc + _g223 * 16 * D + _g224 * 64, GmView53::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm53, t227);  // online_softmax_attn.pto:21:22
+                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView84 accGm84(acc + _g223 * 16 * D + _g224 * 64, GmView84::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView84::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm84, t227_aiv0);  // online_softmax_attn.pto:21:22
                     }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:22
+                        if (!ptodsl_aiv0) {
+                            using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView85 t13_u2c1Gm85(t13_u2c1 + (_g223 * 16 + 8) * D + _g224 * 64, GmView85::Shape(t225_aiv1.GetValidRow(), t225_aiv1.GetValidCol()), GmView85::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t225_aiv1, t13_u2c1Gm85);  // online_softmax_attn.pto:21:22
+                            using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView86 t14_u2c1Gm86(t14_u2c1 + (_g223 * 16 + 8) * D + _g224 * 64, GmView86::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView86::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_aiv1, t14_u2c1Gm86);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TADD(t227_aiv1, t225_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView87 accGm87(acc + (_g223 * 16 + 8) * D + _g224 * 64, GmView87::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm87, t227_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT229 t229(min_i64(S - _g223 * 16, 16));  // online_softmax_attn.pto:22:13
-                TASSIGN(t229, 0);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TileT229Aiv0 t229_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8));  // online_softmax_attn.pto:22:13
+                TASSIGN(t229_aiv0, 0);  // online_softmax_attn.pto:22:13
+                TileT229Aiv1 t229_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
+                TASSIGN(t229_aiv1, 256);  // online_softmax_attn.pto:22:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView54 m_new_u2c1Gm54(m_new_u2c1 + _g223 * 16, GmView54::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t229, m_new_u2c1Gm54);  // online_softmax_attn.pto:22:13
+                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView88 m_new_u2c1Gm88(m_new_u2c1 + _g223 * 16, GmView88::Shape(t229_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t229_aiv0, m_new_u2c1Gm88);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView55 mGm55(m + _g223 * 16, GmView55::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm55, t229);  // online_softmax_attn.pto:22:13
+                    using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView89 mGm89(m + _g223 * 16, GmView89::Shape(t229_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm89, t229_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
+                    if (!ptodsl_aiv0) {
+                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView90 m_new_u2c1Gm90(m_new_u2c1 + _g223 * 16 + 8, GmView90::Shape(t229_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TLOAD(t229_aiv1, m_new_u2c1Gm90);  // online_softmax_attn.pto:22:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView91 mGm91(m + _g223 * 16 + 8, GmView91::Shape(t229_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm91, t229_aiv1);  // online_softmax_attn.pto:22:13
+                    }
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -2279,8 +3351,8 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
         wait_flag_dev(4);
         wait_flag_dev(1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void attn_bf16_k4(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, __gm__ bfloat16_t* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
@@ -35,26 +40,46 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT323 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT324 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT325 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT331 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT328 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT329 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT334 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT336 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT338 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT342 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT345 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT348 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT355 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT357 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT359 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT361 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT363 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT371 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT374 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT377 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT378 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT331Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT331Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT328Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT328Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT329Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT329Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT334Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT334Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT336Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT336Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT338Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT338Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT342Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT342Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT345Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT345Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT348Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT348Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT355Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT355Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT357Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT357Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT359Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT359Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT361Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT361Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT363Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT363Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT364Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT364Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT368Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT368Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT371Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT371Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT374Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT374Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT377Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT377Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT378Aiv0 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT378Aiv1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT384 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT385 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT381 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -64,33 +89,41 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT388 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT389 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT390 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT393 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT394 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT395 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT397 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT400 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT401 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT403 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT407 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT393Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT393Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT394Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT394Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT395Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT395Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT397Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT397Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT400Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT400Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT401Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT401Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT403Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT403Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT407Aiv0 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT407Aiv1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb4 = block_index * ceil_div((S + 63) / 64, block_count); _qb4 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb4) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -175,235 +208,407 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g326 = _qb4 * 4; _g326 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g326) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileT331 t331(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
+                TileT331Aiv0 t331_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                TASSIGN(t331_aiv0, 0);  // online_softmax_attn.pto:17:32
+                TileT331Aiv1 t331_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t331_aiv1, 256);  // online_softmax_attn.pto:17:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXPANDS(t331, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                TEXPANDS(t331_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t331_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
-                    TileT328 t328(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t328, 512);  // online_softmax_attn.pto:10:13
+                    TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t328_aiv0, 512);  // online_softmax_attn.pto:10:13
+                    TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t328_aiv1, 2560);  // online_softmax_attn.pto:10:13
+                    TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t329_aiv0, 4608);  // online_softmax_attn.pto:10:13
+                    TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t329_aiv1, 6656);  // online_softmax_attn.pto:10:13
+                    TileT334Aiv0 t334_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t334_aiv0, 8704);  // online_softmax_attn.pto:17:32
+                    TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t334_aiv1, 8960);  // online_softmax_attn.pto:17:32
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_lastGm5(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView5::Shape(t328.GetValidRow(), t328.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t328, t0_lastGm5);  // online_softmax_attn.pto:10:13
+                    GmView5 t0_lastGm5(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT329 t329(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t329, 4608);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
+                    TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_lastGm6(s_last + _g326 * 16 * 64 + _g327 * 64, GmView6::Shape(t329.GetValidRow(), t329.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_lastGm6, t329);  // online_softmax_attn.pto:10:13
-                    TileT334 t334(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t334, 512);  // online_softmax_attn.pto:17:32
+                    GmView6 s_lastGm6(s_last + _g326 * 16 * 64 + _g327 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t334, t329, tmp0);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
-                    TMAX(t331, t331, t334);  // online_softmax_attn.pto:17:32
+                    TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_lastGm7(t0_last + (_g326 * 16 + 8) * 64 + _g327 * 64, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_lastGm8(s_last + (_g326 * 16 + 8) * 64 + _g327 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                        pipe_barrier(PIPE_V);
+                        TMAX(t331_aiv1, t331_aiv1, t334_aiv1);  // online_softmax_attn.pto:17:32
+                    }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT336 t336(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t336, 512);  // online_softmax_attn.pto:17:21
+                TileT336Aiv0 t336_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t336_aiv0, 512);  // online_softmax_attn.pto:17:21
+                TileT336Aiv1 t336_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t336_aiv1, 768);  // online_softmax_attn.pto:17:21
+                TileT338Aiv0 t338_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t338_aiv0, 1024);  // online_softmax_attn.pto:17:21
+                TileT338Aiv1 t338_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t338_aiv1, 1280);  // online_softmax_attn.pto:17:21
+                TileT342Aiv0 t342_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:18:25
+                TASSIGN(t342_aiv0, 1536);  // online_softmax_attn.pto:18:25
+                TileT342Aiv1 t342_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t342_aiv1, 1792);  // online_softmax_attn.pto:18:25
+                TileT345Aiv0 t345_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:18:21
+                TASSIGN(t345_aiv0, 2048);  // online_softmax_attn.pto:18:21
+                TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
+                TASSIGN(t345_aiv1, 2304);  // online_softmax_attn.pto:18:21
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView7 mGm7(m + _g326 * 16, GmView7::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t336, mGm7);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT338 t338(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t338, 1024);  // online_softmax_attn.pto:17:21
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView9 mGm9(m + _g326 * 16, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t336_aiv0, mGm9);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMAX(t338, t336, t331);  // online_softmax_attn.pto:17:21
+                TMAX(t338_aiv0, t336_aiv0, t331_aiv0);  // online_softmax_attn.pto:17:21
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView8 m_new_lastGm8(m_new_last + _g326 * 16, GmView8::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_lastGm8, t338);  // online_softmax_attn.pto:17:21
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView10 m_new_lastGm10(m_new_last + _g326 * 16, GmView10::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TSTORE(m_new_lastGm10, t338_aiv0);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TileT342 t342(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:18:25
-                TASSIGN(t342, 0);  // online_softmax_attn.pto:18:25
+                TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
-                TSUB(t342, t336, t338);  // online_softmax_attn.pto:18:25
-                TileT345 t345(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:18:21
-                TASSIGN(t345, 512);  // online_softmax_attn.pto:18:21
+                TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
-                TEXP(t345, t342);  // online_softmax_attn.pto:18:21
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView11 mGm11(m + _g326 * 16 + 8, GmView11::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t336_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView12 m_new_lastGm12(m_new_last + _g326 * 16 + 8, GmView12::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_lastGm12, t338_aiv1);  // online_softmax_attn.pto:17:21
+                    pipe_barrier(PIPE_V);
+                    TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
+                    pipe_barrier(PIPE_V);
+                    TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
+                }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                    TileT348 t348(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView9 s_lastGm9(s_last + _g326 * 16 * 64 + _g347 * 64, GmView9::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t348, s_lastGm9);  // online_softmax_attn.pto:19:21
+                    TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t348_aiv0, 2560);  // online_softmax_attn.pto:19:21
+                    TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t348_aiv1, 4608);  // online_softmax_attn.pto:19:21
+                    TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t355_aiv0, 6656);  // online_softmax_attn.pto:19:17
+                    TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t355_aiv1, 8704);  // online_softmax_attn.pto:19:17
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_lastGm13(s_last + _g326 * 16 * 64 + _g347 * 64, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT355 t355(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t355, 5632);  // online_softmax_attn.pto:19:17
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileTmp1 tmp1(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp1, t338);  // online_softmax_attn.pto:19:17
+                    TileTmp1 tmp2(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t355, t348, tmp1);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView10 p_1_lastGm10(p_1_last + _g326 * 16 * 64 + _g347 * 64, GmView10::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_lastGm10, t355);  // online_softmax_attn.pto:19:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_lastGm14(p_1_last + _g326 * 16 * 64 + _g347 * 64, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_lastGm15(s_last + (_g326 * 16 + 8) * 64 + _g347 * 64, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp3, t338_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp3);  // online_softmax_attn.pto:19:17
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_lastGm16(p_1_last + (_g326 * 16 + 8) * 64 + _g347 * 64, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
+                    }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT357 t357(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t357, 0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t357_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t357_aiv1, 256);  // online_softmax_attn.pto:20:20
+                TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t359_aiv0, 512);  // online_softmax_attn.pto:20:20
+                TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t359_aiv1, 768);  // online_softmax_attn.pto:20:20
+                TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                TASSIGN(t361_aiv0, 1024);  // online_softmax_attn.pto:20:32
+                TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t361_aiv1, 1280);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView11 lGm11(l + _g326 * 16, GmView11::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t357, lGm11);  // online_softmax_attn.pto:20:20
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView17 lGm17(l + _g326 * 16, GmView17::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357_aiv0, lGm17);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT359 t359(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t359, 1024);  // online_softmax_attn.pto:20:20
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TMUL(t359_aiv0, t357_aiv0, t345_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMUL(t359, t357, t345);  // online_softmax_attn.pto:20:20
-                TileT361 t361(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:32
-                TASSIGN(t361, 0);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
+                TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                    TileT363 t363(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t363, 1536);  // online_softmax_attn.pto:20:32
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView12 p_1_lastGm12(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView12::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t363, p_1_lastGm12);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView18 lGm18(l + _g326 * 16 + 8, GmView18::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t357_aiv1, lGm18);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT364 t364(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t364, 5632);  // online_softmax_attn.pto:20:32
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t364, t363, tmp2);  // online_softmax_attn.pto:20:32
-                    pipe_barrier(PIPE_V);
-                    TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
+                    TMUL(t359_aiv1, t357_aiv1, t345_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t361_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT368 t368(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t368, 1536);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TADD(t368, t359, t361);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
+                    TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t363_aiv0, 2560);  // online_softmax_attn.pto:20:32
+                    TileT363Aiv1 t363_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t363_aiv1, 4608);  // online_softmax_attn.pto:20:32
+                    TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
+                    TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t364_aiv1, 256);  // online_softmax_attn.pto:20:32
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView19 p_1_lastGm19(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView19::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t363_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t364_aiv0, t363_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView20 p_1_lastGm20(p_1_last + (_g326 * 16 + 8) * 64 + _k362 * 64, GmView20::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t363_aiv1, p_1_lastGm20);  // online_softmax_attn.pto:20:32
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t364_aiv1, t363_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                        pipe_barrier(PIPE_V);
+                        TADD(t361_aiv1, t361_aiv1, t364_aiv1);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t368_aiv1, 256);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TADD(t368_aiv0, t359_aiv0, t361_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView13 lGm13(l + _g326 * 16, GmView13::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm13, t368);  // online_softmax_attn.pto:20:20
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView21 lGm21(l + _g326 * 16, GmView21::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm21, t368_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                    TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView22 lGm22(l + _g326 * 16 + 8, GmView22::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm22, t368_aiv1);  // online_softmax_attn.pto:20:20
+                }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT371 t371(min_i64(S - _g326 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t371, 1024);  // online_softmax_attn.pto:21:22
+                    TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t371_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t371_aiv1, 2560);  // online_softmax_attn.pto:21:22
+                    TileT374Aiv0 t374_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t374_aiv0, 4608);  // online_softmax_attn.pto:21:22
+                    TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t374_aiv1, 6656);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView14 accGm14(acc + _g326 * 16 * D + _g370 * 64, GmView14::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t371, accGm14);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT374 t374(min_i64(S - _g326 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t374, 5120);  // online_softmax_attn.pto:21:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView23 accGm23(acc + _g326 * 16 * D + _g370 * 64, GmView23::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t371_aiv0, accGm23);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp3(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp3, t345);  // online_softmax_attn.pto:21:22
+                    TileTmp1 tmp6(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t374, t371, tmp3);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView15 t13_lastGm15(t13_last + _g326 * 16 * D + _g370 * 64, GmView15::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_lastGm15, t374);  // online_softmax_attn.pto:21:22
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView24 t13_lastGm24(t13_last + _g326 * 16 * D + _g370 * 64, GmView24::Shape(t374_aiv0.GetValidRow(), t374_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_lastGm24, t374_aiv0);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView25 accGm25(acc + (_g326 * 16 + 8) * D + _g370 * 64, GmView25::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t371_aiv1, accGm25);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t374_aiv1, t371_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView26 t13_lastGm26(t13_last + (_g326 * 16 + 8) * D + _g370 * 64, GmView26::Shape(t374_aiv1.GetValidRow(), t374_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_lastGm26, t374_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                    TileT377 t377(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView16 p_1_lastGm16(p_1_last + _g326 * 16 * 64 + _g376 * 64, GmView16::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t377, p_1_lastGm16);  // online_softmax_attn.pto:21:43
+                    TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t377_aiv0, 0);  // online_softmax_attn.pto:21:43
+                    TileT377Aiv1 t377_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t377_aiv1, 2048);  // online_softmax_attn.pto:21:43
+                    TileT378Aiv0 t378_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t378_aiv0, 4096);  // online_softmax_attn.pto:21:43
+                    TileT378Aiv1 t378_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t378_aiv1, 5120);  // online_softmax_attn.pto:21:43
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView27 p_1_lastGm27(p_1_last + _g326 * 16 * 64 + _g376 * 64, GmView27::Shape(t377_aiv0.GetValidRow(), t377_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t377_aiv0, p_1_lastGm27);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT378 t378(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t378, 4096);  // online_softmax_attn.pto:21:43
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCVT(t378, t377, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    TCVT(t378_aiv0, t377_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView17 t15_lastGm17(t15_last + _g326 * 16 * 64 + _g376 * 64, GmView17::Shape(t378.GetValidRow(), t378.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_lastGm17, t378);  // online_softmax_attn.pto:21:43
+                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView28 t15_lastGm28(t15_last + _g326 * 16 * 64 + _g376 * 64, GmView28::Shape(t378_aiv0.GetValidRow(), t378_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_lastGm28, t378_aiv0);  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView29 p_1_lastGm29(p_1_last + (_g326 * 16 + 8) * 64 + _g376 * 64, GmView29::Shape(t377_aiv1.GetValidRow(), t377_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t377_aiv1, p_1_lastGm29);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TCVT(t378_aiv1, t377_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView30 t15_lastGm30(t15_last + (_g326 * 16 + 8) * 64 + _g376 * 64, GmView30::Shape(t378_aiv1.GetValidRow(), t378_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_lastGm30, t378_aiv1);  // online_softmax_attn.pto:21:43
+                    }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
@@ -424,9 +629,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView18 vj_lastGm18(vj_last + _g380 * 64, GmView18::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t384, vj_lastGm18);  // online_softmax_attn.pto:21:36
+                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView31 vj_lastGm31(vj_last + _g380 * 64, GmView31::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t384, vj_lastGm31);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -437,9 +642,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView19 t15_lastGm19(t15_last + _qb4 * 64 * 64, GmView19::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t382, t15_lastGm19);  // online_softmax_attn.pto:21:36
+                using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView32 t15_lastGm32(t15_last + _qb4 * 64 * 64, GmView32::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t382, t15_lastGm32);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT383 t383(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
@@ -456,9 +661,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                     TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
-                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView20 t15_lastGm20(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView20::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t387, t15_lastGm20);  // online_softmax_attn.pto:21:36
+                    using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView33 t15_lastGm33(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView33::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t387, t15_lastGm33);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT388 t388(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
@@ -468,9 +673,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView21 vj_lastGm21(vj_last + _k386 * 64 * D + _g380 * 64, GmView21::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t389, vj_lastGm21);  // online_softmax_attn.pto:21:36
+                    using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView34 vj_lastGm34(vj_last + _k386 * 64 * D + _g380 * 64, GmView34::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t389, vj_lastGm34);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
@@ -484,9 +689,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView22 t14_lastGm22(t14_last + _qb4 * 64 * D + _g380 * 64, GmView22::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_lastGm22, t381);  // online_softmax_attn.pto:21:36
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g380 * 64, GmView35::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_lastGm35, t381);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -502,120 +707,200 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT393 t393(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t393, 0);  // online_softmax_attn.pto:21:22
+                    TileT393Aiv0 t393_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t393_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT393Aiv1 t393_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t393_aiv1, 2048);  // online_softmax_attn.pto:21:22
+                    TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t394_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t394_aiv1, 6144);  // online_softmax_attn.pto:21:22
+                    TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t395_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t395_aiv1, 10240);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 t13_lastGm23(t13_last + _g391 * 16 * D + _g392 * 64, GmView23::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t393, t13_lastGm23);  // online_softmax_attn.pto:21:22
-                    TileT394 t394(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t394, 4096);  // online_softmax_attn.pto:21:22
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView24 t14_lastGm24(t14_last + _g391 * 16 * D + _g392 * 64, GmView24::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t394, t14_lastGm24);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT395 t395(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t395, 8192);  // online_softmax_attn.pto:21:22
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView36 t13_lastGm36(t13_last + _g391 * 16 * D + _g392 * 64, GmView36::Shape(t393_aiv0.GetValidRow(), t393_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t393_aiv0, t13_lastGm36);  // online_softmax_attn.pto:21:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView37 t14_lastGm37(t14_last + _g391 * 16 * D + _g392 * 64, GmView37::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394_aiv0, t14_lastGm37);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TADD(t395, t393, t394);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    TADD(t395_aiv0, t393_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView25 accGm25(acc + _g391 * 16 * D + _g392 * 64, GmView25::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm25, t395);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView38 accGm38(acc + _g391 * 16 * D + _g392 * 64, GmView38::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm38, t395_aiv0);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView39 t13_lastGm39(t13_last + (_g391 * 16 + 8) * D + _g392 * 64, GmView39::Shape(t393_aiv1.GetValidRow(), t393_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t393_aiv1, t13_lastGm39);  // online_softmax_attn.pto:21:22
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView40 t14_lastGm40(t14_last + (_g391 * 16 + 8) * D + _g392 * 64, GmView40::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t394_aiv1, t14_lastGm40);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TADD(t395_aiv1, t393_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView41 accGm41(acc + (_g391 * 16 + 8) * D + _g392 * 64, GmView41::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm41, t395_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT397 t397(min_i64(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
-                TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView26 m_new_lastGm26(m_new_last + _g391 * 16, GmView26::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t397, m_new_lastGm26);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT397Aiv0 t397_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8));  // online_softmax_attn.pto:22:13
+                TASSIGN(t397_aiv0, 0);  // online_softmax_attn.pto:22:13
+                TileT397Aiv1 t397_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
+                TASSIGN(t397_aiv1, 256);  // online_softmax_attn.pto:22:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView42 m_new_lastGm42(m_new_last + _g391 * 16, GmView42::Shape(t397_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TLOAD(t397_aiv0, m_new_lastGm42);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView27 mGm27(m + _g391 * 16, GmView27::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm27, t397);  // online_softmax_attn.pto:22:13
+                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView43 mGm43(m + _g391 * 16, GmView43::Shape(t397_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm43, t397_aiv0);  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView44 m_new_lastGm44(m_new_last + _g391 * 16 + 8, GmView44::Shape(t397_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t397_aiv1, m_new_lastGm44);  // online_softmax_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView45 mGm45(m + _g391 * 16 + 8, GmView45::Shape(t397_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm45, t397_aiv1);  // online_softmax_attn.pto:22:13
+                }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g398 = _qb4 * 4; _g398 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g398) {  // online_softmax_attn.pto:24:25
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
                     pipe_barrier(PIPE_V);
-                    TileT400 t400(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t400, 0);  // online_softmax_attn.pto:24:25
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t400_aiv0, 0);  // online_softmax_attn.pto:24:25
+                    TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t400_aiv1, 2048);  // online_softmax_attn.pto:24:25
+                    TileT401Aiv0 t401_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t401_aiv0, 4096);  // online_softmax_attn.pto:24:25
+                    TileT401Aiv1 t401_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t401_aiv1, 4352);  // online_softmax_attn.pto:24:25
+                    TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t403_aiv0, 4608);  // online_softmax_attn.pto:24:25
+                    TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t403_aiv1, 6656);  // online_softmax_attn.pto:24:25
+                    TileT407Aiv0 t407_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+                    TASSIGN(t407_aiv0, 8704);  // online_softmax_attn.pto:24:20
+                    TileT407Aiv1 t407_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+                    TASSIGN(t407_aiv1, 9728);  // online_softmax_attn.pto:24:20
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView28 accGm28(acc + _g398 * 16 * D + _g399 * 64, GmView28::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:24:25
-                    TLOAD(t400, accGm28);  // online_softmax_attn.pto:24:25
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    TileT401 t401(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t401, 4096);  // online_softmax_attn.pto:24:25
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView29 lGm29(l + _g398 * 16, GmView29::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
-                    TLOAD(t401, lGm29);  // online_softmax_attn.pto:24:25
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView46 accGm46(acc + _g398 * 16 * D + _g399 * 64, GmView46::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400_aiv0, accGm46);  // online_softmax_attn.pto:24:25
+                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView47 lGm47(l + _g398 * 16, GmView47::Shape(t401_aiv0.GetValidRow()));  // online_softmax_attn.pto:24:25
+                    TLOAD(t401_aiv0, lGm47);  // online_softmax_attn.pto:24:25
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT403 t403(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t403, 4608);  // online_softmax_attn.pto:24:25
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp4(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
-                    TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:24:25
-                    TROWEXPAND(tmp4, t401);  // online_softmax_attn.pto:24:25
+                    TileTmp1 tmp8(min_i64(min_i64(S - _g398 * 16, 16), 8));  // online_softmax_attn.pto:24:25
+                    TASSIGN(tmp8, 12288);  // online_softmax_attn.pto:24:25
+                    TROWEXPAND(tmp8, t401_aiv0);  // online_softmax_attn.pto:24:25
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
-                    TROWEXPANDDIV(t403, t400, tmp4);  // online_softmax_attn.pto:24:25
-                    TileT407 t407(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
-                    TASSIGN(t407, 0);  // online_softmax_attn.pto:24:20
+                    TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     pipe_barrier(PIPE_V);
-                    TCVT(t407, t403, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    TCVT(t407_aiv0, t403_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView30 oGm30(o + _g398 * 16 * D + _g399 * 64, GmView30::Shape(t407.GetValidRow(), t407.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:24:20
-                    TSTORE(oGm30, t407);  // online_softmax_attn.pto:24:20
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView48 oGm48(o + _g398 * 16 * D + _g399 * 64, GmView48::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm48, t407_aiv0);  // online_softmax_attn.pto:24:20
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g398 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
+                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView49 accGm49(acc + (_g398 * 16 + 8) * D + _g399 * 64, GmView49::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:24:25
+                        TLOAD(t400_aiv1, accGm49);  // online_softmax_attn.pto:24:25
+                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView50 lGm50(l + _g398 * 16 + 8, GmView50::Shape(t401_aiv1.GetValidRow()));  // online_softmax_attn.pto:24:25
+                        TLOAD(t401_aiv1, lGm50);  // online_softmax_attn.pto:24:25
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:24:25
+                        TASSIGN(tmp9, 12288);  // online_softmax_attn.pto:24:25
+                        TROWEXPAND(tmp9, t401_aiv1);  // online_softmax_attn.pto:24:25
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
+                        TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
+                        pipe_barrier(PIPE_V);
+                        TCVT(t407_aiv1, t403_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                        GmView51 oGm51(o + (_g398 * 16 + 8) * D + _g399 * 64, GmView51::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:24:20
+                        TSTORE(oGm51, t407_aiv1);  // online_softmax_attn.pto:24:20
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
         }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -716,15 +1001,33 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g326 = _qb4 * 4; _g326 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g326) {  // online_softmax_attn.pto:10:13
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                }
                 for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    }
+                }
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 }
                 for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    }
+                }
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 }
                 for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                    }
+                }
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
                 }
                 for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                    }
                 }
                 for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                    }
                 }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -740,9 +1043,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView18 vj_lastGm18(vj_last + _g380 * 64, GmView18::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t384, vj_lastGm18);  // online_softmax_attn.pto:21:36
+                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView31 vj_lastGm31(vj_last + _g380 * 64, GmView31::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t384, vj_lastGm31);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -753,9 +1056,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView19 t15_lastGm19(t15_last + _qb4 * 64 * 64, GmView19::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t382, t15_lastGm19);  // online_softmax_attn.pto:21:36
+                using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView32 t15_lastGm32(t15_last + _qb4 * 64 * 64, GmView32::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t382, t15_lastGm32);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT383 t383(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
@@ -772,9 +1075,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                     TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
-                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView20 t15_lastGm20(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView20::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t387, t15_lastGm20);  // online_softmax_attn.pto:21:36
+                    using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView33 t15_lastGm33(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView33::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t387, t15_lastGm33);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT388 t388(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
@@ -784,9 +1087,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView21 vj_lastGm21(vj_last + _k386 * 64 * D + _g380 * 64, GmView21::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t389, vj_lastGm21);  // online_softmax_attn.pto:21:36
+                    using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView34 vj_lastGm34(vj_last + _k386 * 64 * D + _g380 * 64, GmView34::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t389, vj_lastGm34);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
@@ -800,9 +1103,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView22 t14_lastGm22(t14_last + _qb4 * 64 * D + _g380 * 64, GmView22::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_lastGm22, t381);  // online_softmax_attn.pto:21:36
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g380 * 64, GmView35::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_lastGm35, t381);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -811,10 +1114,16 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
                 for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                    }
+                }
+                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
                 }
             }
             for (int64_t _g398 = _qb4 * 4; _g398 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g398) {  // online_softmax_attn.pto:24:25
                 for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
+                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g398 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
+                    }
                 }
             }
         }
@@ -832,21 +1141,21 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb4 = block_index * ceil_div((S + 63) / 64, block_count); _qb4 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb4) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
             __gm__ bfloat16_t* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
@@ -857,291 +1166,517 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             }
             wait_flag_dev(2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g326 = _qb4 * 4; _g326 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g326) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileT331 t331(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:32
-                TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
+                TileT331Aiv0 t331_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                TASSIGN(t331_aiv0, 0);  // online_softmax_attn.pto:17:32
+                TileT331Aiv1 t331_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t331_aiv1, 256);  // online_softmax_attn.pto:17:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TEXPANDS(t331, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t331_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                    if (!ptodsl_aiv0) {
+                        TEXPANDS(t331_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    }
+                }
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
-                    TileT328 t328(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t328, 512);  // online_softmax_attn.pto:10:13
+                    TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t328_aiv0, 512);  // online_softmax_attn.pto:10:13
+                    TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t328_aiv1, 2560);  // online_softmax_attn.pto:10:13
+                    TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t329_aiv0, 4608);  // online_softmax_attn.pto:10:13
+                    TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t329_aiv1, 6656);  // online_softmax_attn.pto:10:13
+                    TileT334Aiv0 t334_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t334_aiv0, 8704);  // online_softmax_attn.pto:17:32
+                    TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t334_aiv1, 8960);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
                         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView5 t0_lastGm5(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView5::Shape(t328.GetValidRow(), t328.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t328, t0_lastGm5);  // online_softmax_attn.pto:10:13
+                        GmView5 t0_lastGm5(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT329 t329(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t329, 4608);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
+                        TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 s_lastGm6(s_last + _g326 * 16 * 64 + _g327 * 64, GmView6::Shape(t329.GetValidRow(), t329.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_lastGm6, t329);  // online_softmax_attn.pto:10:13
+                        GmView6 s_lastGm6(s_last + _g326 * 16 * 64 + _g327 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
                     }
-                    TileT334 t334(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t334, 512);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t334, t329, tmp0);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
-                        TMAX(t331, t331, t334);  // online_softmax_attn.pto:17:32
+                        TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
+                    }
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                        if (!ptodsl_aiv0) {
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView7 t0_lastGm7(t0_last + (_g326 * 16 + 8) * 64 + _g327 * 64, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView8 s_lastGm8(s_last + (_g326 * 16 + 8) * 64 + _g327 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
+                            TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TMAX(t331_aiv1, t331_aiv1, t334_aiv1);  // online_softmax_attn.pto:17:32
+                        }
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT336 t336(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t336, 512);  // online_softmax_attn.pto:17:21
+                TileT336Aiv0 t336_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t336_aiv0, 512);  // online_softmax_attn.pto:17:21
+                TileT336Aiv1 t336_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t336_aiv1, 768);  // online_softmax_attn.pto:17:21
+                TileT338Aiv0 t338_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:21
+                TASSIGN(t338_aiv0, 1024);  // online_softmax_attn.pto:17:21
+                TileT338Aiv1 t338_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t338_aiv1, 1280);  // online_softmax_attn.pto:17:21
+                TileT342Aiv0 t342_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:18:25
+                TASSIGN(t342_aiv0, 1536);  // online_softmax_attn.pto:18:25
+                TileT342Aiv1 t342_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t342_aiv1, 1792);  // online_softmax_attn.pto:18:25
+                TileT345Aiv0 t345_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:18:21
+                TASSIGN(t345_aiv0, 2048);  // online_softmax_attn.pto:18:21
+                TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
+                TASSIGN(t345_aiv1, 2304);  // online_softmax_attn.pto:18:21
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView7 mGm7(m + _g326 * 16, GmView7::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t336, mGm7);  // online_softmax_attn.pto:17:21
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView9 mGm9(m + _g326 * 16, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t336_aiv0, mGm9);  // online_softmax_attn.pto:17:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT338 t338(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:17:21
-                TASSIGN(t338, 1024);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TMAX(t338, t336, t331);  // online_softmax_attn.pto:17:21
+                    TMAX(t338_aiv0, t336_aiv0, t331_aiv0);  // online_softmax_attn.pto:17:21
                 }
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView8 m_new_lastGm8(m_new_last + _g326 * 16, GmView8::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_lastGm8, t338);  // online_softmax_attn.pto:17:21
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView10 m_new_lastGm10(m_new_last + _g326 * 16, GmView10::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TSTORE(m_new_lastGm10, t338_aiv0);  // online_softmax_attn.pto:17:21
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TileT342 t342(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:18:25
-                TASSIGN(t342, 0);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TSUB(t342, t336, t338);  // online_softmax_attn.pto:18:25
-                }
-                TileT345 t345(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:18:21
-                TASSIGN(t345, 512);  // online_softmax_attn.pto:18:21
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TEXP(t345, t342);  // online_softmax_attn.pto:18:21
+                    TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                if (ptodsl_aiv0) {
+                    TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                    if (!ptodsl_aiv0) {
+                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView11 mGm11(m + _g326 * 16 + 8, GmView11::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t336_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView12 m_new_lastGm12(m_new_last + _g326 * 16 + 8, GmView12::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TSTORE(m_new_lastGm12, t338_aiv1);  // online_softmax_attn.pto:17:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                    TileT348 t348(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
+                    TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t348_aiv0, 2560);  // online_softmax_attn.pto:19:21
+                    TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t348_aiv1, 4608);  // online_softmax_attn.pto:19:21
+                    TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t355_aiv0, 6656);  // online_softmax_attn.pto:19:17
+                    TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t355_aiv1, 8704);  // online_softmax_attn.pto:19:17
                     if (ptodsl_aiv0) {
-                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView9 s_lastGm9(s_last + _g326 * 16 * 64 + _g347 * 64, GmView9::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t348, s_lastGm9);  // online_softmax_attn.pto:19:21
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView13 s_lastGm13(s_last + _g326 * 16 * 64 + _g347 * 64, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT355 t355(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t355, 5632);  // online_softmax_attn.pto:19:17
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp1(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp1, t338);  // online_softmax_attn.pto:19:17
+                        TileTmp1 tmp2(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t355, t348, tmp1);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView10 p_1_lastGm10(p_1_last + _g326 * 16 * 64 + _g347 * 64, GmView10::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_lastGm10, t355);  // online_softmax_attn.pto:19:17
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView14 p_1_lastGm14(p_1_last + _g326 * 16 * 64 + _g347 * 64, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
+                    }
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                        if (!ptodsl_aiv0) {
+                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView15 s_lastGm15(s_last + (_g326 * 16 + 8) * 64 + _g347 * 64, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
+                            TROWEXPAND(tmp3, t338_aiv1);  // online_softmax_attn.pto:19:17
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                            TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp3);  // online_softmax_attn.pto:19:17
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView16 p_1_lastGm16(p_1_last + (_g326 * 16 + 8) * 64 + _g347 * 64, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
+                        }
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT357 t357(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t357, 0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t357_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t357_aiv1, 256);  // online_softmax_attn.pto:20:20
+                TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t359_aiv0, 512);  // online_softmax_attn.pto:20:20
+                TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t359_aiv1, 768);  // online_softmax_attn.pto:20:20
+                TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                TASSIGN(t361_aiv0, 1024);  // online_softmax_attn.pto:20:32
+                TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t361_aiv1, 1280);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView11 lGm11(l + _g326 * 16, GmView11::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t357, lGm11);  // online_softmax_attn.pto:20:20
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView17 lGm17(l + _g326 * 16, GmView17::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t357_aiv0, lGm17);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT359 t359(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t359, 1024);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TMUL(t359, t357, t345);  // online_softmax_attn.pto:20:20
+                    TMUL(t359_aiv0, t357_aiv0, t345_aiv0);  // online_softmax_attn.pto:20:20
                 }
-                TileT361 t361(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:32
-                TASSIGN(t361, 0);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
+                    TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                    TileT363 t363(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t363, 1536);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView12 p_1_lastGm12(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView12::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t363, p_1_lastGm12);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView18 lGm18(l + _g326 * 16 + 8, GmView18::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t357_aiv1, lGm18);  // online_softmax_attn.pto:20:20
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT364 t364(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t364, 5632);  // online_softmax_attn.pto:20:32
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    if (!ptodsl_aiv0) {
+                        TMUL(t359_aiv1, t357_aiv1, t345_aiv1);  // online_softmax_attn.pto:20:20
+                        TEXPANDS(t361_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
+                    TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t363_aiv0, 2560);  // online_softmax_attn.pto:20:32
+                    TileT363Aiv1 t363_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t363_aiv1, 4608);  // online_softmax_attn.pto:20:32
+                    TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
+                    TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t364_aiv1, 256);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t364, t363, tmp2);  // online_softmax_attn.pto:20:32
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView19 p_1_lastGm19(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView19::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t363_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:20:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t364_aiv0, t363_aiv0, tmp4);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
-                        TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
+                        TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
+                    }
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                        if (!ptodsl_aiv0) {
+                            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                            GmView20 p_1_lastGm20(p_1_last + (_g326 * 16 + 8) * 64 + _k362 * 64, GmView20::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                            TLOAD(t363_aiv1, p_1_lastGm20);  // online_softmax_attn.pto:20:32
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
+                            TROWSUM(t364_aiv1, t363_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TADD(t361_aiv1, t361_aiv1, t364_aiv1);  // online_softmax_attn.pto:20:32
+                        }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT368 t368(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:20:20
-                TASSIGN(t368, 1536);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
+                TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
+                TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t368_aiv1, 256);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
-                    TADD(t368, t359, t361);  // online_softmax_attn.pto:20:20
+                    TADD(t368_aiv0, t359_aiv0, t361_aiv0);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView13 lGm13(l + _g326 * 16, GmView13::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm13, t368);  // online_softmax_attn.pto:20:20
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView21 lGm21(l + _g326 * 16, GmView21::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm21, t368_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView22 lGm22(l + _g326 * 16 + 8, GmView22::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm22, t368_aiv1);  // online_softmax_attn.pto:20:20
+                    }
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT371 t371(min_i64(S - _g326 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t371, 1024);  // online_softmax_attn.pto:21:22
+                    TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t371_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t371_aiv1, 2560);  // online_softmax_attn.pto:21:22
+                    TileT374Aiv0 t374_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t374_aiv0, 4608);  // online_softmax_attn.pto:21:22
+                    TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t374_aiv1, 6656);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView14 accGm14(acc + _g326 * 16 * D + _g370 * 64, GmView14::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView14::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t371, accGm14);  // online_softmax_attn.pto:21:22
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView23 accGm23(acc + _g326 * 16 * D + _g370 * 64, GmView23::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t371_aiv0, accGm23);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileT374 t374(min_i64(S - _g326 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t374, 5120);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp3(min_i64(S - _g326 * 16, 16));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp3, t345);  // online_softmax_attn.pto:21:22
+                        TileTmp1 tmp6(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t374, t371, tmp3);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView15 t13_lastGm15(t13_last + _g326 * 16 * D + _g370 * 64, GmView15::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView15::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_lastGm15, t374);  // online_softmax_attn.pto:21:22
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView24 t13_lastGm24(t13_last + _g326 * 16 * D + _g370 * 64, GmView24::Shape(t374_aiv0.GetValidRow(), t374_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_lastGm24, t374_aiv0);  // online_softmax_attn.pto:21:22
                     }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                        if (!ptodsl_aiv0) {
+                            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView25 accGm25(acc + (_g326 * 16 + 8) * D + _g370 * 64, GmView25::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t371_aiv1, accGm25);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
+                            TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                            TROWEXPANDMUL(t374_aiv1, t371_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (!ptodsl_aiv0) {
+                            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView26 t13_lastGm26(t13_last + (_g326 * 16 + 8) * D + _g370 * 64, GmView26::Shape(t374_aiv1.GetValidRow(), t374_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(t13_lastGm26, t374_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                    TileT377 t377(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
+                    TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t377_aiv0, 0);  // online_softmax_attn.pto:21:43
+                    TileT377Aiv1 t377_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t377_aiv1, 2048);  // online_softmax_attn.pto:21:43
+                    TileT378Aiv0 t378_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t378_aiv0, 4096);  // online_softmax_attn.pto:21:43
+                    TileT378Aiv1 t378_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t378_aiv1, 5120);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView16 p_1_lastGm16(p_1_last + _g326 * 16 * 64 + _g376 * 64, GmView16::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t377, p_1_lastGm16);  // online_softmax_attn.pto:21:43
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView27 p_1_lastGm27(p_1_last + _g326 * 16 * 64 + _g376 * 64, GmView27::Shape(t377_aiv0.GetValidRow(), t377_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t377_aiv0, p_1_lastGm27);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileT378 t378(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t378, 4096);  // online_softmax_attn.pto:21:43
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        TCVT(t378, t377, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        TCVT(t378_aiv0, t377_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView17 t15_lastGm17(t15_last + _g326 * 16 * 64 + _g376 * 64, GmView17::Shape(t378.GetValidRow(), t378.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_lastGm17, t378);  // online_softmax_attn.pto:21:43
+                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView28 t15_lastGm28(t15_last + _g326 * 16 * 64 + _g376 * 64, GmView28::Shape(t378_aiv0.GetValidRow(), t378_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_lastGm28, t378_aiv0);  // online_softmax_attn.pto:21:43
+                    }
+                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                        if (!ptodsl_aiv0) {
+                            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView29 p_1_lastGm29(p_1_last + (_g326 * 16 + 8) * 64 + _g376 * 64, GmView29::Shape(t377_aiv1.GetValidRow(), t377_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t377_aiv1, p_1_lastGm29);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TCVT(t378_aiv1, t377_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView30 t15_lastGm30(t15_last + (_g326 * 16 + 8) * 64 + _g376 * 64, GmView30::Shape(t378_aiv1.GetValidRow(), t378_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t15_lastGm30, t378_aiv1);  // online_softmax_attn.pto:21:43
+                        }
                     }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
@@ -1166,141 +1701,235 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT393 t393(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t393, 0);  // online_softmax_attn.pto:21:22
+                    TileT393Aiv0 t393_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t393_aiv0, 0);  // online_softmax_attn.pto:21:22
+                    TileT393Aiv1 t393_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t393_aiv1, 2048);  // online_softmax_attn.pto:21:22
+                    TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t394_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t394_aiv1, 6144);  // online_softmax_attn.pto:21:22
+                    TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t395_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t395_aiv1, 10240);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 t13_lastGm23(t13_last + _g391 * 16 * D + _g392 * 64, GmView23::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t393, t13_lastGm23);  // online_softmax_attn.pto:21:22
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView36 t13_lastGm36(t13_last + _g391 * 16 * D + _g392 * 64, GmView36::Shape(t393_aiv0.GetValidRow(), t393_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t393_aiv0, t13_lastGm36);  // online_softmax_attn.pto:21:22
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 t14_lastGm37(t14_last + _g391 * 16 * D + _g392 * 64, GmView37::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t394_aiv0, t14_lastGm37);  // online_softmax_attn.pto:21:22
                     }
-                    TileT394 t394(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t394, 4096);  // online_softmax_attn.pto:21:22
-                    if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView24 t14_lastGm24(t14_last + _g391 * 16 * D + _g392 * 64, GmView24::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t394, t14_lastGm24);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT395 t395(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t395, 8192);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        TADD(t395, t393, t394);  // online_softmax_attn.pto:21:22
+                        TADD(t395_aiv0, t393_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView25 accGm25(acc + _g391 * 16 * D + _g392 * 64, GmView25::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm25, t395);  // online_softmax_attn.pto:21:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView38 accGm38(acc + _g391 * 16 * D + _g392 * 64, GmView38::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm38, t395_aiv0);  // online_softmax_attn.pto:21:22
                     }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                        if (!ptodsl_aiv0) {
+                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView39 t13_lastGm39(t13_last + (_g391 * 16 + 8) * D + _g392 * 64, GmView39::Shape(t393_aiv1.GetValidRow(), t393_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t393_aiv1, t13_lastGm39);  // online_softmax_attn.pto:21:22
+                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView40 t14_lastGm40(t14_last + (_g391 * 16 + 8) * D + _g392 * 64, GmView40::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t394_aiv1, t14_lastGm40);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TADD(t395_aiv1, t393_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView41 accGm41(acc + (_g391 * 16 + 8) * D + _g392 * 64, GmView41::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm41, t395_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT397 t397(min_i64(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
-                TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                TileT397Aiv0 t397_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8));  // online_softmax_attn.pto:22:13
+                TASSIGN(t397_aiv0, 0);  // online_softmax_attn.pto:22:13
+                TileT397Aiv1 t397_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
+                TASSIGN(t397_aiv1, 256);  // online_softmax_attn.pto:22:13
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView26 m_new_lastGm26(m_new_last + _g391 * 16, GmView26::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t397, m_new_lastGm26);  // online_softmax_attn.pto:22:13
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView42 m_new_lastGm42(m_new_last + _g391 * 16, GmView42::Shape(t397_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TLOAD(t397_aiv0, m_new_lastGm42);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView27 mGm27(m + _g391 * 16, GmView27::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm27, t397);  // online_softmax_attn.pto:22:13
+                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView43 mGm43(m + _g391 * 16, GmView43::Shape(t397_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm43, t397_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                    if (!ptodsl_aiv0) {
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView44 m_new_lastGm44(m_new_last + _g391 * 16 + 8, GmView44::Shape(t397_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TLOAD(t397_aiv1, m_new_lastGm44);  // online_softmax_attn.pto:22:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView45 mGm45(m + _g391 * 16 + 8, GmView45::Shape(t397_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm45, t397_aiv1);  // online_softmax_attn.pto:22:13
+                    }
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g398 = _qb4 * 4; _g398 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g398) {  // online_softmax_attn.pto:24:25
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
                     pipe_barrier(PIPE_V);
-                    TileT400 t400(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t400, 0);  // online_softmax_attn.pto:24:25
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t400_aiv0, 0);  // online_softmax_attn.pto:24:25
+                    TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t400_aiv1, 2048);  // online_softmax_attn.pto:24:25
+                    TileT401Aiv0 t401_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t401_aiv0, 4096);  // online_softmax_attn.pto:24:25
+                    TileT401Aiv1 t401_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t401_aiv1, 4352);  // online_softmax_attn.pto:24:25
+                    TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t403_aiv0, 4608);  // online_softmax_attn.pto:24:25
+                    TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                    TASSIGN(t403_aiv1, 6656);  // online_softmax_attn.pto:24:25
+                    TileT407Aiv0 t407_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+                    TASSIGN(t407_aiv0, 8704);  // online_softmax_attn.pto:24:20
+                    TileT407Aiv1 t407_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+                    TASSIGN(t407_aiv1, 9728);  // online_softmax_attn.pto:24:20
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView28 accGm28(acc + _g398 * 16 * D + _g399 * 64, GmView28::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:24:25
-                        TLOAD(t400, accGm28);  // online_softmax_attn.pto:24:25
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    TileT401 t401(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t401, 4096);  // online_softmax_attn.pto:24:25
-                    if (ptodsl_aiv0) {
-                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView29 lGm29(l + _g398 * 16, GmView29::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
-                        TLOAD(t401, lGm29);  // online_softmax_attn.pto:24:25
+                        using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView46 accGm46(acc + _g398 * 16 * D + _g399 * 64, GmView46::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:24:25
+                        TLOAD(t400_aiv0, accGm46);  // online_softmax_attn.pto:24:25
+                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView47 lGm47(l + _g398 * 16, GmView47::Shape(t401_aiv0.GetValidRow()));  // online_softmax_attn.pto:24:25
+                        TLOAD(t401_aiv0, lGm47);  // online_softmax_attn.pto:24:25
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT403 t403(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t403, 4608);  // online_softmax_attn.pto:24:25
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        TileTmp1 tmp4(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
-                        TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:24:25
-                        TROWEXPAND(tmp4, t401);  // online_softmax_attn.pto:24:25
+                        TileTmp1 tmp8(min_i64(min_i64(S - _g398 * 16, 16), 8));  // online_softmax_attn.pto:24:25
+                        TASSIGN(tmp8, 12288);  // online_softmax_attn.pto:24:25
+                        TROWEXPAND(tmp8, t401_aiv0);  // online_softmax_attn.pto:24:25
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
-                        TROWEXPANDDIV(t403, t400, tmp4);  // online_softmax_attn.pto:24:25
+                        TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
                     }
-                    TileT407 t407(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
-                    TASSIGN(t407, 0);  // online_softmax_attn.pto:24:20
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     pipe_barrier(PIPE_V);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        TCVT(t407, t403, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+                        TCVT(t407_aiv0, t403_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                        GmView30 oGm30(o + _g398 * 16 * D + _g399 * 64, GmView30::Shape(t407.GetValidRow(), t407.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:24:20
-                        TSTORE(oGm30, t407);  // online_softmax_attn.pto:24:20
+                        using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                        GmView48 oGm48(o + _g398 * 16 * D + _g399 * 64, GmView48::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:24:20
+                        TSTORE(oGm48, t407_aiv0);  // online_softmax_attn.pto:24:20
                     }
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g398 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
+                        if (!ptodsl_aiv0) {
+                            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                            GmView49 accGm49(acc + (_g398 * 16 + 8) * D + _g399 * 64, GmView49::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:24:25
+                            TLOAD(t400_aiv1, accGm49);  // online_softmax_attn.pto:24:25
+                            using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
+                            GmView50 lGm50(l + _g398 * 16 + 8, GmView50::Shape(t401_aiv1.GetValidRow()));  // online_softmax_attn.pto:24:25
+                            TLOAD(t401_aiv1, lGm50);  // online_softmax_attn.pto:24:25
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:24:25
+                            TASSIGN(tmp9, 12288);  // online_softmax_attn.pto:24:25
+                            TROWEXPAND(tmp9, t401_aiv1);  // online_softmax_attn.pto:24:25
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
+                            TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TCVT(t407_aiv1, t403_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                            GmView51 oGm51(o + (_g398 * 16 + 8) * D + _g399 * 64, GmView51::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:24:20
+                            TSTORE(oGm51, t407_aiv1);  // online_softmax_attn.pto:24:20
+                        }
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
         }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     }
     wait_flag_dev(1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
 #endif

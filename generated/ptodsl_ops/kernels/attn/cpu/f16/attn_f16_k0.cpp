@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
 #else
@@ -35,16 +40,26 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT9 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT32 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT35 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT17Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT14Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT20Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT20Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT32Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT32Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT23Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT35Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT35Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT38Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT38Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39Aiv0 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39Aiv1 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT45 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT46 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT42 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -54,8 +69,8 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT49 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT50 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT51 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileTmp0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -143,97 +158,165 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _g12 = _qb0 * 4; _g12 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
             pipe_barrier(PIPE_V);
-            TileT17 t17(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:12:20
-            TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
+            TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
+            TASSIGN(t17_aiv0, 0);  // online_softmax_attn.pto:12:20
+            TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
+            TASSIGN(t17_aiv1, 256);  // online_softmax_attn.pto:12:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TEXPANDS(t17, -__builtin_inff());  // online_softmax_attn.pto:12:20
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            TEXPANDS(t17_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
+                TEXPANDS(t17_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
+            }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
-                TileT14 t14(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t14, 512);  // online_softmax_attn.pto:10:13
+                TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t14_aiv0, 512);  // online_softmax_attn.pto:10:13
+                TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t14_aiv1, 2560);  // online_softmax_attn.pto:10:13
+                TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t15_aiv0, 4608);  // online_softmax_attn.pto:10:13
+                TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t15_aiv1, 6656);  // online_softmax_attn.pto:10:13
+                TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
+                TASSIGN(t20_aiv0, 8704);  // online_softmax_attn.pto:12:20
+                TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
+                TASSIGN(t20_aiv1, 8960);  // online_softmax_attn.pto:12:20
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView5 t0_firstGm5(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView5::Shape(t14.GetValidRow(), t14.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t14, t0_firstGm5);  // online_softmax_attn.pto:10:13
+                GmView5 t0_firstGm5(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t14_aiv0, t0_firstGm5);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT15 t15(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t15, 4608);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMULS(t15, t14, scale);  // online_softmax_attn.pto:10:13
+                TMULS(t15_aiv0, t14_aiv0, scale);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView6 s_firstGm6(s_first + _g12 * 16 * 64 + _g13 * 64, GmView6::Shape(t15.GetValidRow(), t15.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(s_firstGm6, t15);  // online_softmax_attn.pto:10:13
-                TileT20 t20(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:12:20
-                TASSIGN(t20, 512);  // online_softmax_attn.pto:12:20
+                GmView6 s_firstGm6(s_first + _g12 * 16 * 64 + _g13 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_firstGm6, t15_aiv0);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-                TASSIGN(tmp0, 9216);  // online_softmax_attn.pto:12:20
-                TROWMAX(t20, t15, tmp0);  // online_softmax_attn.pto:12:20
+                TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:12:20
+                TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // online_softmax_attn.pto:12:20
                 pipe_barrier(PIPE_V);
-                TMAX(t17, t17, t20);  // online_softmax_attn.pto:12:20
+                TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // online_softmax_attn.pto:12:20
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_firstGm7(t0_first + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t14_aiv1, t0_firstGm7);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t15_aiv1, t14_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_firstGm8(s_first + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_firstGm8, t15_aiv1);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp1;  // online_softmax_attn.pto:12:20
+                    TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:12:20
+                    TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // online_softmax_attn.pto:12:20
+                    pipe_barrier(PIPE_V);
+                    TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // online_softmax_attn.pto:12:20
+                }
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
+            TASSIGN(t32_aiv0, 512);  // online_softmax_attn.pto:14:20
+            TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
+            TASSIGN(t32_aiv1, 768);  // online_softmax_attn.pto:14:20
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-            GmView7 mGm7(m + _g12 * 16, GmView7::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
-            TSTORE(mGm7, t17);  // online_softmax_attn.pto:12:20
-            TileT32 t32(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:14:20
-            TASSIGN(t32, 512);  // online_softmax_attn.pto:14:20
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+            GmView9 mGm9(m + _g12 * 16, GmView9::Shape(t17_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
+            TSTORE(mGm9, t17_aiv0);  // online_softmax_attn.pto:12:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXPANDS(t32, 0.0f);  // online_softmax_attn.pto:14:20
+            TEXPANDS(t32_aiv0, 0.0f);  // online_softmax_attn.pto:14:20
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+                GmView10 mGm10(m + _g12 * 16 + 8, GmView10::Shape(t17_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
+                TSTORE(mGm10, t17_aiv1);  // online_softmax_attn.pto:12:20
+                TEXPANDS(t32_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
+            }
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                TileT23 t23(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                TASSIGN(t23, 1024);  // online_softmax_attn.pto:13:21
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                GmView8 s_firstGm8(s_first + _g12 * 16 * 64 + _g22 * 64, GmView8::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
-                TLOAD(t23, s_firstGm8);  // online_softmax_attn.pto:13:21
+                TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+                TASSIGN(t23_aiv0, 1024);  // online_softmax_attn.pto:13:21
+                TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+                TASSIGN(t23_aiv1, 3072);  // online_softmax_attn.pto:13:21
+                TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+                TASSIGN(t30_aiv0, 5120);  // online_softmax_attn.pto:13:17
+                TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+                TASSIGN(t30_aiv1, 7168);  // online_softmax_attn.pto:13:17
+                TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
+                TASSIGN(t35_aiv0, 9216);  // online_softmax_attn.pto:14:20
+                TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
+                TASSIGN(t35_aiv1, 9472);  // online_softmax_attn.pto:14:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+                GmView11 s_firstGm11(s_first + _g12 * 16 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
+                TLOAD(t23_aiv0, s_firstGm11);  // online_softmax_attn.pto:13:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT30 t30(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                TASSIGN(t30, 5120);  // online_softmax_attn.pto:13:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp1(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:13:17
-                TASSIGN(tmp1, 9216);  // online_softmax_attn.pto:13:17
-                TROWEXPAND(tmp1, t17);  // online_softmax_attn.pto:13:17
+                TileTmp1 tmp2(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:13:17
+                TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:13:17
+                TROWEXPAND(tmp2, t17_aiv0);  // online_softmax_attn.pto:13:17
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                TROWEXPANDEXPDIF(t30, t23, tmp1);  // online_softmax_attn.pto:13:17
+                TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // online_softmax_attn.pto:13:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                GmView9 p_firstGm9(p_first + _g12 * 16 * 64 + _g22 * 64, GmView9::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
-                TSTORE(p_firstGm9, t30);  // online_softmax_attn.pto:13:17
-                TileT35 t35(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:14:20
-                TASSIGN(t35, 1024);  // online_softmax_attn.pto:14:20
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+                GmView12 p_firstGm12(p_first + _g12 * 16 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
+                TSTORE(p_firstGm12, t30_aiv0);  // online_softmax_attn.pto:13:17
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp2;  // online_softmax_attn.pto:14:20
-                TASSIGN(tmp2, 9216);  // online_softmax_attn.pto:14:20
-                TROWSUM(t35, t30, tmp2);  // online_softmax_attn.pto:14:20
+                TileTmp0 tmp3;  // online_softmax_attn.pto:14:20
+                TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:14:20
+                TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // online_softmax_attn.pto:14:20
                 pipe_barrier(PIPE_V);
-                TADD(t32, t32, t35);  // online_softmax_attn.pto:14:20
+                TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // online_softmax_attn.pto:14:20
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+                    GmView13 s_firstGm13(s_first + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
+                    TLOAD(t23_aiv1, s_firstGm13);  // online_softmax_attn.pto:13:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:13:17
+                    TASSIGN(tmp4, 9728);  // online_softmax_attn.pto:13:17
+                    TROWEXPAND(tmp4, t17_aiv1);  // online_softmax_attn.pto:13:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
+                    TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // online_softmax_attn.pto:13:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+                    GmView14 p_firstGm14(p_first + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
+                    TSTORE(p_firstGm14, t30_aiv1);  // online_softmax_attn.pto:13:17
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp5;  // online_softmax_attn.pto:14:20
+                    TASSIGN(tmp5, 9728);  // online_softmax_attn.pto:14:20
+                    TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // online_softmax_attn.pto:14:20
+                    pipe_barrier(PIPE_V);
+                    TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // online_softmax_attn.pto:14:20
+                }
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -243,9 +326,14 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-            GmView10 lGm10(l + _g12 * 16, GmView10::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
-            TSTORE(lGm10, t32);  // online_softmax_attn.pto:14:20
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+            GmView15 lGm15(l + _g12 * 16, GmView15::Shape(t32_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
+            TSTORE(lGm15, t32_aiv0);  // online_softmax_attn.pto:14:20
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+                GmView16 lGm16(l + _g12 * 16 + 8, GmView16::Shape(t32_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
+                TSTORE(lGm16, t32_aiv1);  // online_softmax_attn.pto:14:20
+            }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
@@ -254,34 +342,51 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                TileT38 t38(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                GmView11 p_firstGm11(p_first + _g12 * 16 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-                TLOAD(t38, p_firstGm11);  // online_softmax_attn.pto:15:29
+                TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TASSIGN(t38_aiv0, 0);  // online_softmax_attn.pto:15:29
+                TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TASSIGN(t38_aiv1, 2048);  // online_softmax_attn.pto:15:29
+                TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TASSIGN(t39_aiv0, 4096);  // online_softmax_attn.pto:15:29
+                TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TASSIGN(t39_aiv1, 5120);  // online_softmax_attn.pto:15:29
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                GmView17 p_firstGm17(p_first + _g12 * 16 * 64 + _g37 * 64, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TLOAD(t38_aiv0, p_firstGm17);  // online_softmax_attn.pto:15:29
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT39 t39(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                TASSIGN(t39, 4096);  // online_softmax_attn.pto:15:29
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t39, t38, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
+                TCVT(t39_aiv0, t38_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                GmView12 t5_firstGm12(t5_first + _g12 * 16 * 64 + _g37 * 64, GmView12::Shape(t39.GetValidRow(), t39.GetValidCol()));  // online_softmax_attn.pto:15:29
-                TSTORE(t5_firstGm12, t39);  // online_softmax_attn.pto:15:29
+                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                GmView18 t5_firstGm18(t5_first + _g12 * 16 * 64 + _g37 * 64, GmView18::Shape(t39_aiv0.GetValidRow(), t39_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TSTORE(t5_firstGm18, t39_aiv0);  // online_softmax_attn.pto:15:29
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView19 p_firstGm19(p_first + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TLOAD(t38_aiv1, p_firstGm19);  // online_softmax_attn.pto:15:29
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t39_aiv1, t38_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView20 t5_firstGm20(t5_first + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView20::Shape(t39_aiv1.GetValidRow(), t39_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TSTORE(t5_firstGm20, t39_aiv1);  // online_softmax_attn.pto:15:29
+                }
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -296,9 +401,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView13 vj_firstGm13(vj_first + _g41 * 64, GmView13::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView13::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t45, vj_firstGm13);  // online_softmax_attn.pto:15:22
+            using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView21 vj_firstGm21(vj_first + _g41 * 64, GmView21::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:15:22
+            TLOAD(t45, vj_firstGm21);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -309,9 +414,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView14 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView14 t5_firstGm14(t5_first + _qb0 * 64 * 64, GmView14::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t43, t5_firstGm14);  // online_softmax_attn.pto:15:22
+            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+            GmView22 t5_firstGm22(t5_first + _qb0 * 64 * 64, GmView22::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm22);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
@@ -328,9 +433,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
-                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView15 t5_firstGm15(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView15::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t48, t5_firstGm15);  // online_softmax_attn.pto:15:22
+                using GmView23 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                TLOAD(t48, t5_firstGm23);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
@@ -340,9 +445,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView16 vj_firstGm16(vj_first + _k47 * 64 * D + _g41 * 64, GmView16::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t50, vj_firstGm16);  // online_softmax_attn.pto:15:22
+                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+                GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
+                TLOAD(t50, vj_firstGm24);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
@@ -356,9 +461,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView17 accGm17(acc + _qb0 * 64 * D + _g41 * 64, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:15:22
-            TSTORE(accGm17, t42);  // online_softmax_attn.pto:15:22
+            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView25 accGm25(acc + _qb0 * 64 * D + _g41 * 64, GmView25::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:15:22
+            TSTORE(accGm25, t42);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -466,11 +571,23 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         for (int64_t _g12 = _qb0 * 4; _g12 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
+            }
             for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                }
+            }
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
             }
             for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
+                }
+            }
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
             }
             for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
+                }
             }
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -486,9 +603,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView13 vj_firstGm13(vj_first + _g41 * 64, GmView13::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView13::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t45, vj_firstGm13);  // online_softmax_attn.pto:15:22
+            using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView21 vj_firstGm21(vj_first + _g41 * 64, GmView21::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:15:22
+            TLOAD(t45, vj_firstGm21);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -499,9 +616,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView14 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView14 t5_firstGm14(t5_first + _qb0 * 64 * 64, GmView14::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t43, t5_firstGm14);  // online_softmax_attn.pto:15:22
+            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+            GmView22 t5_firstGm22(t5_first + _qb0 * 64 * 64, GmView22::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm22);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
@@ -518,9 +635,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
-                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView15 t5_firstGm15(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView15::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t48, t5_firstGm15);  // online_softmax_attn.pto:15:22
+                using GmView23 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                TLOAD(t48, t5_firstGm23);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
@@ -530,9 +647,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView16 vj_firstGm16(vj_first + _k47 * 64 * D + _g41 * 64, GmView16::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t50, vj_firstGm16);  // online_softmax_attn.pto:15:22
+                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+                GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
+                TLOAD(t50, vj_firstGm24);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
@@ -546,9 +663,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView17 accGm17(acc + _qb0 * 64 * D + _g41 * 64, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:15:22
-            TSTORE(accGm17, t42);  // online_softmax_attn.pto:15:22
+            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView25 accGm25(acc + _qb0 * 64 * D + _g41 * 64, GmView25::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:15:22
+            TSTORE(accGm25, t42);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -579,122 +696,214 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag_dev(1);
         wait_flag_dev(2);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _g12 = _qb0 * 4; _g12 < min_i64(_qb0 * 4 + 4, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
             pipe_barrier(PIPE_V);
-            TileT17 t17(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:12:20
-            TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
+            TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
+            TASSIGN(t17_aiv0, 0);  // online_softmax_attn.pto:12:20
+            TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
+            TASSIGN(t17_aiv1, 256);  // online_softmax_attn.pto:12:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
-                TEXPANDS(t17, -__builtin_inff());  // online_softmax_attn.pto:12:20
+                TEXPANDS(t17_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
+                if (!ptodsl_aiv0) {
+                    TEXPANDS(t17_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
+                }
+            }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
-                TileT14 t14(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t14, 512);  // online_softmax_attn.pto:10:13
+                TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t14_aiv0, 512);  // online_softmax_attn.pto:10:13
+                TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t14_aiv1, 2560);  // online_softmax_attn.pto:10:13
+                TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t15_aiv0, 4608);  // online_softmax_attn.pto:10:13
+                TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t15_aiv1, 6656);  // online_softmax_attn.pto:10:13
+                TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
+                TASSIGN(t20_aiv0, 8704);  // online_softmax_attn.pto:12:20
+                TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
+                TASSIGN(t20_aiv1, 8960);  // online_softmax_attn.pto:12:20
                 if (ptodsl_aiv0) {
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_firstGm5(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView5::Shape(t14.GetValidRow(), t14.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t14, t0_firstGm5);  // online_softmax_attn.pto:10:13
+                    GmView5 t0_firstGm5(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t14_aiv0, t0_firstGm5);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT15 t15(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t15, 4608);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TMULS(t15, t14, scale);  // online_softmax_attn.pto:10:13
+                    TMULS(t15_aiv0, t14_aiv0, scale);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_firstGm6(s_first + _g12 * 16 * 64 + _g13 * 64, GmView6::Shape(t15.GetValidRow(), t15.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_firstGm6, t15);  // online_softmax_attn.pto:10:13
+                    GmView6 s_firstGm6(s_first + _g12 * 16 * 64 + _g13 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_firstGm6, t15_aiv0);  // online_softmax_attn.pto:10:13
                 }
-                TileT20 t20(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:12:20
-                TASSIGN(t20, 512);  // online_softmax_attn.pto:12:20
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-                    TASSIGN(tmp0, 9216);  // online_softmax_attn.pto:12:20
-                    TROWMAX(t20, t15, tmp0);  // online_softmax_attn.pto:12:20
+                    TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:12:20
+                    TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // online_softmax_attn.pto:12:20
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TMAX(t17, t17, t20);  // online_softmax_attn.pto:12:20
+                    TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // online_softmax_attn.pto:12:20
+                }
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    if (!ptodsl_aiv0) {
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_firstGm7(t0_first + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t14_aiv1, t0_firstGm7);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t15_aiv1, t14_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_firstGm8(s_first + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_firstGm8, t15_aiv1);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp1;  // online_softmax_attn.pto:12:20
+                        TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:12:20
+                        TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // online_softmax_attn.pto:12:20
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // online_softmax_attn.pto:12:20
+                    }
                 }
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
+            TASSIGN(t32_aiv0, 512);  // online_softmax_attn.pto:14:20
+            TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
+            TASSIGN(t32_aiv1, 768);  // online_softmax_attn.pto:14:20
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                GmView7 mGm7(m + _g12 * 16, GmView7::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
-                TSTORE(mGm7, t17);  // online_softmax_attn.pto:12:20
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+                GmView9 mGm9(m + _g12 * 16, GmView9::Shape(t17_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
+                TSTORE(mGm9, t17_aiv0);  // online_softmax_attn.pto:12:20
             }
-            TileT32 t32(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:14:20
-            TASSIGN(t32, 512);  // online_softmax_attn.pto:14:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TEXPANDS(t32, 0.0f);  // online_softmax_attn.pto:14:20
+                TEXPANDS(t32_aiv0, 0.0f);  // online_softmax_attn.pto:14:20
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
+                if (!ptodsl_aiv0) {
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+                    GmView10 mGm10(m + _g12 * 16 + 8, GmView10::Shape(t17_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
+                    TSTORE(mGm10, t17_aiv1);  // online_softmax_attn.pto:12:20
+                    TEXPANDS(t32_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
+                }
             }
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                TileT23 t23(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                TASSIGN(t23, 1024);  // online_softmax_attn.pto:13:21
+                TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+                TASSIGN(t23_aiv0, 1024);  // online_softmax_attn.pto:13:21
+                TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+                TASSIGN(t23_aiv1, 3072);  // online_softmax_attn.pto:13:21
+                TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+                TASSIGN(t30_aiv0, 5120);  // online_softmax_attn.pto:13:17
+                TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+                TASSIGN(t30_aiv1, 7168);  // online_softmax_attn.pto:13:17
+                TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
+                TASSIGN(t35_aiv0, 9216);  // online_softmax_attn.pto:14:20
+                TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
+                TASSIGN(t35_aiv1, 9472);  // online_softmax_attn.pto:14:20
                 if (ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                    GmView8 s_firstGm8(s_first + _g12 * 16 * 64 + _g22 * 64, GmView8::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
-                    TLOAD(t23, s_firstGm8);  // online_softmax_attn.pto:13:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+                    GmView11 s_firstGm11(s_first + _g12 * 16 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
+                    TLOAD(t23_aiv0, s_firstGm11);  // online_softmax_attn.pto:13:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT30 t30(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                TASSIGN(t30, 5120);  // online_softmax_attn.pto:13:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TileTmp1 tmp1(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:13:17
-                    TASSIGN(tmp1, 9216);  // online_softmax_attn.pto:13:17
-                    TROWEXPAND(tmp1, t17);  // online_softmax_attn.pto:13:17
+                    TileTmp1 tmp2(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:13:17
+                    TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:13:17
+                    TROWEXPAND(tmp2, t17_aiv0);  // online_softmax_attn.pto:13:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                    TROWEXPANDEXPDIF(t30, t23, tmp1);  // online_softmax_attn.pto:13:17
+                    TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // online_softmax_attn.pto:13:17
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                    GmView9 p_firstGm9(p_first + _g12 * 16 * 64 + _g22 * 64, GmView9::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
-                    TSTORE(p_firstGm9, t30);  // online_softmax_attn.pto:13:17
-                }
-                TileT35 t35(min_i64(S - _g12 * 16, 16));  // online_softmax_attn.pto:14:20
-                TASSIGN(t35, 1024);  // online_softmax_attn.pto:14:20
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TileTmp0 tmp2;  // online_softmax_attn.pto:14:20
-                    TASSIGN(tmp2, 9216);  // online_softmax_attn.pto:14:20
-                    TROWSUM(t35, t30, tmp2);  // online_softmax_attn.pto:14:20
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+                    GmView12 p_firstGm12(p_first + _g12 * 16 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
+                    TSTORE(p_firstGm12, t30_aiv0);  // online_softmax_attn.pto:13:17
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TADD(t32, t32, t35);  // online_softmax_attn.pto:14:20
+                    TileTmp0 tmp3;  // online_softmax_attn.pto:14:20
+                    TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:14:20
+                    TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // online_softmax_attn.pto:14:20
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // online_softmax_attn.pto:14:20
+                }
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
+                    if (!ptodsl_aiv0) {
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+                        GmView13 s_firstGm13(s_first + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
+                        TLOAD(t23_aiv1, s_firstGm13);  // online_softmax_attn.pto:13:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:13:17
+                        TASSIGN(tmp4, 9728);  // online_softmax_attn.pto:13:17
+                        TROWEXPAND(tmp4, t17_aiv1);  // online_softmax_attn.pto:13:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
+                        TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // online_softmax_attn.pto:13:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+                        GmView14 p_firstGm14(p_first + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
+                        TSTORE(p_firstGm14, t30_aiv1);  // online_softmax_attn.pto:13:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp5;  // online_softmax_attn.pto:14:20
+                        TASSIGN(tmp5, 9728);  // online_softmax_attn.pto:14:20
+                        TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // online_softmax_attn.pto:14:20
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // online_softmax_attn.pto:14:20
+                    }
                 }
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
@@ -706,9 +915,16 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                GmView10 lGm10(l + _g12 * 16, GmView10::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
-                TSTORE(lGm10, t32);  // online_softmax_attn.pto:14:20
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+                GmView15 lGm15(l + _g12 * 16, GmView15::Shape(t32_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
+                TSTORE(lGm15, t32_aiv0);  // online_softmax_attn.pto:14:20
+            }
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
+                if (!ptodsl_aiv0) {
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+                    GmView16 lGm16(l + _g12 * 16 + 8, GmView16::Shape(t32_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
+                    TSTORE(lGm16, t32_aiv1);  // online_softmax_attn.pto:14:20
+                }
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -718,40 +934,63 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                TileT38 t38(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
+                TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TASSIGN(t38_aiv0, 0);  // online_softmax_attn.pto:15:29
+                TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TASSIGN(t38_aiv1, 2048);  // online_softmax_attn.pto:15:29
+                TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TASSIGN(t39_aiv0, 4096);  // online_softmax_attn.pto:15:29
+                TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+                TASSIGN(t39_aiv1, 5120);  // online_softmax_attn.pto:15:29
                 if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView11 p_firstGm11(p_first + _g12 * 16 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TLOAD(t38, p_firstGm11);  // online_softmax_attn.pto:15:29
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView17 p_firstGm17(p_first + _g12 * 16 * 64 + _g37 * 64, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TLOAD(t38_aiv0, p_firstGm17);  // online_softmax_attn.pto:15:29
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT39 t39(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                TASSIGN(t39, 4096);  // online_softmax_attn.pto:15:29
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TCVT(t39, t38, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
+                    TCVT(t39_aiv0, t38_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView12 t5_firstGm12(t5_first + _g12 * 16 * 64 + _g37 * 64, GmView12::Shape(t39.GetValidRow(), t39.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TSTORE(t5_firstGm12, t39);  // online_softmax_attn.pto:15:29
+                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView18 t5_firstGm18(t5_first + _g12 * 16 * 64 + _g37 * 64, GmView18::Shape(t39_aiv0.GetValidRow(), t39_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TSTORE(t5_firstGm18, t39_aiv0);  // online_softmax_attn.pto:15:29
+                }
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
+                    if (!ptodsl_aiv0) {
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                        GmView19 p_firstGm19(p_first + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                        TLOAD(t38_aiv1, p_firstGm19);  // online_softmax_attn.pto:15:29
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TCVT(t39_aiv1, t38_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                        GmView20 t5_firstGm20(t5_first + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView20::Shape(t39_aiv1.GetValidRow(), t39_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                        TSTORE(t5_firstGm20, t39_aiv1);  // online_softmax_attn.pto:15:29
+                    }
                 }
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));

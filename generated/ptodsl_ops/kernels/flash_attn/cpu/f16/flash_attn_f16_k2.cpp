@@ -20,16 +20,25 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
 extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ half* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileHeld0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileHeld1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileHeld2 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld0Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld0Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld1Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld1Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld2Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileHeld2Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT77Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT62 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT63 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT64 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -39,18 +48,30 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT69 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT70 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT71 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT74 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT75 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT80 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT84 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT88 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT91 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT101 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT105 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT107 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT110 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT123 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT74Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT74Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT75Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT75Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT80Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT80Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT91Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT91Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT101Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT101Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT105Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT110Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT110Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT119Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT123Aiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT123Aiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT126 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT127 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT128 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -60,60 +81,91 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT133 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT134 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT135 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT138 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT138Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        TileHeld0 held0(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-        TASSIGN(held0, 0);  // flash_attn.pto:18:21
+        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
+        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:18:21
+        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
+        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:18:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView0 mGm0(m + _qb2 * 64, GmView0::Shape(held0.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(held0, mGm0);  // flash_attn.pto:18:21
+            GmView0 mGm0(m + _qb2 * 64, GmView0::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:18:21
+            TLOAD(held0_aiv0, mGm0);  // flash_attn.pto:18:21
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:21
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView1 mGm1(m + _qb2 * 64 + 32, GmView1::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(held0_aiv1, mGm1);  // flash_attn.pto:18:21
+            }
         }
-        TileHeld1 held1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-        TASSIGN(held1, 2048);  // flash_attn.pto:21:20
+        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:20
+        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:21:20
+        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:21:20
         for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView1 lGm1(l + _qb2 * 64, GmView1::Shape(held1.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(held1, lGm1);  // flash_attn.pto:21:20
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView2 lGm2(l + _qb2 * 64, GmView2::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(held1_aiv0, lGm2);  // flash_attn.pto:21:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:21:20
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView3 lGm3(l + _qb2 * 64 + 32, GmView3::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(held1_aiv1, lGm3);  // flash_attn.pto:21:20
+            }
         }
-        TileHeld2 held2(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-        TASSIGN(held2, 4096);  // flash_attn.pto:22:22
+        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
+        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:22:22
+        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:22:22
         for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView2 accGm2(acc + _qb2 * 64 * D, GmView2::Shape(held2.GetValidRow(), held2.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(held2, accGm2);  // flash_attn.pto:22:22
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView4 accGm4(acc + _qb2 * 64 * D, GmView4::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(held2_aiv0, accGm4);  // flash_attn.pto:22:22
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:22:22
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView5 accGm5(acc + (_qb2 * 64 + 32) * D, GmView5::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(held2_aiv1, accGm5);  // flash_attn.pto:22:22
+            }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            TileT77 t77(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t77, 36864);  // flash_attn.pto:18:32
-            TEXPANDS(t77, -__builtin_inff());  // flash_attn.pto:18:32
+            TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:32
+            TASSIGN(t77_aiv0, 36864);  // flash_attn.pto:18:32
+            TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
+            TASSIGN(t77_aiv1, 37888);  // flash_attn.pto:18:32
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TEXPANDS(t77_aiv0, -__builtin_inff());  // flash_attn.pto:18:32
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:18:32
+                TEXPANDS(t77_aiv1, -__builtin_inff());  // flash_attn.pto:18:32
+            }
             TileT62 t62(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t62, 0);  // flash_attn.pto:11:13
             TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t63, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView3 qGm3(q + _qb2 * 64 * D, GmView3::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t63, qGm3);  // flash_attn.pto:11:13
+            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView6 qGm6(q + _qb2 * 64 * D, GmView6::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t63, qGm6);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t64, 0);  // flash_attn.pto:11:13
@@ -124,9 +176,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TileT65 t65(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t65, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView4 kjGm4(kj, GmView4::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t65, kjGm4);  // flash_attn.pto:11:13
+            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+            GmView7 kjGm7(kj, GmView7::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t65, kjGm7);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT66 t66(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t66, 0);  // flash_attn.pto:11:13
@@ -146,9 +198,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t68, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView5 qGm5(q + _qb2 * 64 * D + _k67 * 64, GmView5::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t68, qGm5);  // flash_attn.pto:11:13
+                using GmView8 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 64, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t68, qGm8);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t69, 0);  // flash_attn.pto:11:13
@@ -159,9 +211,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT70 t70(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t70, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView6 kjGm6(kj + _k67 * 64, GmView6::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, kjGm6);  // flash_attn.pto:11:13
+                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView9 kjGm9(kj + _k67 * 64, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT71 t71(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t71, 0);  // flash_attn.pto:11:13
@@ -179,90 +231,165 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView7 t0Gm7(t0 + _qb2 * 64 * 64, GmView7::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0Gm7, t62);  // flash_attn.pto:11:13
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView10 t0Gm10(t0 + _qb2 * 64 * 64, GmView10::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0Gm10, t62);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            TileT74 t74(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t74, 38912);  // flash_attn.pto:11:13
+            TileT74Aiv0 t74_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t74_aiv0, 38912);  // flash_attn.pto:11:13
+            TileT74Aiv1 t74_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t74_aiv1, 47104);  // flash_attn.pto:11:13
+            TileT75Aiv0 t75_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t75_aiv0, 55296);  // flash_attn.pto:11:13
+            TileT75Aiv1 t75_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t75_aiv1, 63488);  // flash_attn.pto:11:13
+            TileT80Aiv0 t80_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:32
+            TASSIGN(t80_aiv0, 71680);  // flash_attn.pto:18:32
+            TileT80Aiv1 t80_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
+            TASSIGN(t80_aiv1, 72704);  // flash_attn.pto:18:32
+            TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
+            TASSIGN(t84_aiv0, 73728);  // flash_attn.pto:18:21
+            TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
+            TASSIGN(t84_aiv1, 74752);  // flash_attn.pto:18:21
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:19:25
+            TASSIGN(t88_aiv0, 75776);  // flash_attn.pto:19:25
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:25
+            TASSIGN(t88_aiv1, 76800);  // flash_attn.pto:19:25
+            TileT91Aiv0 t91_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:19:21
+            TASSIGN(t91_aiv0, 77824);  // flash_attn.pto:19:21
+            TileT91Aiv1 t91_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:21
+            TASSIGN(t91_aiv1, 78848);  // flash_attn.pto:19:21
+            TileT101Aiv0 t101_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
+            TASSIGN(t101_aiv0, 79872);  // flash_attn.pto:20:17
+            TileT101Aiv1 t101_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
+            TASSIGN(t101_aiv1, 88064);  // flash_attn.pto:20:17
+            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t105_aiv0, 96256);  // flash_attn.pto:21:20
+            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t105_aiv1, 97280);  // flash_attn.pto:21:20
+            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:32
+            TASSIGN(t107_aiv0, 98304);  // flash_attn.pto:21:32
+            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
+            TASSIGN(t107_aiv1, 99328);  // flash_attn.pto:21:32
+            TileT110Aiv0 t110_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:32
+            TASSIGN(t110_aiv0, 100352);  // flash_attn.pto:21:32
+            TileT110Aiv1 t110_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
+            TASSIGN(t110_aiv1, 101376);  // flash_attn.pto:21:32
+            TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t119_aiv0, 102400);  // flash_attn.pto:22:22
+            TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t119_aiv1, 118784);  // flash_attn.pto:22:22
+            TileT123Aiv0 t123_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:43
+            TASSIGN(t123_aiv0, 135168);  // flash_attn.pto:22:43
+            TileT123Aiv1 t123_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:43
+            TASSIGN(t123_aiv1, 139264);  // flash_attn.pto:22:43
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView8 t0Gm8(t0 + _qb2 * 64 * 64, GmView8::Shape(t74.GetValidRow(), t74.GetValidCol()));  // flash_attn.pto:11:13
-            TLOAD(t74, t0Gm8);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView11 t0Gm11(t0 + _qb2 * 64 * 64, GmView11::Shape(t74_aiv0.GetValidRow(), t74_aiv0.GetValidCol()));  // flash_attn.pto:11:13
+            TLOAD(t74_aiv0, t0Gm11);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t75, 55296);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMULS(t75, t74, scale);  // flash_attn.pto:11:13
-            TileT80 t80(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t80, 38912);  // flash_attn.pto:18:32
+            TMULS(t75_aiv0, t74_aiv0, scale);  // flash_attn.pto:11:13
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
-            TASSIGN(tmp0, 120832);  // flash_attn.pto:18:32
-            TROWMAX(t80, t75, tmp0);  // flash_attn.pto:18:32
+            TASSIGN(tmp0, 143360);  // flash_attn.pto:18:32
+            TROWMAX(t80_aiv0, t75_aiv0, tmp0);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
-            TMAX(t77, t77, t80);  // flash_attn.pto:18:32
-            TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t84, 38912);  // flash_attn.pto:18:21
+            TMAX(t77_aiv0, t77_aiv0, t80_aiv0);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
-            TMAX(t84, held0, t77);  // flash_attn.pto:18:21
-            TileT88 t88(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t88, 36864);  // flash_attn.pto:19:25
+            TMAX(t84_aiv0, held0_aiv0, t77_aiv0);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
-            TSUB(t88, held0, t84);  // flash_attn.pto:19:25
-            TileT91 t91(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t91, 40960);  // flash_attn.pto:19:21
+            TSUB(t88_aiv0, held0_aiv0, t84_aiv0);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
-            TEXP(t91, t88);  // flash_attn.pto:19:21
-            TileT101 t101(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t101, 71680);  // flash_attn.pto:20:17
+            TEXP(t91_aiv0, t88_aiv0);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
-            TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
-            TASSIGN(tmp1, 120832);  // flash_attn.pto:20:17
-            TROWEXPAND(tmp1, t84);  // flash_attn.pto:20:17
+            TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:20:17
+            TASSIGN(tmp1, 143360);  // flash_attn.pto:20:17
+            TROWEXPAND(tmp1, t84_aiv0);  // flash_attn.pto:20:17
             pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-            TROWEXPANDEXPDIF(t101, t75, tmp1);  // flash_attn.pto:20:17
-            TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t105, 36864);  // flash_attn.pto:21:20
+            TROWEXPANDEXPDIF(t101_aiv0, t75_aiv0, tmp1);  // flash_attn.pto:20:17
             pipe_barrier(PIPE_V);
-            TMUL(t105, held1, t91);  // flash_attn.pto:21:20
-            TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t107, 43008);  // flash_attn.pto:21:32
-            pipe_barrier(PIPE_V);
-            TEXPANDS(t107, 0.0f);  // flash_attn.pto:21:32
-            TileT110 t110(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t110, 45056);  // flash_attn.pto:21:32
+            TMUL(t105_aiv0, held1_aiv0, t91_aiv0);  // flash_attn.pto:21:20
+            TEXPANDS(t107_aiv0, 0.0f);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // flash_attn.pto:21:32
-            TASSIGN(tmp2, 120832);  // flash_attn.pto:21:32
-            TROWSUM(t110, t101, tmp2);  // flash_attn.pto:21:32
+            TASSIGN(tmp2, 143360);  // flash_attn.pto:21:32
+            TROWSUM(t110_aiv0, t101_aiv0, tmp2);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            TADD(t107, t107, t110);  // flash_attn.pto:21:32
+            TADD(t107_aiv0, t107_aiv0, t110_aiv0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            TADD(held1, t105, t107);  // flash_attn.pto:21:20
-            TileT119 t119(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t119, 88064);  // flash_attn.pto:22:22
+            TADD(held1_aiv0, t105_aiv0, t107_aiv0);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(tmp3, 120832);  // flash_attn.pto:22:22
-            TROWEXPAND(tmp3, t91);  // flash_attn.pto:22:22
+            TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:22:22
+            TASSIGN(tmp3, 143360);  // flash_attn.pto:22:22
+            TROWEXPAND(tmp3, t91_aiv0);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-            TROWEXPANDMUL(t119, held2, tmp3);  // flash_attn.pto:22:22
-            TileT123 t123(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:43
-            TASSIGN(t123, 40960);  // flash_attn.pto:22:43
+            TROWEXPANDMUL(t119_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:22:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TCVT(t123, t101, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TCVT(t123_aiv0, t101_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView9 t15Gm9(t15 + _qb2 * 64 * 64, GmView9::Shape(t123.GetValidRow(), t123.GetValidCol()));  // flash_attn.pto:22:43
-            TSTORE(t15Gm9, t123);  // flash_attn.pto:22:43
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+            GmView12 t15Gm12(t15 + _qb2 * 64 * 64, GmView12::Shape(t123_aiv0.GetValidRow(), t123_aiv0.GetValidCol()));  // flash_attn.pto:22:43
+            TSTORE(t15Gm12, t123_aiv0);  // flash_attn.pto:22:43
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:11:13
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+                GmView13 t0Gm13(t0 + (_qb2 * 64 + 32) * 64, GmView13::Shape(t74_aiv1.GetValidRow(), t74_aiv1.GetValidCol()));  // flash_attn.pto:11:13
+                TLOAD(t74_aiv1, t0Gm13);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TMULS(t75_aiv1, t74_aiv1, scale);  // flash_attn.pto:11:13
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp4;  // flash_attn.pto:18:32
+                TASSIGN(tmp4, 143360);  // flash_attn.pto:18:32
+                TROWMAX(t80_aiv1, t75_aiv1, tmp4);  // flash_attn.pto:18:32
+                pipe_barrier(PIPE_V);
+                TMAX(t77_aiv1, t77_aiv1, t80_aiv1);  // flash_attn.pto:18:32
+                pipe_barrier(PIPE_V);
+                TMAX(t84_aiv1, held0_aiv1, t77_aiv1);  // flash_attn.pto:18:21
+                pipe_barrier(PIPE_V);
+                TSUB(t88_aiv1, held0_aiv1, t84_aiv1);  // flash_attn.pto:19:25
+                pipe_barrier(PIPE_V);
+                TEXP(t91_aiv1, t88_aiv1);  // flash_attn.pto:19:21
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:20:17
+                TASSIGN(tmp5, 143360);  // flash_attn.pto:20:17
+                TROWEXPAND(tmp5, t84_aiv1);  // flash_attn.pto:20:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+                TROWEXPANDEXPDIF(t101_aiv1, t75_aiv1, tmp5);  // flash_attn.pto:20:17
+                pipe_barrier(PIPE_V);
+                TMUL(t105_aiv1, held1_aiv1, t91_aiv1);  // flash_attn.pto:21:20
+                TEXPANDS(t107_aiv1, 0.0f);  // flash_attn.pto:21:32
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp6;  // flash_attn.pto:21:32
+                TASSIGN(tmp6, 143360);  // flash_attn.pto:21:32
+                TROWSUM(t110_aiv1, t101_aiv1, tmp6);  // flash_attn.pto:21:32
+                pipe_barrier(PIPE_V);
+                TADD(t107_aiv1, t107_aiv1, t110_aiv1);  // flash_attn.pto:21:32
+                pipe_barrier(PIPE_V);
+                TADD(held1_aiv1, t105_aiv1, t107_aiv1);  // flash_attn.pto:21:20
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:22
+                TASSIGN(tmp7, 143360);  // flash_attn.pto:22:22
+                TROWEXPAND(tmp7, t91_aiv1);  // flash_attn.pto:22:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+                TROWEXPANDMUL(t119_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:22:22
+                pipe_barrier(PIPE_V);
+                TCVT(t123_aiv1, t101_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView14 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView14 t15Gm14(t15 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t123_aiv1.GetValidRow(), t123_aiv1.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15Gm14, t123_aiv1);  // flash_attn.pto:22:43
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -275,9 +402,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t127, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView10 t15Gm10(t15 + _qb2 * 64 * 64, GmView10::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t127, t15Gm10);  // flash_attn.pto:22:36
+                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView15 t15Gm15(t15 + _qb2 * 64 * 64, GmView15::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t127, t15Gm15);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT128 t128(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t128, 0);  // flash_attn.pto:22:36
@@ -288,9 +415,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t129, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView11 vjGm11(vj + _g125 * 64, GmView11::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t129, vjGm11);  // flash_attn.pto:22:36
+                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView16 vjGm16(vj + _g125 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t129, vjGm16);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT130 t130(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
@@ -307,9 +434,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
                     TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t132, 0);  // flash_attn.pto:22:36
-                    using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView12 t15Gm12(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView12::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t132, t15Gm12);  // flash_attn.pto:22:36
+                    using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView17::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t132, t15Gm17);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT133 t133(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t133, 0);  // flash_attn.pto:22:36
@@ -319,9 +446,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                     TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t134, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView13 vjGm13(vj + _k131 * 64 * D + _g125 * 64, GmView13::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t134, vjGm13);  // flash_attn.pto:22:36
+                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView18 vjGm18(vj + _k131 * 64 * D + _g125 * 64, GmView18::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t134, vjGm18);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT135 t135(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t135, 0);  // flash_attn.pto:22:36
@@ -335,9 +462,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView14 t14Gm14(t14 + _qb2 * 64 * D + _g125 * 64, GmView14::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm14, t126);  // flash_attn.pto:22:36
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView19 t14Gm19(t14 + _qb2 * 64 * D + _g125 * 64, GmView19::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm19, t126);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -346,47 +473,77 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT138 t138(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t138, 40960);  // flash_attn.pto:22:22
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView15 t14Gm15(t14 + _qb2 * 64 * D, GmView15::Shape(t138.GetValidRow(), t138.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t138, t14Gm15);  // flash_attn.pto:22:22
+            TileT138Aiv0 t138_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t138_aiv0, 36864);  // flash_attn.pto:22:22
+            TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t138_aiv1, 53248);  // flash_attn.pto:22:22
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView20 t14Gm20(t14 + _qb2 * 64 * D, GmView20::Shape(t138_aiv0.GetValidRow(), t138_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t138_aiv0, t14Gm20);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(held2, t119, t138);  // flash_attn.pto:22:22
+            TADD(held2_aiv0, t119_aiv0, t138_aiv0);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            TMULS(held0, t84, 1.0f);  // flash_attn.pto:23:13
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TMULS(held0_aiv0, t84_aiv0, 1.0f);  // flash_attn.pto:23:13
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:22:22
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView21 t14Gm21(t14 + (_qb2 * 64 + 32) * D, GmView21::Shape(t138_aiv1.GetValidRow(), t138_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t138_aiv1, t14Gm21);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADD(held2_aiv1, t119_aiv1, t138_aiv1);  // flash_attn.pto:22:22
+                TMULS(held0_aiv1, t84_aiv1, 1.0f);  // flash_attn.pto:23:13
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView16 accGm16(acc + _qb2 * 64 * D, GmView16::Shape(held2.GetValidRow(), held2.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
-            TSTORE(accGm16, held2);  // flash_attn.pto:22:22
+            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView22 accGm22(acc + _qb2 * 64 * D, GmView22::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
+            TSTORE(accGm22, held2_aiv0);  // flash_attn.pto:22:22
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:22:22
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView23 accGm23(acc + (_qb2 * 64 + 32) * D, GmView23::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm23, held2_aiv1);  // flash_attn.pto:22:22
+            }
         }
         for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:21:20
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(held1.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm17, held1);  // flash_attn.pto:21:20
+            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView24 lGm24(l + _qb2 * 64, GmView24::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(lGm24, held1_aiv0);  // flash_attn.pto:21:20
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:21:20
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView25 lGm25(l + _qb2 * 64 + 32, GmView25::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm25, held1_aiv1);  // flash_attn.pto:21:20
+            }
         }
         for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:23:13
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView18 mGm18(m + _qb2 * 64, GmView18::Shape(held0.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm18, held0);  // flash_attn.pto:23:13
+            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView26 mGm26(m + _qb2 * 64, GmView26::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:23:13
+            TSTORE(mGm26, held0_aiv0);  // flash_attn.pto:23:13
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:23:13
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView27 mGm27(m + _qb2 * 64 + 32, GmView27::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm27, held0_aiv1);  // flash_attn.pto:23:13
+            }
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
@@ -400,10 +557,16 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     {
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
         for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:21
+            }
         }
         for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:21:20
+            }
         }
         for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:22:22
+            }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -412,14 +575,16 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:10:14
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:18:32
+            }
             TileT62 t62(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t62, 0);  // flash_attn.pto:11:13
             TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t63, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView3 qGm3(q + _qb2 * 64 * D, GmView3::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t63, qGm3);  // flash_attn.pto:11:13
+            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView6 qGm6(q + _qb2 * 64 * D, GmView6::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t63, qGm6);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t64, 0);  // flash_attn.pto:11:13
@@ -430,9 +595,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TileT65 t65(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t65, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView4 kjGm4(kj, GmView4::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t65, kjGm4);  // flash_attn.pto:11:13
+            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+            GmView7 kjGm7(kj, GmView7::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t65, kjGm7);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT66 t66(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t66, 0);  // flash_attn.pto:11:13
@@ -452,9 +617,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t68, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView5 qGm5(q + _qb2 * 64 * D + _k67 * 64, GmView5::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t68, qGm5);  // flash_attn.pto:11:13
+                using GmView8 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 64, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t68, qGm8);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t69, 0);  // flash_attn.pto:11:13
@@ -465,9 +630,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT70 t70(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t70, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView6 kjGm6(kj + _k67 * 64, GmView6::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, kjGm6);  // flash_attn.pto:11:13
+                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView9 kjGm9(kj + _k67 * 64, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT71 t71(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t71, 0);  // flash_attn.pto:11:13
@@ -486,11 +651,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView7 t0Gm7(t0 + _qb2 * 64 * 64, GmView7::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0Gm7, t62);  // flash_attn.pto:11:13
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView10 t0Gm10(t0 + _qb2 * 64 * 64, GmView10::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0Gm10, t62);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:11:13
+            }
             wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -505,9 +672,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t127, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView10 t15Gm10(t15 + _qb2 * 64 * 64, GmView10::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t127, t15Gm10);  // flash_attn.pto:22:36
+                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView15 t15Gm15(t15 + _qb2 * 64 * 64, GmView15::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t127, t15Gm15);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT128 t128(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t128, 0);  // flash_attn.pto:22:36
@@ -518,9 +685,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t129, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView11 vjGm11(vj + _g125 * 64, GmView11::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t129, vjGm11);  // flash_attn.pto:22:36
+                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView16 vjGm16(vj + _g125 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t129, vjGm16);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT130 t130(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
@@ -537,9 +704,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
                     TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t132, 0);  // flash_attn.pto:22:36
-                    using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView12 t15Gm12(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView12::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t132, t15Gm12);  // flash_attn.pto:22:36
+                    using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView17::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t132, t15Gm17);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT133 t133(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t133, 0);  // flash_attn.pto:22:36
@@ -549,9 +716,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                     TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t134, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView13 vjGm13(vj + _k131 * 64 * D + _g125 * 64, GmView13::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t134, vjGm13);  // flash_attn.pto:22:36
+                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView18 vjGm18(vj + _k131 * 64 * D + _g125 * 64, GmView18::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t134, vjGm18);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT135 t135(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t135, 0);  // flash_attn.pto:22:36
@@ -565,9 +732,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView14 t14Gm14(t14 + _qb2 * 64 * D + _g125 * 64, GmView14::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm14, t126);  // flash_attn.pto:22:36
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView19 t14Gm19(t14 + _qb2 * 64 * D + _g125 * 64, GmView19::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14Gm19, t126);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -578,6 +745,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:22:22
+            }
         }
         wait_flag_dev(2);
         wait_flag_dev(0);
@@ -585,10 +754,16 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:22:22
+            }
         }
         for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:21:20
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:21:20
+            }
         }
         for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:23:13
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:23:13
+            }
         }
     }
     }
@@ -599,226 +774,407 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        TileHeld0 held0(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-        TASSIGN(held0, 0);  // flash_attn.pto:18:21
+        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
+        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:18:21
+        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
+        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:18:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
             if (ptodsl_aiv0) {
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView0 mGm0(m + _qb2 * 64, GmView0::Shape(held0.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(held0, mGm0);  // flash_attn.pto:18:21
+                GmView0 mGm0(m + _qb2 * 64, GmView0::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(held0_aiv0, mGm0);  // flash_attn.pto:18:21
+            }
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:21
+                if (!ptodsl_aiv0) {
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                    GmView1 mGm1(m + _qb2 * 64 + 32, GmView1::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:18:21
+                    TLOAD(held0_aiv1, mGm1);  // flash_attn.pto:18:21
+                }
             }
         }
-        TileHeld1 held1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-        TASSIGN(held1, 2048);  // flash_attn.pto:21:20
+        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:20
+        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:21:20
+        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:21:20
         for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
             if (ptodsl_aiv0) {
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView1 lGm1(l + _qb2 * 64, GmView1::Shape(held1.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(held1, lGm1);  // flash_attn.pto:21:20
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView2 lGm2(l + _qb2 * 64, GmView2::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(held1_aiv0, lGm2);  // flash_attn.pto:21:20
+            }
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:21:20
+                if (!ptodsl_aiv0) {
+                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                    GmView3 lGm3(l + _qb2 * 64 + 32, GmView3::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                    TLOAD(held1_aiv1, lGm3);  // flash_attn.pto:21:20
+                }
             }
         }
-        TileHeld2 held2(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-        TASSIGN(held2, 4096);  // flash_attn.pto:22:22
+        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
+        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:22:22
+        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:22:22
         for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
             if (ptodsl_aiv0) {
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView2 accGm2(acc + _qb2 * 64 * D, GmView2::Shape(held2.GetValidRow(), held2.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(held2, accGm2);  // flash_attn.pto:22:22
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView4 accGm4(acc + _qb2 * 64 * D, GmView4::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(held2_aiv0, accGm4);  // flash_attn.pto:22:22
+            }
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:22:22
+                if (!ptodsl_aiv0) {
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView5 accGm5(acc + (_qb2 * 64 + 32) * D, GmView5::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(held2_aiv1, accGm5);  // flash_attn.pto:22:22
+                }
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            TileT77 t77(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t77, 36864);  // flash_attn.pto:18:32
+            TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:32
+            TASSIGN(t77_aiv0, 36864);  // flash_attn.pto:18:32
+            TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
+            TASSIGN(t77_aiv1, 37888);  // flash_attn.pto:18:32
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TEXPANDS(t77, -__builtin_inff());  // flash_attn.pto:18:32
+                TEXPANDS(t77_aiv0, -__builtin_inff());  // flash_attn.pto:18:32
+            }
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:18:32
+                if (!ptodsl_aiv0) {
+                    TEXPANDS(t77_aiv1, -__builtin_inff());  // flash_attn.pto:18:32
+                }
             }
             for (int64_t _k67 = 1; _k67 < (D + 63) / 64; ++_k67) {  // flash_attn.pto:11:13
             }
-            TileT74 t74(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t74, 38912);  // flash_attn.pto:11:13
+            TileT74Aiv0 t74_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t74_aiv0, 38912);  // flash_attn.pto:11:13
+            TileT74Aiv1 t74_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t74_aiv1, 47104);  // flash_attn.pto:11:13
+            TileT75Aiv0 t75_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t75_aiv0, 55296);  // flash_attn.pto:11:13
+            TileT75Aiv1 t75_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t75_aiv1, 63488);  // flash_attn.pto:11:13
+            TileT80Aiv0 t80_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:32
+            TASSIGN(t80_aiv0, 71680);  // flash_attn.pto:18:32
+            TileT80Aiv1 t80_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
+            TASSIGN(t80_aiv1, 72704);  // flash_attn.pto:18:32
+            TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
+            TASSIGN(t84_aiv0, 73728);  // flash_attn.pto:18:21
+            TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
+            TASSIGN(t84_aiv1, 74752);  // flash_attn.pto:18:21
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:19:25
+            TASSIGN(t88_aiv0, 75776);  // flash_attn.pto:19:25
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:25
+            TASSIGN(t88_aiv1, 76800);  // flash_attn.pto:19:25
+            TileT91Aiv0 t91_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:19:21
+            TASSIGN(t91_aiv0, 77824);  // flash_attn.pto:19:21
+            TileT91Aiv1 t91_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:21
+            TASSIGN(t91_aiv1, 78848);  // flash_attn.pto:19:21
+            TileT101Aiv0 t101_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
+            TASSIGN(t101_aiv0, 79872);  // flash_attn.pto:20:17
+            TileT101Aiv1 t101_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
+            TASSIGN(t101_aiv1, 88064);  // flash_attn.pto:20:17
+            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t105_aiv0, 96256);  // flash_attn.pto:21:20
+            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t105_aiv1, 97280);  // flash_attn.pto:21:20
+            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:32
+            TASSIGN(t107_aiv0, 98304);  // flash_attn.pto:21:32
+            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
+            TASSIGN(t107_aiv1, 99328);  // flash_attn.pto:21:32
+            TileT110Aiv0 t110_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:32
+            TASSIGN(t110_aiv0, 100352);  // flash_attn.pto:21:32
+            TileT110Aiv1 t110_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
+            TASSIGN(t110_aiv1, 101376);  // flash_attn.pto:21:32
+            TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t119_aiv0, 102400);  // flash_attn.pto:22:22
+            TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t119_aiv1, 118784);  // flash_attn.pto:22:22
+            TileT123Aiv0 t123_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:43
+            TASSIGN(t123_aiv0, 135168);  // flash_attn.pto:22:43
+            TileT123Aiv1 t123_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:43
+            TASSIGN(t123_aiv1, 139264);  // flash_attn.pto:22:43
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(3);
             if (ptodsl_aiv0) {
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView8 t0Gm8(t0 + _qb2 * 64 * 64, GmView8::Shape(t74.GetValidRow(), t74.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t74, t0Gm8);  // flash_attn.pto:11:13
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+                GmView11 t0Gm11(t0 + _qb2 * 64 * 64, GmView11::Shape(t74_aiv0.GetValidRow(), t74_aiv0.GetValidCol()));  // flash_attn.pto:11:13
+                TLOAD(t74_aiv0, t0Gm11);  // flash_attn.pto:11:13
             }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t75, 55296);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
-                TMULS(t75, t74, scale);  // flash_attn.pto:11:13
+                TMULS(t75_aiv0, t74_aiv0, scale);  // flash_attn.pto:11:13
             }
-            TileT80 t80(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t80, 38912);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 120832);  // flash_attn.pto:18:32
-                TROWMAX(t80, t75, tmp0);  // flash_attn.pto:18:32
+                TASSIGN(tmp0, 143360);  // flash_attn.pto:18:32
+                TROWMAX(t80_aiv0, t75_aiv0, tmp0);  // flash_attn.pto:18:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMAX(t77, t77, t80);  // flash_attn.pto:18:32
+                TMAX(t77_aiv0, t77_aiv0, t80_aiv0);  // flash_attn.pto:18:32
             }
-            TileT84 t84(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t84, 38912);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMAX(t84, held0, t77);  // flash_attn.pto:18:21
+                TMAX(t84_aiv0, held0_aiv0, t77_aiv0);  // flash_attn.pto:18:21
             }
-            TileT88 t88(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t88, 36864);  // flash_attn.pto:19:25
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TSUB(t88, held0, t84);  // flash_attn.pto:19:25
+                TSUB(t88_aiv0, held0_aiv0, t84_aiv0);  // flash_attn.pto:19:25
             }
-            TileT91 t91(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t91, 40960);  // flash_attn.pto:19:21
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXP(t91, t88);  // flash_attn.pto:19:21
+                TEXP(t91_aiv0, t88_aiv0);  // flash_attn.pto:19:21
             }
-            TileT101 t101(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t101, 71680);  // flash_attn.pto:20:17
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp1(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(tmp1, 120832);  // flash_attn.pto:20:17
-                TROWEXPAND(tmp1, t84);  // flash_attn.pto:20:17
+                TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:20:17
+                TASSIGN(tmp1, 143360);  // flash_attn.pto:20:17
+                TROWEXPAND(tmp1, t84_aiv0);  // flash_attn.pto:20:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                TROWEXPANDEXPDIF(t101, t75, tmp1);  // flash_attn.pto:20:17
+                TROWEXPANDEXPDIF(t101_aiv0, t75_aiv0, tmp1);  // flash_attn.pto:20:17
             }
-            TileT105 t105(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t105, 36864);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMUL(t105, held1, t91);  // flash_attn.pto:21:20
+                TMUL(t105_aiv0, held1_aiv0, t91_aiv0);  // flash_attn.pto:21:20
+                TEXPANDS(t107_aiv0, 0.0f);  // flash_attn.pto:21:32
             }
-            TileT107 t107(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t107, 43008);  // flash_attn.pto:21:32
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t107, 0.0f);  // flash_attn.pto:21:32
-            }
-            TileT110 t110(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t110, 45056);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp2;  // flash_attn.pto:21:32
-                TASSIGN(tmp2, 120832);  // flash_attn.pto:21:32
-                TROWSUM(t110, t101, tmp2);  // flash_attn.pto:21:32
+                TASSIGN(tmp2, 143360);  // flash_attn.pto:21:32
+                TROWSUM(t110_aiv0, t101_aiv0, tmp2);  // flash_attn.pto:21:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(t107, t107, t110);  // flash_attn.pto:21:32
+                TADD(t107_aiv0, t107_aiv0, t110_aiv0);  // flash_attn.pto:21:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(held1, t105, t107);  // flash_attn.pto:21:20
+                TADD(held1_aiv0, t105_aiv0, t107_aiv0);  // flash_attn.pto:21:20
             }
-            TileT119 t119(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t119, 88064);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp3(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(tmp3, 120832);  // flash_attn.pto:22:22
-                TROWEXPAND(tmp3, t91);  // flash_attn.pto:22:22
+                TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:22:22
+                TASSIGN(tmp3, 143360);  // flash_attn.pto:22:22
+                TROWEXPAND(tmp3, t91_aiv0);  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                TROWEXPANDMUL(t119, held2, tmp3);  // flash_attn.pto:22:22
+                TROWEXPANDMUL(t119_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:22:22
             }
-            TileT123 t123(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:43
-            TASSIGN(t123, 40960);  // flash_attn.pto:22:43
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TCVT(t123, t101, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+                TCVT(t123_aiv0, t101_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
             }
             wait_flag_dev(1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView9 t15Gm9(t15 + _qb2 * 64 * 64, GmView9::Shape(t123.GetValidRow(), t123.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15Gm9, t123);  // flash_attn.pto:22:43
+                using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView12 t15Gm12(t15 + _qb2 * 64 * 64, GmView12::Shape(t123_aiv0.GetValidRow(), t123_aiv0.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15Gm12, t123_aiv0);  // flash_attn.pto:22:43
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:11:13
+                if (!ptodsl_aiv0) {
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+                    GmView13 t0Gm13(t0 + (_qb2 * 64 + 32) * 64, GmView13::Shape(t74_aiv1.GetValidRow(), t74_aiv1.GetValidCol()));  // flash_attn.pto:11:13
+                    TLOAD(t74_aiv1, t0Gm13);  // flash_attn.pto:11:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                if (!ptodsl_aiv0) {
+                    TMULS(t75_aiv1, t74_aiv1, scale);  // flash_attn.pto:11:13
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp0 tmp4;  // flash_attn.pto:18:32
+                    TASSIGN(tmp4, 143360);  // flash_attn.pto:18:32
+                    TROWMAX(t80_aiv1, t75_aiv1, tmp4);  // flash_attn.pto:18:32
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TMAX(t77_aiv1, t77_aiv1, t80_aiv1);  // flash_attn.pto:18:32
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TMAX(t84_aiv1, held0_aiv1, t77_aiv1);  // flash_attn.pto:18:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TSUB(t88_aiv1, held0_aiv1, t84_aiv1);  // flash_attn.pto:19:25
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TEXP(t91_aiv1, t88_aiv1);  // flash_attn.pto:19:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:20:17
+                    TASSIGN(tmp5, 143360);  // flash_attn.pto:20:17
+                    TROWEXPAND(tmp5, t84_aiv1);  // flash_attn.pto:20:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+                    TROWEXPANDEXPDIF(t101_aiv1, t75_aiv1, tmp5);  // flash_attn.pto:20:17
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TMUL(t105_aiv1, held1_aiv1, t91_aiv1);  // flash_attn.pto:21:20
+                    TEXPANDS(t107_aiv1, 0.0f);  // flash_attn.pto:21:32
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp0 tmp6;  // flash_attn.pto:21:32
+                    TASSIGN(tmp6, 143360);  // flash_attn.pto:21:32
+                    TROWSUM(t110_aiv1, t101_aiv1, tmp6);  // flash_attn.pto:21:32
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TADD(t107_aiv1, t107_aiv1, t110_aiv1);  // flash_attn.pto:21:32
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TADD(held1_aiv1, t105_aiv1, t107_aiv1);  // flash_attn.pto:21:20
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:22
+                    TASSIGN(tmp7, 143360);  // flash_attn.pto:22:22
+                    TROWEXPAND(tmp7, t91_aiv1);  // flash_attn.pto:22:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+                    TROWEXPANDMUL(t119_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:22:22
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TCVT(t123_aiv1, t101_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView14 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView14 t15Gm14(t15 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t123_aiv1.GetValidRow(), t123_aiv1.GetValidCol()));  // flash_attn.pto:22:43
+                    TSTORE(t15Gm14, t123_aiv1);  // flash_attn.pto:22:43
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
             for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
                 for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
                 }
             }
-            TileT138 t138(min_i64(S - _qb2 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t138, 40960);  // flash_attn.pto:22:22
+            TileT138Aiv0 t138_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t138_aiv0, 36864);  // flash_attn.pto:22:22
+            TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t138_aiv1, 53248);  // flash_attn.pto:22:22
             wait_flag_dev(4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             if (ptodsl_aiv0) {
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView15 t14Gm15(t14 + _qb2 * 64 * D, GmView15::Shape(t138.GetValidRow(), t138.GetValidCol()), GmView15::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t138, t14Gm15);  // flash_attn.pto:22:22
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView20 t14Gm20(t14 + _qb2 * 64 * D, GmView20::Shape(t138_aiv0.GetValidRow(), t138_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t138_aiv0, t14Gm20);  // flash_attn.pto:22:22
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
-                TADD(held2, t119, t138);  // flash_attn.pto:22:22
+                TADD(held2_aiv0, t119_aiv0, t138_aiv0);  // flash_attn.pto:22:22
             }
             pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TMULS(held0, t84, 1.0f);  // flash_attn.pto:23:13
-            }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMULS(held0_aiv0, t84_aiv0, 1.0f);  // flash_attn.pto:23:13
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:22:22
+                if (!ptodsl_aiv0) {
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView21 t14Gm21(t14 + (_qb2 * 64 + 32) * D, GmView21::Shape(t138_aiv1.GetValidRow(), t138_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t138_aiv1, t14Gm21);  // flash_attn.pto:22:22
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                if (!ptodsl_aiv0) {
+                    TADD(held2_aiv1, t119_aiv1, t138_aiv1);  // flash_attn.pto:22:22
+                    TMULS(held0_aiv1, t84_aiv1, 1.0f);  // flash_attn.pto:23:13
+                }
+            }
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag_dev(1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
             if (ptodsl_aiv0) {
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView16 accGm16(acc + _qb2 * 64 * D, GmView16::Shape(held2.GetValidRow(), held2.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm16, held2);  // flash_attn.pto:22:22
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView22 accGm22(acc + _qb2 * 64 * D, GmView22::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm22, held2_aiv0);  // flash_attn.pto:22:22
+            }
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:22:22
+                if (!ptodsl_aiv0) {
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView23 accGm23(acc + (_qb2 * 64 + 32) * D, GmView23::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(accGm23, held2_aiv1);  // flash_attn.pto:22:22
+                }
             }
         }
         for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:21:20
             if (ptodsl_aiv0) {
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(held1.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm17, held1);  // flash_attn.pto:21:20
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView24 lGm24(l + _qb2 * 64, GmView24::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm24, held1_aiv0);  // flash_attn.pto:21:20
+            }
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:21:20
+                if (!ptodsl_aiv0) {
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                    GmView25 lGm25(l + _qb2 * 64 + 32, GmView25::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                    TSTORE(lGm25, held1_aiv1);  // flash_attn.pto:21:20
+                }
             }
         }
         for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:23:13
             if (ptodsl_aiv0) {
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView18 mGm18(m + _qb2 * 64, GmView18::Shape(held0.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm18, held0);  // flash_attn.pto:23:13
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView26 mGm26(m + _qb2 * 64, GmView26::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm26, held0_aiv0);  // flash_attn.pto:23:13
+            }
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:23:13
+                if (!ptodsl_aiv0) {
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                    GmView27 mGm27(m + _qb2 * 64 + 32, GmView27::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:23:13
+                    TSTORE(mGm27, held0_aiv1);  // flash_attn.pto:23:13
+                }
             }
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -20,13 +20,19 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
 extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileT159 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT159Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT159Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT144 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT145 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT146 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -36,25 +42,44 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT151 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT152 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT153 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT156 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT157 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT162 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT164 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT166 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT170 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT173 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT176 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT183 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT185 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT187 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT189 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT191 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT192 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT196 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT198 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT201 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT204 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT205 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT156Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT156Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT157Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT157Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT162Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT162Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT164Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT164Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT173Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT173Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT176Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT176Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT183Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT183Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT185Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT185Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT189Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT189Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT191Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT191Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT192Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT192Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT196Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT196Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT198Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT198Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT201Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT201Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT204Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT204Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT205Aiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT205Aiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT208 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT209 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT210 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -64,15 +89,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT215 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT216 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT217 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT220 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT221 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT228 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT231 = Tile<TileType::Vec, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT220Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT220Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT221Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT221Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT228Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT228Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT231Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT231Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -80,10 +107,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -91,12 +117,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
-            TileT159 t159(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t159, 0);  // flash_attn.pto:18:32
-            TEXPANDS(t159, -__builtin_inff());  // flash_attn.pto:18:32
+            TileT159Aiv0 t159_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:18:32
+            TASSIGN(t159_aiv0, 0);  // flash_attn.pto:18:32
+            TileT159Aiv1 t159_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
+            TASSIGN(t159_aiv1, 1024);  // flash_attn.pto:18:32
+            TEXPANDS(t159_aiv0, -__builtin_inff());  // flash_attn.pto:18:32
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:32
+                TEXPANDS(t159_aiv1, -__builtin_inff());  // flash_attn.pto:18:32
+            }
             pipe_barrier(PIPE_V);
             for (int64_t _g143 = 0; _g143 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g143) {  // flash_attn.pto:11:13
                 TileT144 t144(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
@@ -170,173 +202,314 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                 GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView4::Shape(t144.GetValidRow(), t144.GetValidCol()));  // flash_attn.pto:11:13
                 TSTORE(t0_lastGm4, t144);  // flash_attn.pto:11:13
-                TileT156 t156(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t156, 2048);  // flash_attn.pto:11:13
+                TileT156Aiv0 t156_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t156_aiv0, 2048);  // flash_attn.pto:11:13
+                TileT156Aiv1 t156_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t156_aiv1, 10240);  // flash_attn.pto:11:13
+                TileT157Aiv0 t157_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t157_aiv0, 18432);  // flash_attn.pto:11:13
+                TileT157Aiv1 t157_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t157_aiv1, 26624);  // flash_attn.pto:11:13
+                TileT162Aiv0 t162_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:18:32
+                TASSIGN(t162_aiv0, 34816);  // flash_attn.pto:18:32
+                TileT162Aiv1 t162_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
+                TASSIGN(t162_aiv1, 35840);  // flash_attn.pto:18:32
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView5::Shape(t156.GetValidRow(), t156.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t156, t0_lastGm5);  // flash_attn.pto:11:13
+                GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView5::Shape(t156_aiv0.GetValidRow(), t156_aiv0.GetValidCol()));  // flash_attn.pto:11:13
+                TLOAD(t156_aiv0, t0_lastGm5);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT157 t157(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t157, 18432);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMULS(t157, t156, scale);  // flash_attn.pto:11:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                TMULS(t157_aiv0, t156_aiv0, scale);  // flash_attn.pto:11:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g143 * 64, GmView6::Shape(t157.GetValidRow(), t157.GetValidCol()));  // flash_attn.pto:11:13
-                TSTORE(s_lastGm6, t157);  // flash_attn.pto:11:13
-                TileT162 t162(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t162, 2048);  // flash_attn.pto:18:32
+                GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g143 * 64, GmView6::Shape(t157_aiv0.GetValidRow(), t157_aiv0.GetValidCol()));  // flash_attn.pto:11:13
+                TSTORE(s_lastGm6, t157_aiv0);  // flash_attn.pto:11:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 108544);  // flash_attn.pto:18:32
-                TROWMAX(t162, t157, tmp0);  // flash_attn.pto:18:32
+                TASSIGN(tmp0, 157696);  // flash_attn.pto:18:32
+                TROWMAX(t162_aiv0, t157_aiv0, tmp0);  // flash_attn.pto:18:32
                 pipe_barrier(PIPE_V);
-                TMAX(t159, t159, t162);  // flash_attn.pto:18:32
+                TMAX(t159_aiv0, t159_aiv0, t162_aiv0);  // flash_attn.pto:18:32
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:11:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+                    GmView7 t0_lastGm7(t0_last + (_qb3 * 64 + 32) * 64 + _g143 * 64, GmView7::Shape(t156_aiv1.GetValidRow(), t156_aiv1.GetValidCol()));  // flash_attn.pto:11:13
+                    TLOAD(t156_aiv1, t0_lastGm7);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TMULS(t157_aiv1, t156_aiv1, scale);  // flash_attn.pto:11:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+                    GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 64 + _g143 * 64, GmView8::Shape(t157_aiv1.GetValidRow(), t157_aiv1.GetValidCol()));  // flash_attn.pto:11:13
+                    TSTORE(s_lastGm8, t157_aiv1);  // flash_attn.pto:11:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp1;  // flash_attn.pto:18:32
+                    TASSIGN(tmp1, 157696);  // flash_attn.pto:18:32
+                    TROWMAX(t162_aiv1, t157_aiv1, tmp1);  // flash_attn.pto:18:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t159_aiv1, t159_aiv1, t162_aiv1);  // flash_attn.pto:18:32
+                }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT164 t164(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t164, 2048);  // flash_attn.pto:18:21
+            TileT164Aiv0 t164_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:18:21
+            TASSIGN(t164_aiv0, 2048);  // flash_attn.pto:18:21
+            TileT164Aiv1 t164_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
+            TASSIGN(t164_aiv1, 3072);  // flash_attn.pto:18:21
+            TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:18:21
+            TASSIGN(t166_aiv0, 4096);  // flash_attn.pto:18:21
+            TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
+            TASSIGN(t166_aiv1, 5120);  // flash_attn.pto:18:21
+            TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:19:25
+            TASSIGN(t170_aiv0, 6144);  // flash_attn.pto:19:25
+            TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:25
+            TASSIGN(t170_aiv1, 7168);  // flash_attn.pto:19:25
+            TileT173Aiv0 t173_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:19:21
+            TASSIGN(t173_aiv0, 8192);  // flash_attn.pto:19:21
+            TileT173Aiv1 t173_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:21
+            TASSIGN(t173_aiv1, 9216);  // flash_attn.pto:19:21
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView7 mGm7(m + _qb3 * 64, GmView7::Shape(t164.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(t164, mGm7);  // flash_attn.pto:18:21
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+            GmView9 mGm9(m + _qb3 * 64, GmView9::Shape(t164_aiv0.GetValidRow()));  // flash_attn.pto:18:21
+            TLOAD(t164_aiv0, mGm9);  // flash_attn.pto:18:21
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT166 t166(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t166, 4096);  // flash_attn.pto:18:21
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMAX(t166, t164, t159);  // flash_attn.pto:18:21
-            TileT170 t170(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t170, 0);  // flash_attn.pto:19:25
-            pipe_barrier(PIPE_V);
-            TSUB(t170, t164, t166);  // flash_attn.pto:19:25
-            TileT173 t173(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t173, 2048);  // flash_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            TEXP(t173, t170);  // flash_attn.pto:19:21
+            TMAX(t166_aiv0, t164_aiv0, t159_aiv0);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TSUB(t170_aiv0, t164_aiv0, t166_aiv0);  // flash_attn.pto:19:25
+            pipe_barrier(PIPE_V);
+            TEXP(t173_aiv0, t170_aiv0);  // flash_attn.pto:19:21
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:18:21
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView10 mGm10(m + _qb3 * 64 + 32, GmView10::Shape(t164_aiv1.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(t164_aiv1, mGm10);  // flash_attn.pto:18:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMAX(t166_aiv1, t164_aiv1, t159_aiv1);  // flash_attn.pto:18:21
+                pipe_barrier(PIPE_V);
+                TSUB(t170_aiv1, t164_aiv1, t166_aiv1);  // flash_attn.pto:19:25
+                pipe_barrier(PIPE_V);
+                TEXP(t173_aiv1, t170_aiv1);  // flash_attn.pto:19:21
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g175 = 0; _g175 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g175) {  // flash_attn.pto:20:21
-                TileT176 t176(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t176, 6144);  // flash_attn.pto:20:21
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                GmView8 s_lastGm8(s_last + _qb3 * 64 * 64 + _g175 * 64, GmView8::Shape(t176.GetValidRow(), t176.GetValidCol()));  // flash_attn.pto:20:21
-                TLOAD(t176, s_lastGm8);  // flash_attn.pto:20:21
+                TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:21
+                TASSIGN(t176_aiv0, 10240);  // flash_attn.pto:20:21
+                TileT176Aiv1 t176_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:21
+                TASSIGN(t176_aiv1, 18432);  // flash_attn.pto:20:21
+                TileT183Aiv0 t183_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t183_aiv0, 26624);  // flash_attn.pto:20:17
+                TileT183Aiv1 t183_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t183_aiv1, 34816);  // flash_attn.pto:20:17
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                GmView11 s_lastGm11(s_last + _qb3 * 64 * 64 + _g175 * 64, GmView11::Shape(t176_aiv0.GetValidRow(), t176_aiv0.GetValidCol()));  // flash_attn.pto:20:21
+                TLOAD(t176_aiv0, s_lastGm11);  // flash_attn.pto:20:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT183 t183(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t183, 22528);  // flash_attn.pto:20:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(tmp1, 108544);  // flash_attn.pto:20:17
-                TROWEXPAND(tmp1, t166);  // flash_attn.pto:20:17
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:20:17
+                TASSIGN(tmp2, 157696);  // flash_attn.pto:20:17
+                TROWEXPAND(tmp2, t166_aiv0);  // flash_attn.pto:20:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                TROWEXPANDEXPDIF(t183, t176, tmp1);  // flash_attn.pto:20:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                GmView9 p_1_lastGm9(p_1_last + _qb3 * 64 * 64 + _g175 * 64, GmView9::Shape(t183.GetValidRow(), t183.GetValidCol()));  // flash_attn.pto:20:17
-                TSTORE(p_1_lastGm9, t183);  // flash_attn.pto:20:17
+                TROWEXPANDEXPDIF(t183_aiv0, t176_aiv0, tmp2);  // flash_attn.pto:20:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                GmView12 p_1_lastGm12(p_1_last + _qb3 * 64 * 64 + _g175 * 64, GmView12::Shape(t183_aiv0.GetValidRow(), t183_aiv0.GetValidCol()));  // flash_attn.pto:20:17
+                TSTORE(p_1_lastGm12, t183_aiv0);  // flash_attn.pto:20:17
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:20:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                    GmView13 s_lastGm13(s_last + (_qb3 * 64 + 32) * 64 + _g175 * 64, GmView13::Shape(t176_aiv1.GetValidRow(), t176_aiv1.GetValidCol()));  // flash_attn.pto:20:21
+                    TLOAD(t176_aiv1, s_lastGm13);  // flash_attn.pto:20:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:20:17
+                    TASSIGN(tmp3, 157696);  // flash_attn.pto:20:17
+                    TROWEXPAND(tmp3, t166_aiv1);  // flash_attn.pto:20:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+                    TROWEXPANDEXPDIF(t183_aiv1, t176_aiv1, tmp3);  // flash_attn.pto:20:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                    GmView14 p_1_lastGm14(p_1_last + (_qb3 * 64 + 32) * 64 + _g175 * 64, GmView14::Shape(t183_aiv1.GetValidRow(), t183_aiv1.GetValidCol()));  // flash_attn.pto:20:17
+                    TSTORE(p_1_lastGm14, t183_aiv1);  // flash_attn.pto:20:17
+                }
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT185 t185(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t185, 0);  // flash_attn.pto:21:20
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT185Aiv0 t185_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t185_aiv0, 0);  // flash_attn.pto:21:20
+            TileT185Aiv1 t185_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t185_aiv1, 1024);  // flash_attn.pto:21:20
+            TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t187_aiv0, 2048);  // flash_attn.pto:21:20
+            TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t187_aiv1, 3072);  // flash_attn.pto:21:20
+            TileT189Aiv0 t189_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:32
+            TASSIGN(t189_aiv0, 6144);  // flash_attn.pto:21:32
+            TileT189Aiv1 t189_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
+            TASSIGN(t189_aiv1, 7168);  // flash_attn.pto:21:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t185.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(t185, lGm10);  // flash_attn.pto:21:20
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t185_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(t185_aiv0, lGm15);  // flash_attn.pto:21:20
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT187 t187(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t187, 6144);  // flash_attn.pto:21:20
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t187, t185, t173);  // flash_attn.pto:21:20
-            TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t189, 0);  // flash_attn.pto:21:32
+            TMUL(t187_aiv0, t185_aiv0, t173_aiv0);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            TEXPANDS(t189, 0.0f);  // flash_attn.pto:21:32
+            TEXPANDS(t189_aiv0, 0.0f);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
-                TileT191 t191(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t191, 8192);  // flash_attn.pto:21:32
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                GmView11 p_1_lastGm11(p_1_last + _qb3 * 64 * 64 + _k190 * 64, GmView11::Shape(t191.GetValidRow(), t191.GetValidCol()));  // flash_attn.pto:21:32
-                TLOAD(t191, p_1_lastGm11);  // flash_attn.pto:21:32
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:21:20
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView16 lGm16(l + _qb3 * 64 + 32, GmView16::Shape(t185_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(t185_aiv1, lGm16);  // flash_attn.pto:21:20
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT192 t192(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t192, 24576);  // flash_attn.pto:21:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp0 tmp2;  // flash_attn.pto:21:32
-                TASSIGN(tmp2, 108544);  // flash_attn.pto:21:32
-                TROWSUM(t192, t191, tmp2);  // flash_attn.pto:21:32
+                TMUL(t187_aiv1, t185_aiv1, t173_aiv1);  // flash_attn.pto:21:20
+                TEXPANDS(t189_aiv1, 0.0f);  // flash_attn.pto:21:32
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
+                TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
+                TASSIGN(t191_aiv0, 10240);  // flash_attn.pto:21:32
+                TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
+                TASSIGN(t191_aiv1, 18432);  // flash_attn.pto:21:32
+                TileT192Aiv0 t192_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:32
+                TASSIGN(t192_aiv0, 0);  // flash_attn.pto:21:32
+                TileT192Aiv1 t192_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
+                TASSIGN(t192_aiv1, 1024);  // flash_attn.pto:21:32
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                GmView17 p_1_lastGm17(p_1_last + _qb3 * 64 * 64 + _k190 * 64, GmView17::Shape(t191_aiv0.GetValidRow(), t191_aiv0.GetValidCol()));  // flash_attn.pto:21:32
+                TLOAD(t191_aiv0, p_1_lastGm17);  // flash_attn.pto:21:32
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp0 tmp4;  // flash_attn.pto:21:32
+                TASSIGN(tmp4, 157696);  // flash_attn.pto:21:32
+                TROWSUM(t192_aiv0, t191_aiv0, tmp4);  // flash_attn.pto:21:32
                 pipe_barrier(PIPE_V);
-                TADD(t189, t189, t192);  // flash_attn.pto:21:32
+                TADD(t189_aiv0, t189_aiv0, t192_aiv0);  // flash_attn.pto:21:32
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:21:32
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                    GmView18 p_1_lastGm18(p_1_last + (_qb3 * 64 + 32) * 64 + _k190 * 64, GmView18::Shape(t191_aiv1.GetValidRow(), t191_aiv1.GetValidCol()));  // flash_attn.pto:21:32
+                    TLOAD(t191_aiv1, p_1_lastGm18);  // flash_attn.pto:21:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp0 tmp5;  // flash_attn.pto:21:32
+                    TASSIGN(tmp5, 157696);  // flash_attn.pto:21:32
+                    TROWSUM(t192_aiv1, t191_aiv1, tmp5);  // flash_attn.pto:21:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t189_aiv1, t189_aiv1, t192_aiv1);  // flash_attn.pto:21:32
+                }
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t196, 8192);  // flash_attn.pto:21:20
+            TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t196_aiv0, 0);  // flash_attn.pto:21:20
+            TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t196_aiv1, 1024);  // flash_attn.pto:21:20
+            TileT198Aiv0 t198_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t198_aiv0, 10240);  // flash_attn.pto:22:22
+            TileT198Aiv1 t198_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t198_aiv1, 26624);  // flash_attn.pto:22:22
+            TileT201Aiv0 t201_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t201_aiv0, 43008);  // flash_attn.pto:22:22
+            TileT201Aiv1 t201_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t201_aiv1, 59392);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t196, t187, t189);  // flash_attn.pto:21:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TADD(t196_aiv0, t187_aiv0, t189_aiv0);  // flash_attn.pto:21:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t196.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm12, t196);  // flash_attn.pto:21:20
-            TileT198 t198(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t198, 10240);  // flash_attn.pto:22:22
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t196_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(lGm19, t196_aiv0);  // flash_attn.pto:21:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView13 accGm13(acc + _qb3 * 64 * D, GmView13::Shape(t198.GetValidRow(), t198.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t198, accGm13);  // flash_attn.pto:22:22
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView20 accGm20(acc + _qb3 * 64 * D, GmView20::Shape(t198_aiv0.GetValidRow(), t198_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t198_aiv0, accGm20);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:22:22
+            TASSIGN(tmp6, 157696);  // flash_attn.pto:22:22
+            TROWEXPAND(tmp6, t173_aiv0);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+            TROWEXPANDMUL(t201_aiv0, t198_aiv0, tmp6);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:21:20
+                TADD(t196_aiv1, t187_aiv1, t189_aiv1);  // flash_attn.pto:21:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView21 lGm21(l + _qb3 * 64 + 32, GmView21::Shape(t196_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm21, t196_aiv1);  // flash_attn.pto:21:20
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView22 accGm22(acc + (_qb3 * 64 + 32) * D, GmView22::Shape(t198_aiv1.GetValidRow(), t198_aiv1.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t198_aiv1, accGm22);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:22
+                TASSIGN(tmp7, 157696);  // flash_attn.pto:22:22
+                TROWEXPAND(tmp7, t173_aiv1);  // flash_attn.pto:22:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+                TROWEXPANDMUL(t201_aiv1, t198_aiv1, tmp7);  // flash_attn.pto:22:22
+            }
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT201 t201(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t201, 43008);  // flash_attn.pto:22:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(tmp3, 108544);  // flash_attn.pto:22:22
-            TROWEXPAND(tmp3, t173);  // flash_attn.pto:22:22
-            pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-            TROWEXPANDMUL(t201, t198, tmp3);  // flash_attn.pto:22:22
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g203 = 0; _g203 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g203) {  // flash_attn.pto:22:43
-                TileT204 t204(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t204, 10240);  // flash_attn.pto:22:43
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView14 p_1_lastGm14(p_1_last + _qb3 * 64 * 64 + _g203 * 64, GmView14::Shape(t204.GetValidRow(), t204.GetValidCol()));  // flash_attn.pto:22:43
-                TLOAD(t204, p_1_lastGm14);  // flash_attn.pto:22:43
+                TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t204_aiv0, 6144);  // flash_attn.pto:22:43
+                TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t204_aiv1, 14336);  // flash_attn.pto:22:43
+                TileT205Aiv0 t205_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t205_aiv0, 22528);  // flash_attn.pto:22:43
+                TileT205Aiv1 t205_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t205_aiv1, 26624);  // flash_attn.pto:22:43
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView23 p_1_lastGm23(p_1_last + _qb3 * 64 * 64 + _g203 * 64, GmView23::Shape(t204_aiv0.GetValidRow(), t204_aiv0.GetValidCol()));  // flash_attn.pto:22:43
+                TLOAD(t204_aiv0, p_1_lastGm23);  // flash_attn.pto:22:43
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT205 t205(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t205, 26624);  // flash_attn.pto:22:43
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t205, t204, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView15 t15_lastGm15(t15_last + _qb3 * 64 * 64 + _g203 * 64, GmView15::Shape(t205.GetValidRow(), t205.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15_lastGm15, t205);  // flash_attn.pto:22:43
+                TCVT(t205_aiv0, t204_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                GmView24 t15_lastGm24(t15_last + _qb3 * 64 * 64 + _g203 * 64, GmView24::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // flash_attn.pto:22:43
+                TSTORE(t15_lastGm24, t205_aiv0);  // flash_attn.pto:22:43
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:22:43
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView25 p_1_lastGm25(p_1_last + (_qb3 * 64 + 32) * 64 + _g203 * 64, GmView25::Shape(t204_aiv1.GetValidRow(), t204_aiv1.GetValidCol()));  // flash_attn.pto:22:43
+                    TLOAD(t204_aiv1, p_1_lastGm25);  // flash_attn.pto:22:43
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t205_aiv1, t204_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView26 t15_lastGm26(t15_last + (_qb3 * 64 + 32) * 64 + _g203 * 64, GmView26::Shape(t205_aiv1.GetValidRow(), t205_aiv1.GetValidCol()));  // flash_attn.pto:22:43
+                    TSTORE(t15_lastGm26, t205_aiv1);  // flash_attn.pto:22:43
+                }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -352,9 +525,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t209, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView16 t15_lastGm16(t15_last + _qb3 * 64 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t209, t15_lastGm16);  // flash_attn.pto:22:36
+                using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView27 t15_lastGm27(t15_last + _qb3 * 64 * 64, GmView27::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t209, t15_lastGm27);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT210 t210(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t210, 0);  // flash_attn.pto:22:36
@@ -365,9 +538,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT211 t211(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t211, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView17 vj_lastGm17(vj_last + _g207 * 64, GmView17::Shape(t211.GetValidRow(), t211.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t211, vj_lastGm17);  // flash_attn.pto:22:36
+                using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView28 vj_lastGm28(vj_last + _g207 * 64, GmView28::Shape(t211.GetValidRow(), t211.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t211, vj_lastGm28);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT212 t212(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t212, 0);  // flash_attn.pto:22:36
@@ -384,9 +557,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k213 = 1; _k213 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k213) {  // flash_attn.pto:22:36
                     TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t214, 0);  // flash_attn.pto:22:36
-                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView18 t15_lastGm18(t15_last + _qb3 * 64 * 64 + _k213 * 64, GmView18::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t214, t15_lastGm18);  // flash_attn.pto:22:36
+                    using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView29 t15_lastGm29(t15_last + _qb3 * 64 * 64 + _k213 * 64, GmView29::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t214, t15_lastGm29);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t215, 0);  // flash_attn.pto:22:36
@@ -396,9 +569,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                     TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t216, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView19 vj_lastGm19(vj_last + _k213 * 64 * D + _g207 * 64, GmView19::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t216, vj_lastGm19);  // flash_attn.pto:22:36
+                    using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView30 vj_lastGm30(vj_last + _k213 * 64 * D + _g207 * 64, GmView30::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t216, vj_lastGm30);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t217, 0);  // flash_attn.pto:22:36
@@ -412,55 +585,91 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView20 t14_lastGm20(t14_last + _qb3 * 64 * D + _g207 * 64, GmView20::Shape(t208.GetValidRow(), t208.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14_lastGm20, t208);  // flash_attn.pto:22:36
+                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView31 t14_lastGm31(t14_last + _qb3 * 64 * D + _g207 * 64, GmView31::Shape(t208.GetValidRow(), t208.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14_lastGm31, t208);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT220 t220(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t220, 10240);  // flash_attn.pto:22:22
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TileT220Aiv0 t220_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t220_aiv0, 6144);  // flash_attn.pto:22:22
+            TileT220Aiv1 t220_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t220_aiv1, 22528);  // flash_attn.pto:22:22
+            TileT221Aiv0 t221_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t221_aiv0, 75776);  // flash_attn.pto:22:22
+            TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t221_aiv1, 92160);  // flash_attn.pto:22:22
+            TileT228Aiv0 t228_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:25:25
+            TASSIGN(t228_aiv0, 108544);  // flash_attn.pto:25:25
+            TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:25:25
+            TASSIGN(t228_aiv1, 124928);  // flash_attn.pto:25:25
+            TileT231Aiv0 t231_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:25:20
+            TASSIGN(t231_aiv0, 141312);  // flash_attn.pto:25:20
+            TileT231Aiv1 t231_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:25:20
+            TASSIGN(t231_aiv1, 149504);  // flash_attn.pto:25:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView21 t14_lastGm21(t14_last + _qb3 * 64 * D, GmView21::Shape(t220.GetValidRow(), t220.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t220, t14_lastGm21);  // flash_attn.pto:22:22
+            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView32 t14_lastGm32(t14_last + _qb3 * 64 * D, GmView32::Shape(t220_aiv0.GetValidRow(), t220_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t220_aiv0, t14_lastGm32);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT221 t221(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t221, 75776);  // flash_attn.pto:22:22
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t221, t201, t220);  // flash_attn.pto:22:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView22 accGm22(acc + _qb3 * 64 * D, GmView22::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
-            TSTORE(accGm22, t221);  // flash_attn.pto:22:22
-            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t166.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm23, t166);  // flash_attn.pto:23:13
-            TileT228 t228(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:25:25
-            TASSIGN(t228, 10240);  // flash_attn.pto:25:25
+            TADD(t221_aiv0, t201_aiv0, t220_aiv0);  // flash_attn.pto:22:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView33 accGm33(acc + _qb3 * 64 * D, GmView33::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:22:22
+            TSTORE(accGm33, t221_aiv0);  // flash_attn.pto:22:22
+            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+            GmView34 mGm34(m + _qb3 * 64, GmView34::Shape(t166_aiv0.GetValidRow()));  // flash_attn.pto:23:13
+            TSTORE(mGm34, t166_aiv0);  // flash_attn.pto:23:13
             pipe_barrier(PIPE_V);
-            TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(tmp4, 108544);  // flash_attn.pto:25:25
-            TROWEXPAND(tmp4, t196);  // flash_attn.pto:25:25
+            TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:25:25
+            TASSIGN(tmp8, 157696);  // flash_attn.pto:25:25
+            TROWEXPAND(tmp8, t196_aiv0);  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
-            TROWEXPANDDIV(t228, t221, tmp4);  // flash_attn.pto:25:25
-            TileT231 t231(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:25:20
-            TASSIGN(t231, 43008);  // flash_attn.pto:25:20
+            TROWEXPANDDIV(t228_aiv0, t221_aiv0, tmp8);  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);
-            TCVT(t231, t228, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-            GmView24 oGm24(o + _qb3 * 64 * D, GmView24::Shape(t231.GetValidRow(), t231.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:25:20
-            TSTORE(oGm24, t231);  // flash_attn.pto:25:20
+            TCVT(t231_aiv0, t228_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView35 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+            GmView35 oGm35(o + _qb3 * 64 * D, GmView35::Shape(t231_aiv0.GetValidRow(), t231_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:25:20
+            TSTORE(oGm35, t231_aiv0);  // flash_attn.pto:25:20
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:22:22
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView36 t14_lastGm36(t14_last + (_qb3 * 64 + 32) * D, GmView36::Shape(t220_aiv1.GetValidRow(), t220_aiv1.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t220_aiv1, t14_lastGm36);  // flash_attn.pto:22:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t221_aiv1, t201_aiv1, t220_aiv1);  // flash_attn.pto:22:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView37 accGm37(acc + (_qb3 * 64 + 32) * D, GmView37::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm37, t221_aiv1);  // flash_attn.pto:22:22
+                using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView38 mGm38(m + _qb3 * 64 + 32, GmView38::Shape(t166_aiv1.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm38, t166_aiv1);  // flash_attn.pto:23:13
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:25
+                TASSIGN(tmp9, 157696);  // flash_attn.pto:25:25
+                TROWEXPAND(tmp9, t196_aiv1);  // flash_attn.pto:25:25
+                pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
+                TROWEXPANDDIV(t228_aiv1, t221_aiv1, tmp9);  // flash_attn.pto:25:25
+                pipe_barrier(PIPE_V);
+                TCVT(t231_aiv1, t228_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+                GmView39 oGm39(o + (_qb3 * 64 + 32) * D, GmView39::Shape(t231_aiv1.GetValidRow(), t231_aiv1.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:25:20
+                TSTORE(oGm39, t231_aiv1);  // flash_attn.pto:25:20
+            }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -468,9 +677,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -478,6 +686,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
@@ -496,6 +705,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:32
+            }
             for (int64_t _g143 = 0; _g143 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g143) {  // flash_attn.pto:11:13
                 TileT144 t144(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t144, 0);  // flash_attn.pto:11:13
@@ -569,15 +780,29 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView4::Shape(t144.GetValidRow(), t144.GetValidCol()));  // flash_attn.pto:11:13
                 TSTORE(t0_lastGm4, t144);  // flash_attn.pto:11:13
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:11:13
+                }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:18:21
+            }
             for (int64_t _g175 = 0; _g175 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g175) {  // flash_attn.pto:20:21
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:20:21
+                }
+            }
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:21:20
             }
             for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:21:32
+                }
+            }
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:21:20
             }
             for (int64_t _g203 = 0; _g203 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g203) {  // flash_attn.pto:22:43
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:22:43
+                }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -592,9 +817,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t209, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView16 t15_lastGm16(t15_last + _qb3 * 64 * 64, GmView16::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t209, t15_lastGm16);  // flash_attn.pto:22:36
+                using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                GmView27 t15_lastGm27(t15_last + _qb3 * 64 * 64, GmView27::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:36
+                TLOAD(t209, t15_lastGm27);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT210 t210(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t210, 0);  // flash_attn.pto:22:36
@@ -605,9 +830,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT211 t211(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t211, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView17 vj_lastGm17(vj_last + _g207 * 64, GmView17::Shape(t211.GetValidRow(), t211.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t211, vj_lastGm17);  // flash_attn.pto:22:36
+                using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView28 vj_lastGm28(vj_last + _g207 * 64, GmView28::Shape(t211.GetValidRow(), t211.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:22:36
+                TLOAD(t211, vj_lastGm28);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT212 t212(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t212, 0);  // flash_attn.pto:22:36
@@ -624,9 +849,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k213 = 1; _k213 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k213) {  // flash_attn.pto:22:36
                     TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t214, 0);  // flash_attn.pto:22:36
-                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView18 t15_lastGm18(t15_last + _qb3 * 64 * 64 + _k213 * 64, GmView18::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t214, t15_lastGm18);  // flash_attn.pto:22:36
+                    using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
+                    GmView29 t15_lastGm29(t15_last + _qb3 * 64 * 64 + _k213 * 64, GmView29::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
+                    TLOAD(t214, t15_lastGm29);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT215 t215(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t215, 0);  // flash_attn.pto:22:36
@@ -636,9 +861,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                     TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t216, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView19 vj_lastGm19(vj_last + _k213 * 64 * D + _g207 * 64, GmView19::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t216, vj_lastGm19);  // flash_attn.pto:22:36
+                    using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                    GmView30 vj_lastGm30(vj_last + _k213 * 64 * D + _g207 * 64, GmView30::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:22:36
+                    TLOAD(t216, vj_lastGm30);  // flash_attn.pto:22:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t217, 0);  // flash_attn.pto:22:36
@@ -652,15 +877,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView20 t14_lastGm20(t14_last + _qb3 * 64 * D + _g207 * 64, GmView20::Shape(t208.GetValidRow(), t208.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14_lastGm20, t208);  // flash_attn.pto:22:36
+                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
+                GmView31 t14_lastGm31(t14_last + _qb3 * 64 * D + _g207 * 64, GmView31::Shape(t208.GetValidRow(), t208.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:22:36
+                TSTORE(t14_lastGm31, t208);  // flash_attn.pto:22:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:22:22
+            }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -676,248 +903,440 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:8:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
-            TileT159 t159(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-            TASSIGN(t159, 0);  // flash_attn.pto:18:32
+            TileT159Aiv0 t159_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:18:32
+            TASSIGN(t159_aiv0, 0);  // flash_attn.pto:18:32
+            TileT159Aiv1 t159_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
+            TASSIGN(t159_aiv1, 1024);  // flash_attn.pto:18:32
             if (ptodsl_aiv0) {
-                TEXPANDS(t159, -__builtin_inff());  // flash_attn.pto:18:32
+                TEXPANDS(t159_aiv0, -__builtin_inff());  // flash_attn.pto:18:32
+            }
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:32
+                if (!ptodsl_aiv0) {
+                    TEXPANDS(t159_aiv1, -__builtin_inff());  // flash_attn.pto:18:32
+                }
             }
             pipe_barrier(PIPE_V);
             for (int64_t _g143 = 0; _g143 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g143) {  // flash_attn.pto:11:13
                 for (int64_t _k149 = 1; _k149 < (D + 63) / 64; ++_k149) {  // flash_attn.pto:11:13
                 }
-                TileT156 t156(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t156, 2048);  // flash_attn.pto:11:13
+                TileT156Aiv0 t156_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t156_aiv0, 2048);  // flash_attn.pto:11:13
+                TileT156Aiv1 t156_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t156_aiv1, 10240);  // flash_attn.pto:11:13
+                TileT157Aiv0 t157_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t157_aiv0, 18432);  // flash_attn.pto:11:13
+                TileT157Aiv1 t157_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t157_aiv1, 26624);  // flash_attn.pto:11:13
+                TileT162Aiv0 t162_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:18:32
+                TASSIGN(t162_aiv0, 34816);  // flash_attn.pto:18:32
+                TileT162Aiv1 t162_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
+                TASSIGN(t162_aiv1, 35840);  // flash_attn.pto:18:32
                 wait_flag_dev(2);
                 if (ptodsl_aiv0) {
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                    GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView5::Shape(t156.GetValidRow(), t156.GetValidCol()));  // flash_attn.pto:11:13
-                    TLOAD(t156, t0_lastGm5);  // flash_attn.pto:11:13
+                    GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g143 * 64, GmView5::Shape(t156_aiv0.GetValidRow(), t156_aiv0.GetValidCol()));  // flash_attn.pto:11:13
+                    TLOAD(t156_aiv0, t0_lastGm5);  // flash_attn.pto:11:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT157 t157(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t157, 18432);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TMULS(t157, t156, scale);  // flash_attn.pto:11:13
+                    TMULS(t157_aiv0, t156_aiv0, scale);  // flash_attn.pto:11:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 if (ptodsl_aiv0) {
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                    GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g143 * 64, GmView6::Shape(t157.GetValidRow(), t157.GetValidCol()));  // flash_attn.pto:11:13
-                    TSTORE(s_lastGm6, t157);  // flash_attn.pto:11:13
+                    GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g143 * 64, GmView6::Shape(t157_aiv0.GetValidRow(), t157_aiv0.GetValidCol()));  // flash_attn.pto:11:13
+                    TSTORE(s_lastGm6, t157_aiv0);  // flash_attn.pto:11:13
                 }
-                TileT162 t162(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:32
-                TASSIGN(t162, 2048);  // flash_attn.pto:18:32
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // flash_attn.pto:18:32
-                    TASSIGN(tmp0, 108544);  // flash_attn.pto:18:32
-                    TROWMAX(t162, t157, tmp0);  // flash_attn.pto:18:32
+                    TASSIGN(tmp0, 157696);  // flash_attn.pto:18:32
+                    TROWMAX(t162_aiv0, t157_aiv0, tmp0);  // flash_attn.pto:18:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TMAX(t159, t159, t162);  // flash_attn.pto:18:32
+                    TMAX(t159_aiv0, t159_aiv0, t162_aiv0);  // flash_attn.pto:18:32
+                }
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:11:13
+                    if (!ptodsl_aiv0) {
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+                        GmView7 t0_lastGm7(t0_last + (_qb3 * 64 + 32) * 64 + _g143 * 64, GmView7::Shape(t156_aiv1.GetValidRow(), t156_aiv1.GetValidCol()));  // flash_attn.pto:11:13
+                        TLOAD(t156_aiv1, t0_lastGm7);  // flash_attn.pto:11:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t157_aiv1, t156_aiv1, scale);  // flash_attn.pto:11:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    if (!ptodsl_aiv0) {
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+                        GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 64 + _g143 * 64, GmView8::Shape(t157_aiv1.GetValidRow(), t157_aiv1.GetValidCol()));  // flash_attn.pto:11:13
+                        TSTORE(s_lastGm8, t157_aiv1);  // flash_attn.pto:11:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp1;  // flash_attn.pto:18:32
+                        TASSIGN(tmp1, 157696);  // flash_attn.pto:18:32
+                        TROWMAX(t162_aiv1, t157_aiv1, tmp1);  // flash_attn.pto:18:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t159_aiv1, t159_aiv1, t162_aiv1);  // flash_attn.pto:18:32
+                    }
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT164 t164(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t164, 2048);  // flash_attn.pto:18:21
+            TileT164Aiv0 t164_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:18:21
+            TASSIGN(t164_aiv0, 2048);  // flash_attn.pto:18:21
+            TileT164Aiv1 t164_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
+            TASSIGN(t164_aiv1, 3072);  // flash_attn.pto:18:21
+            TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:18:21
+            TASSIGN(t166_aiv0, 4096);  // flash_attn.pto:18:21
+            TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
+            TASSIGN(t166_aiv1, 5120);  // flash_attn.pto:18:21
+            TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:19:25
+            TASSIGN(t170_aiv0, 6144);  // flash_attn.pto:19:25
+            TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:25
+            TASSIGN(t170_aiv1, 7168);  // flash_attn.pto:19:25
+            TileT173Aiv0 t173_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:19:21
+            TASSIGN(t173_aiv0, 8192);  // flash_attn.pto:19:21
+            TileT173Aiv1 t173_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:21
+            TASSIGN(t173_aiv1, 9216);  // flash_attn.pto:19:21
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView7 mGm7(m + _qb3 * 64, GmView7::Shape(t164.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(t164, mGm7);  // flash_attn.pto:18:21
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView9 mGm9(m + _qb3 * 64, GmView9::Shape(t164_aiv0.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(t164_aiv0, mGm9);  // flash_attn.pto:18:21
             }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT166 t166(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:18:21
-            TASSIGN(t166, 4096);  // flash_attn.pto:18:21
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMAX(t166, t164, t159);  // flash_attn.pto:18:21
-            }
-            TileT170 t170(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:25
-            TASSIGN(t170, 0);  // flash_attn.pto:19:25
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TSUB(t170, t164, t166);  // flash_attn.pto:19:25
-            }
-            TileT173 t173(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:19:21
-            TASSIGN(t173, 2048);  // flash_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXP(t173, t170);  // flash_attn.pto:19:21
+                TMAX(t166_aiv0, t164_aiv0, t159_aiv0);  // flash_attn.pto:18:21
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TSUB(t170_aiv0, t164_aiv0, t166_aiv0);  // flash_attn.pto:19:25
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXP(t173_aiv0, t170_aiv0);  // flash_attn.pto:19:21
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:18:21
+                if (!ptodsl_aiv0) {
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                    GmView10 mGm10(m + _qb3 * 64 + 32, GmView10::Shape(t164_aiv1.GetValidRow()));  // flash_attn.pto:18:21
+                    TLOAD(t164_aiv1, mGm10);  // flash_attn.pto:18:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TMAX(t166_aiv1, t164_aiv1, t159_aiv1);  // flash_attn.pto:18:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TSUB(t170_aiv1, t164_aiv1, t166_aiv1);  // flash_attn.pto:19:25
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TEXP(t173_aiv1, t170_aiv1);  // flash_attn.pto:19:21
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g175 = 0; _g175 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g175) {  // flash_attn.pto:20:21
-                TileT176 t176(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:21
-                TASSIGN(t176, 6144);  // flash_attn.pto:20:21
+                TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:21
+                TASSIGN(t176_aiv0, 10240);  // flash_attn.pto:20:21
+                TileT176Aiv1 t176_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:21
+                TASSIGN(t176_aiv1, 18432);  // flash_attn.pto:20:21
+                TileT183Aiv0 t183_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t183_aiv0, 26624);  // flash_attn.pto:20:17
+                TileT183Aiv1 t183_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:17
+                TASSIGN(t183_aiv1, 34816);  // flash_attn.pto:20:17
                 if (ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
-                    GmView8 s_lastGm8(s_last + _qb3 * 64 * 64 + _g175 * 64, GmView8::Shape(t176.GetValidRow(), t176.GetValidCol()));  // flash_attn.pto:20:21
-                    TLOAD(t176, s_lastGm8);  // flash_attn.pto:20:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                    GmView11 s_lastGm11(s_last + _qb3 * 64 * 64 + _g175 * 64, GmView11::Shape(t176_aiv0.GetValidRow(), t176_aiv0.GetValidCol()));  // flash_attn.pto:20:21
+                    TLOAD(t176_aiv0, s_lastGm11);  // flash_attn.pto:20:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT183 t183(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g175 * 64, 64));  // flash_attn.pto:20:17
-                TASSIGN(t183, 22528);  // flash_attn.pto:20:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:20:17
-                    TASSIGN(tmp1, 108544);  // flash_attn.pto:20:17
-                    TROWEXPAND(tmp1, t166);  // flash_attn.pto:20:17
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:20:17
+                    TASSIGN(tmp2, 157696);  // flash_attn.pto:20:17
+                    TROWEXPAND(tmp2, t166_aiv0);  // flash_attn.pto:20:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                    TROWEXPANDEXPDIF(t183, t176, tmp1);  // flash_attn.pto:20:17
+                    TROWEXPANDEXPDIF(t183_aiv0, t176_aiv0, tmp2);  // flash_attn.pto:20:17
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-                    GmView9 p_1_lastGm9(p_1_last + _qb3 * 64 * 64 + _g175 * 64, GmView9::Shape(t183.GetValidRow(), t183.GetValidCol()));  // flash_attn.pto:20:17
-                    TSTORE(p_1_lastGm9, t183);  // flash_attn.pto:20:17
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                    GmView12 p_1_lastGm12(p_1_last + _qb3 * 64 * 64 + _g175 * 64, GmView12::Shape(t183_aiv0.GetValidRow(), t183_aiv0.GetValidCol()));  // flash_attn.pto:20:17
+                    TSTORE(p_1_lastGm12, t183_aiv0);  // flash_attn.pto:20:17
+                }
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:20:21
+                    if (!ptodsl_aiv0) {
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
+                        GmView13 s_lastGm13(s_last + (_qb3 * 64 + 32) * 64 + _g175 * 64, GmView13::Shape(t176_aiv1.GetValidRow(), t176_aiv1.GetValidCol()));  // flash_attn.pto:20:21
+                        TLOAD(t176_aiv1, s_lastGm13);  // flash_attn.pto:20:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:20:17
+                        TASSIGN(tmp3, 157696);  // flash_attn.pto:20:17
+                        TROWEXPAND(tmp3, t166_aiv1);  // flash_attn.pto:20:17
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
+                        TROWEXPANDEXPDIF(t183_aiv1, t176_aiv1, tmp3);  // flash_attn.pto:20:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    if (!ptodsl_aiv0) {
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
+                        GmView14 p_1_lastGm14(p_1_last + (_qb3 * 64 + 32) * 64 + _g175 * 64, GmView14::Shape(t183_aiv1.GetValidRow(), t183_aiv1.GetValidCol()));  // flash_attn.pto:20:17
+                        TSTORE(p_1_lastGm14, t183_aiv1);  // flash_attn.pto:20:17
+                    }
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT185 t185(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t185, 0);  // flash_attn.pto:21:20
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT185Aiv0 t185_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t185_aiv0, 0);  // flash_attn.pto:21:20
+            TileT185Aiv1 t185_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t185_aiv1, 1024);  // flash_attn.pto:21:20
+            TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t187_aiv0, 2048);  // flash_attn.pto:21:20
+            TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t187_aiv1, 3072);  // flash_attn.pto:21:20
+            TileT189Aiv0 t189_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:32
+            TASSIGN(t189_aiv0, 6144);  // flash_attn.pto:21:32
+            TileT189Aiv1 t189_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
+            TASSIGN(t189_aiv1, 7168);  // flash_attn.pto:21:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t185.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(t185, lGm10);  // flash_attn.pto:21:20
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t185_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(t185_aiv0, lGm15);  // flash_attn.pto:21:20
             }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT187 t187(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t187, 6144);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMUL(t187, t185, t173);  // flash_attn.pto:21:20
+                TMUL(t187_aiv0, t185_aiv0, t173_aiv0);  // flash_attn.pto:21:20
             }
-            TileT189 t189(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t189, 0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXPANDS(t189, 0.0f);  // flash_attn.pto:21:32
+                TEXPANDS(t189_aiv0, 0.0f);  // flash_attn.pto:21:32
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
-                TileT191 t191(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t191, 8192);  // flash_attn.pto:21:32
-                if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-                    GmView11 p_1_lastGm11(p_1_last + _qb3 * 64 * 64 + _k190 * 64, GmView11::Shape(t191.GetValidRow(), t191.GetValidCol()));  // flash_attn.pto:21:32
-                    TLOAD(t191, p_1_lastGm11);  // flash_attn.pto:21:32
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:21:20
+                if (!ptodsl_aiv0) {
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                    GmView16 lGm16(l + _qb3 * 64 + 32, GmView16::Shape(t185_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                    TLOAD(t185_aiv1, lGm16);  // flash_attn.pto:21:20
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT192 t192(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:32
-                TASSIGN(t192, 24576);  // flash_attn.pto:21:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    TMUL(t187_aiv1, t185_aiv1, t173_aiv1);  // flash_attn.pto:21:20
+                    TEXPANDS(t189_aiv1, 0.0f);  // flash_attn.pto:21:32
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
+                TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
+                TASSIGN(t191_aiv0, 10240);  // flash_attn.pto:21:32
+                TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
+                TASSIGN(t191_aiv1, 18432);  // flash_attn.pto:21:32
+                TileT192Aiv0 t192_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:32
+                TASSIGN(t192_aiv0, 0);  // flash_attn.pto:21:32
+                TileT192Aiv1 t192_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
+                TASSIGN(t192_aiv1, 1024);  // flash_attn.pto:21:32
                 if (ptodsl_aiv0) {
-                    TileTmp0 tmp2;  // flash_attn.pto:21:32
-                    TASSIGN(tmp2, 108544);  // flash_attn.pto:21:32
-                    TROWSUM(t192, t191, tmp2);  // flash_attn.pto:21:32
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                    GmView17 p_1_lastGm17(p_1_last + _qb3 * 64 * 64 + _k190 * 64, GmView17::Shape(t191_aiv0.GetValidRow(), t191_aiv0.GetValidCol()));  // flash_attn.pto:21:32
+                    TLOAD(t191_aiv0, p_1_lastGm17);  // flash_attn.pto:21:32
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp4;  // flash_attn.pto:21:32
+                    TASSIGN(tmp4, 157696);  // flash_attn.pto:21:32
+                    TROWSUM(t192_aiv0, t191_aiv0, tmp4);  // flash_attn.pto:21:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TADD(t189, t189, t192);  // flash_attn.pto:21:32
+                    TADD(t189_aiv0, t189_aiv0, t192_aiv0);  // flash_attn.pto:21:32
+                }
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:21:32
+                    if (!ptodsl_aiv0) {
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
+                        GmView18 p_1_lastGm18(p_1_last + (_qb3 * 64 + 32) * 64 + _k190 * 64, GmView18::Shape(t191_aiv1.GetValidRow(), t191_aiv1.GetValidCol()));  // flash_attn.pto:21:32
+                        TLOAD(t191_aiv1, p_1_lastGm18);  // flash_attn.pto:21:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp5;  // flash_attn.pto:21:32
+                        TASSIGN(tmp5, 157696);  // flash_attn.pto:21:32
+                        TROWSUM(t192_aiv1, t191_aiv1, tmp5);  // flash_attn.pto:21:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TADD(t189_aiv1, t189_aiv1, t192_aiv1);  // flash_attn.pto:21:32
+                    }
                 }
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT196 t196(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:21:20
-            TASSIGN(t196, 8192);  // flash_attn.pto:21:20
+            TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t196_aiv0, 0);  // flash_attn.pto:21:20
+            TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t196_aiv1, 1024);  // flash_attn.pto:21:20
+            TileT198Aiv0 t198_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t198_aiv0, 10240);  // flash_attn.pto:22:22
+            TileT198Aiv1 t198_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t198_aiv1, 26624);  // flash_attn.pto:22:22
+            TileT201Aiv0 t201_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t201_aiv0, 43008);  // flash_attn.pto:22:22
+            TileT201Aiv1 t201_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t201_aiv1, 59392);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TADD(t196, t187, t189);  // flash_attn.pto:21:20
+                TADD(t196_aiv0, t187_aiv0, t189_aiv0);  // flash_attn.pto:21:20
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t196.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm12, t196);  // flash_attn.pto:21:20
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t196_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(lGm19, t196_aiv0);  // flash_attn.pto:21:20
             }
-            TileT198 t198(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t198, 10240);  // flash_attn.pto:22:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView13 accGm13(acc + _qb3 * 64 * D, GmView13::Shape(t198.GetValidRow(), t198.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t198, accGm13);  // flash_attn.pto:22:22
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView20 accGm20(acc + _qb3 * 64 * D, GmView20::Shape(t198_aiv0.GetValidRow(), t198_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t198_aiv0, accGm20);  // flash_attn.pto:22:22
             }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT201 t201(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t201, 43008);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(tmp3, 108544);  // flash_attn.pto:22:22
-                TROWEXPAND(tmp3, t173);  // flash_attn.pto:22:22
+                TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:22:22
+                TASSIGN(tmp6, 157696);  // flash_attn.pto:22:22
+                TROWEXPAND(tmp6, t173_aiv0);  // flash_attn.pto:22:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                TROWEXPANDMUL(t201, t198, tmp3);  // flash_attn.pto:22:22
+                TROWEXPANDMUL(t201_aiv0, t198_aiv0, tmp6);  // flash_attn.pto:22:22
             }
             pipe_barrier(PIPE_V);
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:21:20
+                if (!ptodsl_aiv0) {
+                    TADD(t196_aiv1, t187_aiv1, t189_aiv1);  // flash_attn.pto:21:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                if (!ptodsl_aiv0) {
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                    GmView21 lGm21(l + _qb3 * 64 + 32, GmView21::Shape(t196_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                    TSTORE(lGm21, t196_aiv1);  // flash_attn.pto:21:20
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView22 accGm22(acc + (_qb3 * 64 + 32) * D, GmView22::Shape(t198_aiv1.GetValidRow(), t198_aiv1.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t198_aiv1, accGm22);  // flash_attn.pto:22:22
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:22
+                    TASSIGN(tmp7, 157696);  // flash_attn.pto:22:22
+                    TROWEXPAND(tmp7, t173_aiv1);  // flash_attn.pto:22:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+                    TROWEXPANDMUL(t201_aiv1, t198_aiv1, tmp7);  // flash_attn.pto:22:22
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g203 = 0; _g203 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g203) {  // flash_attn.pto:22:43
-                TileT204 t204(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t204, 10240);  // flash_attn.pto:22:43
+                TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t204_aiv0, 6144);  // flash_attn.pto:22:43
+                TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t204_aiv1, 14336);  // flash_attn.pto:22:43
+                TileT205Aiv0 t205_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t205_aiv0, 22528);  // flash_attn.pto:22:43
+                TileT205Aiv1 t205_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
+                TASSIGN(t205_aiv1, 26624);  // flash_attn.pto:22:43
                 if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView14 p_1_lastGm14(p_1_last + _qb3 * 64 * 64 + _g203 * 64, GmView14::Shape(t204.GetValidRow(), t204.GetValidCol()));  // flash_attn.pto:22:43
-                    TLOAD(t204, p_1_lastGm14);  // flash_attn.pto:22:43
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView23 p_1_lastGm23(p_1_last + _qb3 * 64 * 64 + _g203 * 64, GmView23::Shape(t204_aiv0.GetValidRow(), t204_aiv0.GetValidCol()));  // flash_attn.pto:22:43
+                    TLOAD(t204_aiv0, p_1_lastGm23);  // flash_attn.pto:22:43
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT205 t205(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g203 * 64, 64));  // flash_attn.pto:22:43
-                TASSIGN(t205, 26624);  // flash_attn.pto:22:43
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TCVT(t205, t204, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+                    TCVT(t205_aiv0, t204_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView15 t15_lastGm15(t15_last + _qb3 * 64 * 64 + _g203 * 64, GmView15::Shape(t205.GetValidRow(), t205.GetValidCol()));  // flash_attn.pto:22:43
-                    TSTORE(t15_lastGm15, t205);  // flash_attn.pto:22:43
+                    using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                    GmView24 t15_lastGm24(t15_last + _qb3 * 64 * 64 + _g203 * 64, GmView24::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // flash_attn.pto:22:43
+                    TSTORE(t15_lastGm24, t205_aiv0);  // flash_attn.pto:22:43
+                }
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:22:43
+                    if (!ptodsl_aiv0) {
+                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                        GmView25 p_1_lastGm25(p_1_last + (_qb3 * 64 + 32) * 64 + _g203 * 64, GmView25::Shape(t204_aiv1.GetValidRow(), t204_aiv1.GetValidCol()));  // flash_attn.pto:22:43
+                        TLOAD(t204_aiv1, p_1_lastGm25);  // flash_attn.pto:22:43
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TCVT(t205_aiv1, t204_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    if (!ptodsl_aiv0) {
+                        using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+                        GmView26 t15_lastGm26(t15_last + (_qb3 * 64 + 32) * 64 + _g203 * 64, GmView26::Shape(t205_aiv1.GetValidRow(), t205_aiv1.GetValidCol()));  // flash_attn.pto:22:43
+                        TSTORE(t15_lastGm26, t205_aiv1);  // flash_attn.pto:22:43
+                    }
                 }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -927,73 +1346,121 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 for (int64_t _k213 = 1; _k213 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k213) {  // flash_attn.pto:22:36
                 }
             }
-            TileT220 t220(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t220, 10240);  // flash_attn.pto:22:22
+            TileT220Aiv0 t220_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t220_aiv0, 6144);  // flash_attn.pto:22:22
+            TileT220Aiv1 t220_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t220_aiv1, 22528);  // flash_attn.pto:22:22
+            TileT221Aiv0 t221_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:22:22
+            TASSIGN(t221_aiv0, 75776);  // flash_attn.pto:22:22
+            TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
+            TASSIGN(t221_aiv1, 92160);  // flash_attn.pto:22:22
+            TileT228Aiv0 t228_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:25:25
+            TASSIGN(t228_aiv0, 108544);  // flash_attn.pto:25:25
+            TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:25:25
+            TASSIGN(t228_aiv1, 124928);  // flash_attn.pto:25:25
+            TileT231Aiv0 t231_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:25:20
+            TASSIGN(t231_aiv0, 141312);  // flash_attn.pto:25:20
+            TileT231Aiv1 t231_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:25:20
+            TASSIGN(t231_aiv1, 149504);  // flash_attn.pto:25:20
             wait_flag_dev(3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView21 t14_lastGm21(t14_last + _qb3 * 64 * D, GmView21::Shape(t220.GetValidRow(), t220.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t220, t14_lastGm21);  // flash_attn.pto:22:22
+                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView32 t14_lastGm32(t14_last + _qb3 * 64 * D, GmView32::Shape(t220_aiv0.GetValidRow(), t220_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(t220_aiv0, t14_lastGm32);  // flash_attn.pto:22:22
             }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT221 t221(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:22:22
-            TASSIGN(t221, 75776);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TADD(t221, t201, t220);  // flash_attn.pto:22:22
+                TADD(t221_aiv0, t201_aiv0, t220_aiv0);  // flash_attn.pto:22:22
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             if (ptodsl_aiv0) {
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView22 accGm22(acc + _qb3 * 64 * D, GmView22::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm22, t221);  // flash_attn.pto:22:22
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t166.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm23, t166);  // flash_attn.pto:23:13
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView33 accGm33(acc + _qb3 * 64 * D, GmView33::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:22:22
+                TSTORE(accGm33, t221_aiv0);  // flash_attn.pto:22:22
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                GmView34 mGm34(m + _qb3 * 64, GmView34::Shape(t166_aiv0.GetValidRow()));  // flash_attn.pto:23:13
+                TSTORE(mGm34, t166_aiv0);  // flash_attn.pto:23:13
             }
-            TileT228 t228(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:25:25
-            TASSIGN(t228, 10240);  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:25:25
-                TASSIGN(tmp4, 108544);  // flash_attn.pto:25:25
-                TROWEXPAND(tmp4, t196);  // flash_attn.pto:25:25
+                TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:25:25
+                TASSIGN(tmp8, 157696);  // flash_attn.pto:25:25
+                TROWEXPAND(tmp8, t196_aiv0);  // flash_attn.pto:25:25
                 pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
-                TROWEXPANDDIV(t228, t221, tmp4);  // flash_attn.pto:25:25
+                TROWEXPANDDIV(t228_aiv0, t221_aiv0, tmp8);  // flash_attn.pto:25:25
             }
-            TileT231 t231(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:25:20
-            TASSIGN(t231, 43008);  // flash_attn.pto:25:20
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TCVT(t231, t228, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
+                TCVT(t231_aiv0, t228_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             if (ptodsl_aiv0) {
-                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-                GmView24 oGm24(o + _qb3 * 64 * D, GmView24::Shape(t231.GetValidRow(), t231.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:25:20
-                TSTORE(oGm24, t231);  // flash_attn.pto:25:20
+                using GmView35 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+                GmView35 oGm35(o + _qb3 * 64 * D, GmView35::Shape(t231_aiv0.GetValidRow(), t231_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:25:20
+                TSTORE(oGm35, t231_aiv0);  // flash_attn.pto:25:20
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:22:22
+                if (!ptodsl_aiv0) {
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView36 t14_lastGm36(t14_last + (_qb3 * 64 + 32) * D, GmView36::Shape(t220_aiv1.GetValidRow(), t220_aiv1.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(t220_aiv1, t14_lastGm36);  // flash_attn.pto:22:22
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TADD(t221_aiv1, t201_aiv1, t220_aiv1);  // flash_attn.pto:22:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                if (!ptodsl_aiv0) {
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView37 accGm37(acc + (_qb3 * 64 + 32) * D, GmView37::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:22:22
+                    TSTORE(accGm37, t221_aiv1);  // flash_attn.pto:22:22
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
+                    GmView38 mGm38(m + _qb3 * 64 + 32, GmView38::Shape(t166_aiv1.GetValidRow()));  // flash_attn.pto:23:13
+                    TSTORE(mGm38, t166_aiv1);  // flash_attn.pto:23:13
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:25
+                    TASSIGN(tmp9, 157696);  // flash_attn.pto:25:25
+                    TROWEXPAND(tmp9, t196_aiv1);  // flash_attn.pto:25:25
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
+                    TROWEXPANDDIV(t228_aiv1, t221_aiv1, tmp9);  // flash_attn.pto:25:25
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TCVT(t231_aiv1, t228_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                if (!ptodsl_aiv0) {
+                    using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+                    GmView39 oGm39(o + (_qb3 * 64 + 32) * D, GmView39::Shape(t231_aiv1.GetValidRow(), t231_aiv1.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:25:20
+                    TSTORE(oGm39, t231_aiv1);  // flash_attn.pto:25:20
+                }
             }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag_dev(1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
 #endif
 #endif

@@ -1,0 +1,98 @@
+"""The AIV split (passes/aivsplit.py): a mixed kernel's row-wise vector work shared by the two
+vector cores of its block, each on half of every tile's rows."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ptodsl
+from ptodsl import stats
+from ptodsl.backends.cpp.emit import emit_npu_variant
+from ptodsl.driver import compile_spec
+from ptodsl.ir.queues import core_of
+from ptodsl.passes import syncheck
+from ptodsl.targets import load_target
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = load_target("ascend910b")
+
+
+def _mixed(block):
+    return [f for f in block.funcs if f.kind == "mixed"]
+
+
+def _vec_ops(func):
+    return [op for op in func.walk() if core_of(op) == "vec" and not op.regions]
+
+
+@pytest.fixture(scope="module")
+def flash(tmp_path_factory) -> tuple[ptodsl.Operator, ptodsl.Operator]:
+    """flash_attn as the library has it, and with the split turned off; each with a bench case."""
+    spec = (ROOT / "specs" / "flash_attn.yaml").read_text().split("\nreference:")[0]
+    spec += "\nbench:\n  - {shapes: {S: 512, D: 64, L: 512}, dtypes: {T: f16}, scalars: {scale: 0.125}}\n"
+    off = spec.replace("pass_options: {row_interchange: true}", "pass_options: {row_interchange: true, aiv_split: false}")
+    assert off != spec
+    ops = []
+    for name, text in (("split", spec), ("unsplit", off)):
+        d = tmp_path_factory.mktemp(name)
+        shutil.copy(ROOT / "specs" / "flash_attn.pto", d / "flash_attn.pto")
+        (d / "flash_attn.yaml").write_text(text)
+        ops.append(ptodsl.load(str(d / "flash_attn.yaml")))
+    return ops[0], ops[1]
+
+
+def test_flash_attention_shares_its_vector_work_between_both_vector_cores(flash):
+    split, unsplit = flash
+    (kernel, *_) = _mixed(split.compiled.stages["block"])
+    ops = _vec_ops(kernel)
+    tiles = {op.result.type.shape for op in ops if op.name == "tile.alloc"}
+    assert {rows for rows, _ in tiles} == {32}  # the 64-row tiles, in halves
+    work = [op for op in ops if op.name not in ("tile.alloc", "sync.barrier")]
+    assert work and all(op.attrs.get("aiv") in (0, 1) for op in work)
+    assert sum(op.attrs["aiv"] == 1 for op in work) == sum(op.attrs["aiv"] == 0 for op in work)
+    for kernel in _mixed(unsplit.compiled.stages["block"]):
+        assert not [op for op in kernel.walk() if "aiv" in op.attrs]
+    assert syncheck.check(split.compiled.stages["block"], TARGET.max_event_ids, TARGET.cross_core_flags) == []
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_the_halves_compute_what_one_core_did(flash, backend: str):
+    """Bit for bit, whatever the query rows: a second half that is empty (17 rows), partial (40, and
+    100 = 64 + 36) or whole (128); every op is row-wise, so the halves round as the whole did."""
+    split, unsplit = flash
+    rng = np.random.default_rng(3)
+    for s in (17, 40, 100, 128):
+        q, k, v = (rng.uniform(-1, 1, (n, 64)).astype(np.float16) for n in (s, 192, 192))
+        got = split(q, k, v, scale=0.125, backend=backend)
+        want = unsplit(q, k, v, scale=0.125, backend=backend)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_second_core_runs_its_half_under_its_own_condition(flash):
+    split, _ = flash
+    (text, *_) = [t for kind, t in emit_npu_variant(split.compiled, 0).kernels.values() if kind == "mixed"]
+    npu = text.split("#else", 2)[2]
+    vec = npu.split("#if defined(__DAV_VEC__)")[1]
+    cube = npu.split("#if defined(__DAV_CUBE__)")[1].split("#if defined(__DAV_VEC__)")[0]
+    assert "if (ptodsl_aiv0) {" in vec and "if (!ptodsl_aiv0) {" in vec
+    assert "ptodsl_aiv0" not in cube
+
+
+def test_the_model_halves_the_vector_time_and_keeps_the_roofline(flash):
+    split, unsplit = flash
+    (a,), (b,) = ([c for vs in stats.collect(op, bench=True) for c in vs.chip] for op in flash)
+    assert a.chip_roofline_us == pytest.approx(b.chip_roofline_us, rel=1e-9)
+    assert a.modelled_us < 0.9 * b.modelled_us
+
+
+@pytest.mark.parametrize("spec", ["specs/paged_attention.yaml", "specs/varlen_attention.yaml"])
+def test_a_kernel_whose_halves_could_meet_in_gm_is_not_split(spec):
+    # each stores its output at rows read from data or at a head group's offset, which are not
+    # provably multiples of the tile's rows: one core's half could overlap the other's
+    block = compile_spec(spec).stages["block"]
+    assert _mixed(block)
+    assert not [op for f in _mixed(block) for op in f.walk() if "aiv" in op.attrs]
