@@ -25,7 +25,9 @@ A kernel qualifies when:
 - no cube op names a vector tile;
 - for each GM tensor the vector ops write, every vector access to it starts at a row that is a
   multiple of ``R`` (so one core never reads or overwrites rows the other wrote: the halves of
-  two accesses either coincide or do not meet);
+  two accesses either coincide or do not meet), or the accesses are stores at one row offset
+  whose instances at different loop indices write rows apart (``_stores_apart``: paged
+  attention's output rows, a head group's offset inside a batch);
 - the kernel still compiles with the copies (``passes/trial.py``).
 Otherwise it is left as it is. ``pass_options: {aiv_split: false}`` turns the pass off.
 """
@@ -93,18 +95,58 @@ def _rows(func: Func) -> int | None:
     except GmLayoutError:
         return None
     written = {origins[op.operands[0].name].root for op in vec_ops if op.name == "tile.store"}
-    for op in vec_ops:
-        if op.name in ("tile.load", "tile.store"):
-            gm = op.operands[1 if op.name == "tile.load" else 0]
-            origin = origins[gm.name]
+    rows_at: dict[str, list[tuple[Op, sym.Expr, tuple[Op, ...]]]] = {}  # root -> (access, row, loops around)
+    for op, loops in _with_loops(func.body, ()):
+        if core_of(op) == "vec" and op.name in ("tile.load", "tile.store"):
+            origin = origins[op.operands[1 if op.name == "tile.load" else 0].name]
             if origin.root not in written:
                 continue
             if origin.offsets is None:
                 return None
-            row = sym.add(origin.offsets[0], op.attrs["offsets"][0])
-            if not _multiple_of(row, r):
-                return None
+            rows_at.setdefault(origin.root, []).append((op, sym.add(origin.offsets[0], op.attrs["offsets"][0]), loops))
+    for accesses in rows_at.values():
+        if not all(_multiple_of(row, r) for _, row, _ in accesses) and not _stores_apart(accesses):
+            return None
     return r
+
+
+def _with_loops(ops: list[Op], loops: tuple[Op, ...]):
+    """Each op of ``ops``, nested ones included, with the loops around it."""
+    for op in ops:
+        yield op, loops
+        inner = (*loops, op) if op.name == "loop" else loops
+        for region in op.regions:
+            yield from _with_loops(region, inner)
+
+
+def _stores_apart(accesses: list[tuple[Op, sym.Expr, tuple[Op, ...]]]) -> bool:
+    """Whether the vector accesses to a tensor are stores that write the same rows or rows apart
+    whenever they run at different loop indices, so the two cores' halves of them never overlap
+    unless they coincide (each core then writes its own rows in program order): all are stores at
+    one row offset, and each loop around one runs at most once, is marked ``parallel`` (its
+    iterations write disjoint bands of every tensor, ``passes/parallel.py``), or leaves the
+    offset as it is (the offset names neither its index nor a value read inside it). Two instances
+    first differ at some loop: a parallel one keeps them apart; around the others they coincide
+    or differ further in."""
+    row0 = accesses[0][1]
+    for op, row, loops in accesses:
+        if op.name != "tile.store" or sym.sub(row, row0) != 0:
+            return False
+        for loop in loops:
+            if loop.attrs.get("parallel") == 1 or _at_most_once(loop):
+                continue
+            bound = {loop.attrs["index"], loop.attrs.get("unroll_var")}
+            bound |= {o.attrs["sym"] for o in walk_ops(loop.regions[0]) if o.name == "read"}
+            if sym.free_symbols(row) & bound:
+                return False
+    return True
+
+
+def _at_most_once(loop: Op) -> bool:
+    trips = sym.sub(loop.attrs["hi"], loop.attrs["lo"])
+    step = loop.attrs["step"]
+    hi = sym.bounds(trips, {})[1]
+    return loop.attrs.get("kind") == "peeled" or (isinstance(step, int) and hi is not None and hi <= step)
 
 
 def _row_wise(op: Op) -> bool:

@@ -96,3 +96,57 @@ def test_a_kernel_whose_halves_could_meet_in_gm_is_not_split(spec):
     block = compile_spec(spec).stages["block"]
     assert _mixed(block)
     assert not [op for f in _mixed(block) for op in f.walk() if "aiv" in op.attrs]
+
+
+# per head a block of 16 rows, written 5 rows (the rows of y past 16 * H) below a multiple of 16:
+# the halves of the stores are not aligned to the tile's rows, but the heads write rows apart
+APART = ("kernel apart(x: f32[16, 16], w: f32[R, 16], pick: i32[H, J], y: inout f32[Y, 16]):\n"
+         "    for h in loop(H, name=\"heads\"):\n"
+         "        acc = tensor([16, 16], f32)\n"
+         "        for j in loop(J, name=\"steps\"):\n"
+         "            wj = view(w, [16, 16], [pick[h, j] * 16, 0])\n"
+         "            if is_loop_begin(j):\n"
+         "                acc[:] = exp(matmul(x, wj) * 0.125)\n"
+         "            else:\n"
+         "                acc[:] = acc + exp(matmul(x, wj) * 0.125)\n"
+         "            if is_loop_end(j):\n"
+         "                rows = h * 16 + (Y - 16 * H)\n"
+         "                y[rows:rows + 16, :] = acc\n")
+
+
+@pytest.fixture(scope="module")
+def apart(tmp_path_factory) -> ptodsl.Operator:
+    d = tmp_path_factory.mktemp("apart")
+    (d / "apart.pto").write_text(APART)
+    (d / "apart.yaml").write_text("op: apart\nschedule: {vec_tile: [16, 16], cube_tile: {m: [16, 16], k: [16, 16], "
+                                  "n: [16, 16]}}\n")
+    return ptodsl.load(str(d / "apart.yaml"))
+
+
+def test_stores_whose_rows_are_apart_are_split_though_not_aligned(apart):
+    (kernel,) = _mixed(apart.compiled.stages["block"])
+    stores = [op for op in kernel.walk() if op.name == "tile.store" and op.operands[0].name == "y"]
+    assert {op.attrs["aiv"] for op in stores} == {0, 1}
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_stores_apart_compute_what_the_program_says(apart, backend: str):
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, (16, 16)).astype(np.float32)
+    w = rng.uniform(-1, 1, (16 * 4, 16)).astype(np.float32)
+    pick = np.array([[3, 0], [1, 1], [2, 3]], np.int32)
+    y = rng.uniform(-1, 1, (16 * 3 + 5, 16)).astype(np.float32)
+    want = y.copy()
+    for h, row in enumerate(pick):
+        want[5 + 16 * h:21 + 16 * h] = sum(np.exp(x.astype(np.float64) @ w[16 * p:16 * p + 16] * 0.125) for p in row)
+    np.testing.assert_allclose(apart(x, w, pick, y, backend=backend), want, rtol=1e-5, atol=1e-5)
+
+
+def test_stores_that_may_overlap_partly_are_not_split(tmp_path):
+    # heads 8 rows apart with blocks of 16: a later head overwrites half of the one before, so the
+    # second core's half of one head would race the first core's half of the next
+    (tmp_path / "apart.pto").write_text(APART.replace("rows = h * 16 +", "rows = h * 8 +"))
+    (tmp_path / "apart.yaml").write_text("op: apart\nschedule: {vec_tile: [16, 16], cube_tile: {m: [16, 16], "
+                                         "k: [16, 16], n: [16, 16]}}\n")
+    block = ptodsl.load(str(tmp_path / "apart.yaml")).compiled.stages["block"]
+    assert _mixed(block) and not [op for f in _mixed(block) for op in f.walk() if "aiv" in op.attrs]
