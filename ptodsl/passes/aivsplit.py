@@ -22,7 +22,8 @@ A kernel qualifies when:
 - every vector tile has rank 2 and the same number of rows ``R >= 2``, ``R`` even;
 - every vector op is row-wise: elementwise, a cast, a fill, a broadcast of a column, a reduction
   along the row (``axis = 1``), or a load or store of a rank-2 GM region;
-- no cube op names a vector tile;
+- no cube op names a vector tile, and no tensor the vector ops write is passed to the kernel
+  twice, as two views (``pipes.param_aliases``);
 - for each GM tensor the vector ops write, every vector access to it starts at a row that is a
   multiple of ``R`` (so one core never reads or overwrites rows the other wrote: the halves of
   two accesses either coincide or do not meet), or the accesses are stores at one row offset
@@ -45,14 +46,17 @@ from ..ir.schedule import schedule_of
 from ..schedule import PASS_OPTION_DEFAULTS
 from . import stack, trial
 from .context import Pass, PassContext
+from .pipes import param_aliases
 
 AIV = "aiv"  # the attribute naming the vector core (sub-block) that runs a copy
 ROW_WISE = frozenset({"unary", "binary", "expand_binary", "cast", "fill_tile", "expand", "muladd"})
 
 
-def split_kernel(func: Func, ctx: PassContext, strided: set[str]) -> Func:
-    """``func`` with its vector work split between the two vector cores, where it qualifies."""
-    rows = _rows(func)
+def split_kernel(func: Func, ctx: PassContext, strided: set[str], aliases: dict[str, str]) -> Func:
+    """``func`` with its vector work split between the two vector cores, where it qualifies;
+    ``aliases``: its tensor parameters that a launch fills with views of one tensor, each mapped
+    to one of them (``pipes.param_aliases``)."""
+    rows = _rows(func, aliases)
     if rows is None:
         return func
     tried = Module("aivsplit", "block", [func]).clone().funcs[0]
@@ -63,7 +67,7 @@ def split_kernel(func: Func, ctx: PassContext, strided: set[str]) -> Func:
     return tried
 
 
-def _rows(func: Func) -> int | None:
+def _rows(func: Func, aliases: dict[str, str]) -> int | None:
     """The rows ``R`` every vector tile of a qualifying kernel has, else None."""
     if func.kind != "mixed":
         return None
@@ -95,6 +99,8 @@ def _rows(func: Func) -> int | None:
     except GmLayoutError:
         return None
     written = {origins[op.operands[0].name].root for op in vec_ops if op.name == "tile.store"}
+    if written & (set(aliases) | set(aliases.values())):
+        return None  # rows of another view of the same tensor: their alignment is not known here
     rows_at: dict[str, list[tuple[Op, sym.Expr, tuple[Op, ...]]]] = {}  # root -> (access, row, loops around)
     for op, loops in _with_loops(func.body, ()):
         if core_of(op) == "vec" and op.name in ("tile.load", "tile.store"):
@@ -260,7 +266,9 @@ def run(module: Module, ctx: PassContext) -> Module:
     if not schedule_of(module).pass_options.get("aiv_split", PASS_OPTION_DEFAULTS["aiv_split"]):
         return fresh
     strided = stack.strided_params(fresh)
-    funcs = [split_kernel(f, ctx, stack.every_tensor(f) if strided is None else strided.get(f.name, set()))
+    aliases = param_aliases(fresh)
+    funcs = [split_kernel(f, ctx, stack.every_tensor(f) if strided is None else strided.get(f.name, set()),
+                          aliases.get(f.name, {}))
              if f.kind == "mixed" else f for f in fresh.funcs]
     return Module(fresh.name, fresh.level, funcs, dict(fresh.attrs))
 
