@@ -454,3 +454,21 @@ def test_data_sized_steps_in_a_loop_of_rounds_run_in_one_mixed_kernel(seed, back
     assert any(o.name == "loop" and o.attrs["index"].startswith("_br") for o in kernel.walk())
     outcome = run_programs([program], backends)[0]
     assert outcome.kind == "ok", outcome
+
+
+@pytest.mark.parametrize("backends", [("sim",), pytest.param(("sim", "cpu"), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seed", [7700011, 7700079])
+def test_a_mixed_kernels_vector_rows_shared_by_its_two_vector_cores(seed, backends, tmp_path):
+    """Generated matmul steps whose mixed kernel has its vector work split between the block's two
+    vector cores, each on half of every tile's rows, some rows of the last block's second half
+    empty (passes/aivsplit.py): both halves together compute what the interpreter says."""
+    from ptodsl.driver import compile_spec
+    from ptodsl.fuzz.run import write_program
+
+    program = generate(seed, ALL_FEATURES)
+    block = compile_spec(write_program(program, str(tmp_path))).stages["block"]
+    (kernel,) = [f for f in block.funcs if f.kind == "mixed"]
+    assert {o.attrs.get("aiv") for o in kernel.walk() if o.name.startswith("tile.") and o.name != "tile.alloc"
+            and "aiv" in o.attrs} == {0, 1}
+    outcome = run_programs([program], backends)[0]
+    assert outcome.kind == "ok", outcome
