@@ -202,11 +202,11 @@ def _disjoint(writes: list[_Write], index: str, step: int, inner: set[str],
     g * G``), which may need a divisor's floor product (``sym._floor_products``)."""
     if any(w.offsets is None or len(w.offsets) != len(w.extents) for w in writes):
         return False
-    writes = _positive_divisors(writes, ranges or {})
+    bound = inner | {index}
+    writes = _positive_divisors(writes, ranges or {}, bound)
     if writes is None:
         return False
     writes, ranges = writes
-    bound = inner | {index}
     for dim in range(len(writes[0].offsets)):
         bands: list[tuple[sym.Expr, sym.Expr, sym.Expr]] = []  # (k, c, extent)
         for w in writes:
@@ -259,12 +259,12 @@ def _band(o: sym.Expr, extent: sym.Expr, inner: set[str],
     return o, extent
 
 
-def _positive_divisors(writes: list[_Write], ranges: dict[str, tuple[sym.Expr, sym.Expr]]):
+def _positive_divisors(writes: list[_Write], ranges: dict[str, tuple[sym.Expr, sym.Expr]], bound: set[str]):
     """``writes`` and ``ranges`` with every divisor of a floor division that is not a constant
     (``QR // (B * NQ)``) replaced by a fresh symbol, at least 1 in the proofs: it is never negative
     (every symbol of an offset or bound is at least 1) and the call checks each division by a
     runtime value non-zero before any kernel runs (``check/types.Requirement``). None when a
-    divisor may be negative."""
+    divisor may be negative or names what the loop binds (an index that starts at 0)."""
     found: list[sym.Expr] = []
     exprs = [o for w in writes for o in w.offsets] + [e for pair in ranges.values() for e in pair]
     for e in exprs:
@@ -273,7 +273,7 @@ def _positive_divisors(writes: list[_Write], ranges: dict[str, tuple[sym.Expr, s
         return writes, ranges
     names: dict[str, sym.Expr] = {}
     for d in found:
-        if not sym.prove_nonneg(d, _at_least_one(d)):
+        if sym.free_symbols(d) & bound or not sym.prove_nonneg(d, _at_least_one(d)):
             return None
         names[f"\x00div{len(names)}"] = d
 
