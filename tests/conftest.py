@@ -58,7 +58,11 @@ def pytest_generate_tests(metafunc):
 # `pytest -m slow` on the rest.
 SAMPLED = {"test_tune_runs_on_every_library_spec", "test_compiling_from_printed_ir_gives_the_same_block_ir",
            "test_roundtrip_after_every_pass", "test_opcheck",
-           "test_every_torch_equivalent_computes_what_the_reference_does"}
+           "test_every_torch_equivalent_computes_what_the_reference_does",
+           # every case of every spec again on the simulator (the golden tests run each once a day):
+           # at Tile IR level, through `ptodsl bench`, with sums left to right
+           "test_tile_level_still_passes_every_library_case", "test_bench_runs_every_case_of_every_library_spec",
+           "test_f32_cases_pass_with_left_to_right_sums"}
 # The library-wide checks below take a spec each; on these twelve (the attention kernels, the
 # backward specs, RoPE, the batched and multi-axis ones) they take two thirds of the checks' time, so
 # the everyday suite leaves them to `pytest -m slow` (CI runs it). Their golden cases still run in
