@@ -222,11 +222,12 @@ def _split(ops: list[Op], h: int, names: dict[tuple[str, int], Value], counter) 
         guard: sym.Expr | None = None
         body: list[Op] = []
         for op in work:
-            copy = _copy(op, 1, h, names)
-            tile = next(v for v in copy.operands if isinstance(v.type, TileType))
+            # whether the second half has rows, from the original's valid rows (the copy's own are
+            # clamped to at least one, so they cannot tell)
             cond = sym.min_(sym.max_(sym.sub(op.operands[_tile_at(op)].type.valid[0], h), 0), 1)
-            if isinstance(tile.type.valid[0], int) and tile.type.valid[0] >= 1:
-                cond = 1
+            if cond == 0:
+                continue  # rows that never reach the second half
+            copy = _copy(op, 1, h, names)
             if guard is not None and sym.sub(cond, guard) != 0:
                 _close(out, guard, body, counter)
                 body = []
