@@ -150,3 +150,54 @@ def test_stores_that_may_overlap_partly_are_not_split(tmp_path):
                                          "k: [16, 16], n: [16, 16]}}\n")
     block = ptodsl.load(str(tmp_path / "apart.yaml")).compiled.stages["block"]
     assert _mixed(block) and not [op for f in _mixed(block) for op in f.walk() if "aiv" in op.attrs]
+
+
+# rows of x past 12 are not data (a static valid shape): the second core's half of every op on
+# them has no rows and must not run, while `acc`'s own rows 12..31 (zeros) are split as usual
+SHORT = ("kernel short_rows(x: f32[32, 16], w: f32[R, 16], pick: i32[H, J], y: inout f32[Y, 16]):\n"
+         "    for h in loop(H, name=\"heads\"):\n"
+         "        acc = zeros([32, 16], f32)\n"
+         "        xv = view(x, [32, 16], [0, 0], valid_shape=[12, 16])\n"
+         "        for j in loop(J, name=\"steps\"):\n"
+         "            wj = view(w, [16, 16], [pick[h, j] * 16, 0])\n"
+         "            acc[:] = acc + exp(matmul(xv, wj) * 0.125)\n"
+         "            if is_loop_end(j):\n"
+         "                y[h * 32:h * 32 + 32, :] = acc\n")
+
+
+@pytest.fixture(scope="module")
+def short_rows(tmp_path_factory) -> tuple[ptodsl.Operator, ptodsl.Operator]:
+    ops = []
+    for split in ("true", "false"):
+        d = tmp_path_factory.mktemp(f"short_{split}")
+        (d / "short_rows.pto").write_text(SHORT)
+        (d / "short_rows.yaml").write_text(
+            "op: short_rows\nschedule: {vec_tile: [32, 16], cube_tile: {m: [32, 32], k: [16, 16], n: [16, 16]}, "
+            f"pass_options: {{aiv_split: {split}}}}}\n")
+        ops.append(ptodsl.load(str(d / "short_rows.yaml")))
+    return ops[0], ops[1]
+
+
+def test_a_half_without_rows_is_dropped(short_rows):
+    (kernel,) = _mixed(short_rows[0].compiled.stages["block"])
+    exps = [op for op in kernel.walk() if op.name == "tile.exp"]
+    assert exps and {op.attrs["aiv"] for op in exps} == {0}  # 12 valid rows: all in the first half
+    stores = [op for op in kernel.walk() if op.name == "tile.store" and op.operands[0].name == "y"]
+    assert {op.attrs["aiv"] for op in stores} == {0, 1}
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_a_short_static_tile_computes_only_its_rows(short_rows, backend: str):
+    split, unsplit = short_rows
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (32, 16)).astype(np.float32)
+    w = rng.uniform(-1, 1, (16 * 4, 16)).astype(np.float32)
+    pick = np.array([[3, 0, 2], [1, 1, 0]], np.int32)
+    y = rng.uniform(-1, 1, (32 * 2 + 3, 16)).astype(np.float32)
+    want = y.copy()
+    for h, row in enumerate(pick):
+        want[32 * h:32 * h + 32] = 0.0
+        want[32 * h:32 * h + 12] = sum(np.exp(x[:12].astype(np.float64) @ w[16 * p:16 * p + 16] * 0.125) for p in row)
+    got = split(x, w, pick, y.copy(), backend=backend)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got, unsplit(x, w, pick, y.copy(), backend=backend))
