@@ -59,6 +59,16 @@ class _Decl:
     is_param: bool
 
 
+def _narrowed(shape: tuple[sym.Expr, ...], valid: tuple[sym.Expr, ...] | None) -> tuple[sym.Expr, ...]:
+    """The part of a region that holds data: a static valid extent narrows a dim (a write of a
+    value of 12 valid rows into 32 initialises 12); a symbolic one leaves it whole, since a
+    length read from data cannot be compared with the one a later read declares, and taking
+    it as partial would flag every block-by-block local of the attention kernels."""
+    if valid is None or len(valid) != len(shape):
+        return shape
+    return tuple(v if isinstance(v, int) and isinstance(s, int) and v < s else s for s, v in zip(shape, valid))
+
+
 @dataclass(frozen=True)
 class _Access:
     write: bool
@@ -302,7 +312,7 @@ class _Flow:
         w = self.t.write.get(id(s))
         if w is None:
             return
-        init.add(w.target, (w.offsets, w.shape))
+        init.add(w.target, (w.offsets, _narrowed(w.shape, w.stored)))
         self.writes.setdefault(w.target, []).append(span)
         self.bodies[-1].accesses.append(_Access(True, w.target, (w.offsets, w.shape), span, s, self.branch))
 
@@ -435,13 +445,15 @@ class _Flow:
         if isinstance(e, ast.Name):
             self.name(e, stmt, init)
         elif isinstance(e, (ast.Subscript, ast.Call)) and (view is not None or read is not None):
+            valid: Region | None = None
             if view is not None:
                 region: Region = (view.offsets, view.shape)
+                valid = (view.offsets, _narrowed(view.shape, view.valid))
                 base = view.base
             else:
                 base, idx, _ = read
                 region = (idx, tuple(1 for _ in idx))
-            self.read(base, region, e.span, stmt, init)
+            self.read(base, region, e.span, stmt, init, valid=valid)
             self.view_operands(e, stmt, init)
         else:
             for child in _children(e):
@@ -470,15 +482,19 @@ class _Flow:
         if b is None:
             return
         if b.view is not None:
-            self.read(b.view.base, (b.view.offsets, b.view.shape), e.span, stmt, init, via=b.name)
+            valid = (b.view.offsets, _narrowed(b.view.shape, b.view.valid))
+            self.read(b.view.base, (b.view.offsets, b.view.shape), e.span, stmt, init, via=b.name, valid=valid)
         elif b.kind in ("param", "local") and isinstance(b.ty, TensorTy):
             self.read(b.ir_name, (tuple(0 for _ in b.ty.shape), b.ty.shape), e.span, stmt, init)
 
     def read(self, base: str, region: Region, span: Span, stmt: ast.Stmt, init: State,
-             via: str | None = None) -> None:
+             via: str | None = None, valid: Region | None = None) -> None:
+        """``region`` is what the read touches (for cycles); ``valid`` what it reads of it (for
+        whether it was written), where a view narrows it."""
         self.bodies[-1].accesses.append(_Access(False, base, region, span, stmt, self.branch))
         if base not in self.decls:
             return
+        region = valid or region
         v = verdict(init, base, region, self.ranges)
         if v != COVERED:
             # What the enclosing loops read in all their iterations is a superset; if that is

@@ -360,10 +360,11 @@ class Typer(CallTyping, ElemTyping, LayoutTyping, IndexTyping, ScopeRules):
             self.err("E0303", f"cannot fill {tt.dtype} `{b.name}` with a {vt.dtype} scalar", value.span)
             return
         self.unrolled_step_write(b.name, offsets, shape, span)
-        guards = self.region_bounds(b, offsets, self.stored_extent(shape, vt), span)
+        stored = self.stored_extent(shape, vt)
+        guards = self.region_bounds(b, offsets, stored, span)
         if guards is None:
             return
-        self.t.write[id(s)] = WriteInfo(b.ir_name, offsets, shape, value, guards)
+        self.t.write[id(s)] = WriteInfo(b.ir_name, offsets, shape, value, guards, stored)
 
     @staticmethod
     def stored_extent(shape, vt: Ty) -> tuple[sym.Expr, ...]:

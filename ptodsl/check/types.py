@@ -109,6 +109,8 @@ class WriteInfo:
     value: ast.Expr
     # (axis, offset, extent, dim) of each region bound that only the run can check
     guards: tuple[tuple[int, sym.Expr, sym.Expr, sym.Expr], ...] = ()
+    # what the write stores of its region (the value's valid extents): only that is initialised
+    stored: tuple[sym.Expr, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -144,3 +144,28 @@ def test_an_inner_end_branch_does_not_initialise_the_accumulator(compile_text):
     bad = NESTED.replace("            if is_loop_begin(j):\n                acc[:] = row\n            else:\n"
                          "                acc[:] = acc + row\n", "            acc[:] = acc + row\n")
     assert errors(compile_text, bad, "symbols: {D: 64}\nschedule: {vec_tile: [1, 1, 64]}\n")[:1] == ["E0402"]
+
+
+NARROW = """\
+kernel k(x: f32[BL, D], y: out f32[BL, D]):
+    xv = view(x, [BL, D], [0, 0], valid_shape=[12, D])
+    t = tensor([BL, D], f32)
+    t[:] = xv * 2.0
+    y[:] = {read} + 1.0
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_of_a_narrower_value_initialises_only_its_valid_rows(compile_text, write_spec, backend):
+    # the value has 12 valid rows, so `t[:] = ...` stores 12 rows of 32: reading `t` whole reads
+    # 20 rows nothing wrote (before, it checked clean and read whatever the local held)
+    yaml = "symbols: {BL: 32, D: 16}\nschedule: {vec_tile: [32, 16]}\n"
+    assert errors(compile_text, NARROW.format(read="t"), yaml)[:1] == ["E0402"]
+    # reading through a view of the same valid rows reads only what was written
+    pto = NARROW.format(read="view(t, [BL, D], [0, 0], valid_shape=[12, D])").replace("y: out", "y: inout")
+    op = ptodsl.load(write_spec("k", pto, "op: k\n" + yaml))
+    assert not op.compiled.diagnostics.items
+    x, y = np.random.default_rng(1).standard_normal((2, 32, 16)).astype(np.float32)
+    want = y.copy()
+    want[:12] = x[:12] * 2 + 1
+    np.testing.assert_allclose(op(x, y, backend=backend), want, rtol=1e-6)
