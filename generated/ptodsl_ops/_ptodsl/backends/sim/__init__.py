@@ -131,7 +131,8 @@ def _round_to(values: np.ndarray, dtype: str) -> np.ndarray:
     ``tile.cast`` converts under its rounding mode (``convert.py``)."""
     npd = numpy_dtype(dtype)
     if DTYPES[dtype].is_float or dtype == "bool":
-        return values.astype(npd, copy=False)
+        with np.errstate(over="ignore"):  # a value past the dtype's range is infinity, as on the device
+            return values.astype(npd, copy=False)
     if values.dtype.kind == "f":
         values = np.rint(values)
     info = np.iinfo(npd)
