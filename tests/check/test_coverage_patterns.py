@@ -161,6 +161,9 @@ def test_a_write_of_a_narrower_value_initialises_only_its_valid_rows(compile_tex
     # 20 rows nothing wrote (before, it checked clean and read whatever the local held)
     yaml = "symbols: {BL: 32, D: 16}\nschedule: {vec_tile: [32, 16]}\n"
     assert errors(compile_text, NARROW.format(read="t"), yaml)[:1] == ["E0402"]
+    # so does an output: rows 12 to 31 of `y` would keep whatever its memory held
+    out = "kernel k(x: f32[BL, D], y: out f32[BL, D]):\n    y[:] = view(x, [BL, D], [0, 0], valid_shape=[12, D])\n"
+    assert errors(compile_text, out, yaml)[:1] == ["E0401"]
     # reading through a view of the same valid rows reads only what was written
     pto = NARROW.format(read="view(t, [BL, D], [0, 0], valid_shape=[12, D])").replace("y: out", "y: inout")
     op = ptodsl.load(write_spec("k", pto, "op: k\n" + yaml))
