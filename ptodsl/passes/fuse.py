@@ -23,7 +23,8 @@ Produces: the same computation in which
   5. a rows x columns grid nest that loads a row-broadcast operand (or an index_select's columns)
      in every iteration swaps its loops (when no iteration depends on another), so the operand is
      loaded, and the tile work on it alone done, once per column block (``passes/hoist.py``);
-  6. a region computes each tile op once (common subexpressions);
+  6. a region computes each tile op once (common subexpressions), and each matmul accumulation
+     once (``passes/twins.py``: bmm's f32 and T outputs of one product);
   6b. a user loop whose body is one grid nest carrying an accumulator through GM (a partial
      accumulation's row) runs inside that grid, the accumulator in a tile across its iterations
      (``passes/carry.py``);
@@ -62,6 +63,7 @@ from .merge import is_grid as _is_grid
 from .merge import reads_writes as _reads_writes
 from .remat import bases, rematerialise
 from .tile_fit import hoist_invariant
+from .twins import twin_accumulations
 from .unroll import _subst_attr, _subst_type
 
 # the lowest finite value per float dtype: the online max is clamped to it, never subtracting -inf
@@ -524,6 +526,7 @@ def run(module: Module, ctx: PassContext) -> Module:
             sweep(f)
         f.body = hoist_broadcast_loads(f.body, base)
         cse(f)
+        twin_accumulations(f, base)
         if online_max_sum(f, base):
             f.body = merge_loops(f.body, base)
             f.body = forward(f.body, {}, base)

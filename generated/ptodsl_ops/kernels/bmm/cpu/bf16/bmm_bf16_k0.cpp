@@ -48,15 +48,6 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
     using TileT11B1 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
     using TileT12B1 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT13B1 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
-    using TileT18 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
-    using TileT24B0 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT25B0 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
-    using TileT26B0 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT27B0 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT25B1 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT27B1 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // bmm.pto:4:12
         for (int64_t _b0 = floor_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1)); _b0 < ceil_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), B * H * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1)); ++_b0) {  // bmm.pto:4:12
@@ -105,11 +96,13 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL(t4, t6, t8);  // bmm.pto:4:12
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _k9_db = 0; _k9_db < (max_i64((K + 31) / 32 - 1, 0) + 1) / 2; ++_k9_db) {  // bmm.pto:4:12
                             TileT10B0 t10_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
@@ -120,8 +113,8 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                             TLOAD(t10_b0, aGm2);  // bmm.pto:4:12
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT11B0 t11_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
-                            TASSIGN(t11_b0, 16384);  // bmm.pto:4:12
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                            TASSIGN(t11_b0, 0);  // bmm.pto:4:12
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TMOV(t11_b0, t10_b0);  // bmm.pto:4:12
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -140,9 +133,9 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t4, t4, t11_b0, t13_b0);  // bmm.pto:4:12
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // bmm.pto:4:12
                                 TileT10B1 t10_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
                                 TASSIGN(t10_b1, 24576);  // bmm.pto:4:12
@@ -151,7 +144,7 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                                 TLOAD(t10_b1, aGm4);  // bmm.pto:4:12
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT11B1 t11_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
-                                TASSIGN(t11_b1, 32768);  // bmm.pto:4:12
+                                TASSIGN(t11_b1, 16384);  // bmm.pto:4:12
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TMOV(t11_b1, t10_b1);  // bmm.pto:4:12
                                 TileT12B1 t12_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
@@ -168,105 +161,24 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 TMATMUL_ACC(t4, t4, t11_b1, t13_b1);  // bmm.pto:4:12
                             }
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         }
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                        GmView6 cGm6(c + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView6::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView6::Stride(N * M * H, N * M, N));  // bmm.pto:4:12
-                        TSTORE(cGm6, t4);  // bmm.pto:4:12
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        TileT18 t18(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
-                        TASSIGN(t18, 0);  // bmm.pto:5:12
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        TMATMUL(t18, t6, t8);  // bmm.pto:5:12
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _k23_db = 0; _k23_db < (max_i64((K + 31) / 32 - 1, 0) + 1) / 2; ++_k23_db) {  // bmm.pto:5:12
-                            TileT24B0 t24_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k23_db * 2) * 32, 32));  // bmm.pto:5:12
-                            TASSIGN(t24_b0, 0);  // bmm.pto:5:12
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                            GmView7 aGm7(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (1 + _k23_db * 2) * 32, GmView7::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k23_db * 2) * 32, 32)), GmView7::Stride(K * M * H, K * M, K));  // bmm.pto:5:12
-                            TLOAD(t24_b0, aGm7);  // bmm.pto:5:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                            TileT25B0 t25_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k23_db * 2) * 32, 32));  // bmm.pto:5:12
-                            TASSIGN(t25_b0, 0);  // bmm.pto:5:12
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                            TMOV(t25_b0, t24_b0);  // bmm.pto:5:12
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            TileT26B0 t26_b0(min_i64(K - (1 + _k23_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
-                            TASSIGN(t26_b0, 16384);  // bmm.pto:5:12
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                            GmView8 bGm8(b + _b1 * (N * K) + (1 + _k23_db * 2) * 32 * N + _g3 * 128, GmView8::Shape(min_i64(K - (1 + _k23_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView8::Stride(N * K, N));  // bmm.pto:5:12
-                            TLOAD(t26_b0, bGm8);  // bmm.pto:5:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                            TileT27B0 t27_b0(min_i64(K - (1 + _k23_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
-                            TASSIGN(t27_b0, 8192);  // bmm.pto:5:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                            TMOV(t27_b0, t26_b0);  // bmm.pto:5:12
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t18, t18, t25_b0, t27_b0);  // bmm.pto:5:12
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                            for (int64_t _k23_dr = 0; _k23_dr < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k23_db * 2 + 1), 1); ++_k23_dr) {  // bmm.pto:5:12
-                                TileT24B1 t24_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32));  // bmm.pto:5:12
-                                TASSIGN(t24_b1, 24576);  // bmm.pto:5:12
-                                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                                GmView9 aGm9(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (_k23_db * 2 + _k23_dr + 2) * 32, GmView9::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32)), GmView9::Stride(K * M * H, K * M, K));  // bmm.pto:5:12
-                                TLOAD(t24_b1, aGm9);  // bmm.pto:5:12
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TileT25B1 t25_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32));  // bmm.pto:5:12
-                                TASSIGN(t25_b1, 16384);  // bmm.pto:5:12
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TMOV(t25_b1, t24_b1);  // bmm.pto:5:12
-                                TileT26B1 t26_b1(min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
-                                TASSIGN(t26_b1, 40960);  // bmm.pto:5:12
-                                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                                GmView10 bGm10(b + _b1 * (N * K) + (_k23_db * 2 + _k23_dr + 2) * 32 * N + _g3 * 128, GmView10::Shape(min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView10::Stride(N * K, N));  // bmm.pto:5:12
-                                TLOAD(t26_b1, bGm10);  // bmm.pto:5:12
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TileT27B1 t27_b1(min_i64(K - (_k23_db * 2 + _k23_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:5:12
-                                TASSIGN(t27_b1, 16384);  // bmm.pto:5:12
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TMOV(t27_b1, t26_b1);  // bmm.pto:5:12
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL_ACC(t18, t18, t25_b1, t27_b1);  // bmm.pto:5:12
-                            }
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        }
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                        GmView11 dGm11(d + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView11::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView11::Stride(N * M * H, N * M, N));  // bmm.pto:5:12
-                        TSTORE(dGm11, t18);  // bmm.pto:5:12
+                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
+                        GmView6 cGm6(c + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView6::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView6::Stride(N * M * H, N * M, N));  // bmm.pto:4:12
+                        TSTORE(cGm6, t4);  // bmm.pto:4:12
+                        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
+                        GmView7 dGm7(d + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView7::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView7::Stride(N * M * H, N * M, N));  // bmm.pto:5:12
+                        TSTORE(dGm7, t4);  // bmm.pto:5:12
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
