@@ -40,7 +40,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "locals",  # locals carried across iterations (accumulators)
     "loop_begin_end",  # is_loop_begin / is_loop_end branches
     "branches",  # runtime if/elif/else on a scalar read from an i32 tensor
-    "views_static",  # views with a static valid shape (inline or from the YAML)
+    "views_static",  # views with a static valid shape (inline or from the YAML), sometimes through a local
     "views_dynamic",  # views whose valid shape is a scalar read at runtime
     "slices",  # static-offset slices x[:, c:N]
     "nested_loops",  # two nested loops over a rank-3 tensor
@@ -769,7 +769,16 @@ class Gen:
             else:
                 block.lines.append((1, f"{v} = view(x0, [1, N], [r, 0])"))
                 block.valid_shapes[v] = [1, vs]
-            block.lines.append((1, [f"{y}[r, :] = ", self.use(v, self.expr(ctx, depth=2)), ""]))
+            value = self.use(v, self.expr(ctx, depth=2))
+            if random.Random(f"narrow:{self.seed}:{k}").random() < 0.4:
+                # through a local: writing the narrow value initialises only its valid columns, so
+                # the local is read back through a view of those (check/dataflow.py, `_narrowed`)
+                t = f"t{k}"
+                block.lines.append((1, f"{t} = tensor([1, N], T)"))
+                block.lines.append((1, [f"{t}[:] = ", value, ""]))
+                block.lines.append((1, f"{y}[r, :] = view({t}, [1, N], [0, 0], valid_shape=[1, {vs}])"))
+            else:
+                block.lines.append((1, [f"{y}[r, :] = ", value, ""]))
             block.params = [y, "x0", "x1", *self._names(ctx)]
             return block
         if kind == "slices":
