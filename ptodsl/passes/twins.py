@@ -90,6 +90,8 @@ def _writes_tile(op: Op, name: str) -> bool:
 def _same(a: list[Op], b: list[Op]) -> bool:
     """Whether ops ``b`` compute what ops ``a`` do, values defined inside each paired in order
     and loop indices identified; ``b``'s accumulator stands for ``a``'s."""
+    if a[0].operands[0].type != b[0].operands[0].type:
+        return False  # accumulators of other shapes or valid extents: the stores would differ
     values = {b[0].operands[0].name: a[0].operands[0].name}
     env: dict[str, sym.Expr] = {}
     return all(_same_op(x, y, values, env) for x, y in zip(a, b, strict=True))
