@@ -57,7 +57,16 @@ from .context import Pass, PassContext
 from .hoist import hoist_broadcast_loads
 from .hoist import loads_and_stores as _loads_and_stores
 from .hoist import tile_access as _tile_access
-from .merge import Access, can_merge, hoistable, merge_loops, rename_index, same_grid
+from .merge import (
+    Access,
+    can_merge,
+    hoistable,
+    merge_loops,
+    rename_index,
+    rename_values,
+    same_grid,
+    tile_write_counts,
+)
 from .merge import gm_touching as _gm_touching
 from .merge import is_grid as _is_grid
 from .merge import reads_writes as _reads_writes
@@ -184,25 +193,10 @@ def forward(ops: list[Op], rename: Mapping[str, Value], base: dict[str, str], se
 # ------------------------------------------------------------------ identity casts
 
 
-def _rename_values(ops: list[Op], rename: dict[str, Value]) -> None:
-    for op in ops:
-        for o in op.walk():
-            o.operands = [rename.get(v.name, v) for v in o.operands]
-
-
-def _write_counts(func: Func) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for op in func.walk():
-        if op.name.startswith("tile.") and op.name != "tile.store":
-            for w in _reads_writes(op)[1]:
-                counts[w.name] = counts.get(w.name, 0) + 1
-    return counts
-
-
 def drop_identity_casts(func: Func) -> None:
     """``tile.cast(dst, src)`` to src's own dtype copies src; when each tile is written once (so
     both hold the same value wherever dst is read), dst's readers read src instead."""
-    writes = _write_counts(func)
+    writes = tile_write_counts(func)
     rename: dict[str, Value] = {}
 
     def keep(op: Op) -> bool:
@@ -215,7 +209,7 @@ def drop_identity_casts(func: Func) -> None:
         return False
 
     func.body = _filter(func.body, keep)
-    _rename_values(func.body, rename)
+    rename_values(func.body, rename)
 
 
 # ------------------------------------------------------------------ common subexpressions
@@ -226,7 +220,7 @@ def cse(func: Func) -> None:
     attributes and operands) reuses the earlier tile, unless control work that may end a compute
     kernel stands between them (``_kernel_boundary``). Only tiles written once take part, so both
     hold the same value wherever the later one is read."""
-    writes = _write_counts(func)
+    writes = tile_write_counts(func)
     rename: dict[str, Value] = {}
 
     def region(ops: list[Op]) -> list[Op]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import sym
-from ..ir import Op, Value
+from ..ir import Func, Op, Value
 from ..ir.opdefs import IR_OPS, indexed_gm
 from .parallel import _disjoint, _Write
 from .unroll import _subst_attr, _subst_type
@@ -27,6 +27,23 @@ def reads_writes(op: Op) -> tuple[list[Value], list[Value]]:
         return list(op.operands), []
     r, w = d.reads_writes(len(op.operands))
     return [op.operands[i] for i in r], [op.operands[i] for i in w]
+
+
+def tile_write_counts(func: Func) -> dict[str, int]:
+    """How many tile ops write each tile (a tile written once holds one value wherever it is read)."""
+    counts: dict[str, int] = {}
+    for op in func.walk():
+        if op.name.startswith("tile.") and op.name != "tile.store":
+            for w in reads_writes(op)[1]:
+                counts[w.name] = counts.get(w.name, 0) + 1
+    return counts
+
+
+def rename_values(ops: list[Op], rename: dict[str, Value]) -> None:
+    """Every operand of ``ops`` (nested ones too) named in ``rename`` replaced by its value."""
+    for op in ops:
+        for o in op.walk():
+            o.operands = [rename.get(v.name, v) for v in o.operands]
 
 
 def gm_touching(op: Op) -> bool:

@@ -20,8 +20,8 @@ second's was read.
 from __future__ import annotations
 
 from .. import sym
-from ..ir import Func, Op, TileType, Value
-from .merge import reads_writes
+from ..ir import Func, Op, TileType
+from .merge import reads_writes, rename_values, tile_write_counts
 from .unroll import _subst_attr, _subst_type
 
 ACCUMULATE = "tile.matmul_acc"
@@ -31,7 +31,7 @@ START = frozenset({"tile.matmul", "tile.matmul_bias"})
 def twin_accumulations(func: Func, base: dict[str, str]) -> bool:
     """Drop, in every region of ``func``, each accumulation that repeats an earlier one
     (module docstring); whether any went. ``base``: each GM value's root tensor."""
-    writes = _write_counts(func)
+    writes = tile_write_counts(func)
     uses = _use_counts(func.body)
     changed = False
 
@@ -55,8 +55,7 @@ def twin_accumulations(func: Func, base: dict[str, str]) -> bool:
                             != uses.get(twin.name):
                         break  # read beyond this region too: keep it
                     del ops[j:j + group]
-                    for op in rest:
-                        _rename_in(op, twin.name, first)
+                    rename_values(rest, {twin.name: first})
                     changed = True
                     continue
                 j += 1
@@ -139,24 +138,10 @@ def _untouched(between: list[Op], twin: list[Op], base: dict[str, str]) -> bool:
     return True
 
 
-def _rename_in(op: Op, old: str, new: Value) -> None:
-    for o in op.walk():
-        o.operands = [new if v.name == old else v for v in o.operands]
-
-
 def _use_counts(ops: list[Op]) -> dict[str, int]:
     out: dict[str, int] = {}
     for top in ops:
         for o in top.walk():
             for v in o.operands:
-                out[v.name] = out.get(v.name, 0) + 1
-    return out
-
-
-def _write_counts(func: Func) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for op in func.walk():
-        if op.name.startswith("tile."):
-            for v in reads_writes(op)[1]:
                 out[v.name] = out.get(v.name, 0) + 1
     return out
