@@ -1,0 +1,137 @@
+"""Loop-invariant cube operands (Tile IR -> Tile IR): a matmul operand that every iteration of a
+user loop loads again from the same place is loaded once, above the loop, and stays in L1.
+
+Requires: a ``level tile`` module after row interchange (``passes/rowgrid.py``), where attention's
+KV loop runs inside each query block and loads the block's query tile in every KV iteration.
+Produces: the same module where, for each sequential loop of the user's inside a row block loop
+(``rows_interchanged``), every ``tile.load`` at the top level
+of its body that
+
+- fills an L1 tile allocated at the top level of the body and written by nothing else,
+- reads a GM tensor nothing in the function writes (an input: no iteration can change it),
+- through a value defined outside the loop, at offsets and valid extents that name nothing the
+  loop binds (its index, the indices of loops inside it, values read inside it),
+
+moves with its allocation to just before the loop. A loop that may run no iteration (flash
+attention's middle KV blocks when there are two blocks or fewer) gets the load under ``if (hi >
+lo)``: the original program loads nothing then, and the region need not exist. Loads move only
+while the loop's L1 tiles, counted twice (double buffering may give each two buffers), and the
+tiles already kept fit the target's L1; the memory plan still checks the result.
+
+Why only inside a row block loop: partitioning keeps such a loop whole, one kernel (a mixed one
+for attention, ``passes/persistent.py``), so the load above the inner loop lands in the kernel
+that runs the loop; at the top of a function it could land in another kernel than the loop's.
+
+Why not out of a ``parallel`` loop: blocks share such a loop out when it is a kernel's whole
+body (``passes/blocks.py``); a load above it would keep the kernel on one core.
+
+Why L1 only: L1 is the cube core's large buffer (512 KiB on 910B) and holds a whole query tile
+beside the KV loop's operands; the UB's budget is the vector kernels' and tight, so keeping a
+vector tile live across a loop could push a plan over it.
+"""
+
+from __future__ import annotations
+
+from .. import sym
+from ..dtypes import itemsize
+from ..ir import Func, Module, Op, TileType
+from ..ir.gm import walk_ops
+from ..ir.opdefs import indexed_gm
+from .context import Pass, PassContext
+from .merge import tile_write_counts
+from .parallel import is_user_loop, origins_of
+
+
+def _bytes(t: TileType) -> int:
+    n = itemsize(t.dtype)
+    for s in t.shape:
+        n *= s
+    return n
+
+
+def _bound_inside(loop: Op) -> set[str]:
+    """The symbols a loop binds: its index and what its body binds."""
+    out = {loop.attrs["index"]}
+    for op in walk_ops(loop.regions[0]):
+        if op.name == "loop":
+            out.add(op.attrs["index"])
+            if "unroll_var" in op.attrs:
+                out.add(op.attrs["unroll_var"])
+        elif op.name == "read":
+            out.add(op.attrs["sym"])
+    return out
+
+
+def _free(op: Op, tile: TileType) -> set[str]:
+    out: set[str] = set()
+    for e in [*op.attrs.get("offsets", ()), *tile.valid]:
+        if not sym.is_const(e):
+            out |= sym.free_symbols(e)
+    return out
+
+
+class _Hoister:
+    def __init__(self, func: Func, l1_bytes: int):
+        self.origins = origins_of(func) or {}
+        self.writes = tile_write_counts(func)
+        self.written: set[str] = set()
+        for op in func.walk():
+            stored = [op.operands[0]] if op.name == "tile.store" else list(indexed_gm(op)[1])
+            self.written |= {self.origins[v.name].root if v.name in self.origins else v.name for v in stored}
+        self.l1_bytes = l1_bytes
+        self.kept = 0  # bytes of L1 tiles already moved out of loops (live across them)
+
+    def block(self, ops: list[Op], in_rows: bool = False) -> list[Op]:
+        out: list[Op] = []
+        for op in ops:
+            inner = in_rows or bool(op.name == "loop" and op.attrs.get("rows_interchanged"))
+            op.regions = [self.block(r, inner) for r in op.regions]
+            if in_rows and op.name == "loop" and is_user_loop(op) and op.attrs.get("parallel") != 1:
+                out.extend(self.hoist(op))
+            out.append(op)
+        return out
+
+    def hoist(self, loop: Op) -> list[Op]:
+        body = loop.regions[0]
+        bound = _bound_inside(loop)
+        defined = {r.name for op in walk_ops(body) for r in op.results}
+        allocs = {op.result.name: op for op in body if op.name == "tile.alloc"}
+        room = self.l1_bytes - self.kept - 2 * sum(_bytes(a.result.type) for a in allocs.values()
+                                                     if a.result.type.space == "l1")
+        moved: list[Op] = []
+        for op in body:
+            if op.name != "tile.load":
+                continue
+            dst, src = op.operands
+            t = dst.type
+            origin = self.origins.get(src.name)
+            if (dst.name not in allocs or t.space != "l1" or self.writes.get(dst.name) != 1
+                    or origin is None or origin.root in self.written or src.name in defined
+                    or _free(op, t) & bound or _bytes(t) > room):
+                continue
+            room -= _bytes(t)
+            self.kept += _bytes(t)
+            moved += [allocs[dst.name], op]
+        if not moved:
+            return []
+        gone = {id(o) for o in moved}
+        loop.regions[0] = [o for o in body if id(o) not in gone]
+        lo, hi = loop.attrs["lo"], loop.attrs["hi"]
+        trips = sym.sub(hi, lo)
+        if isinstance(trips, int) and trips >= 1:
+            return moved
+        cond = sym.compare(">", hi, lo)
+        return [o for o in moved if o.name == "tile.alloc"] + [
+            Op("if", [], {"cond": cond}, [], [[o for o in moved if o.name != "tile.alloc"], []], loop.span)]
+
+
+def run(module: Module, ctx: PassContext) -> Module:
+    fresh = module.clone()
+    for f in fresh.funcs:
+        f.body = _Hoister(f, ctx.target.l1_bytes).block(f.body)
+    return fresh
+
+
+PASS = Pass("licm", "tile", "tile", run, frozenset({"rows-interchanged"}), frozenset({"invariant-hoisted"}))
+
+__all__ = ["PASS", "run"]
