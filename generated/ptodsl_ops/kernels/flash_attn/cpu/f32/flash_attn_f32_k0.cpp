@@ -34,14 +34,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT17Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT3 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT4 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT6 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT11 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT4 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT6 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT14Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT14Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -105,65 +105,65 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
             TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t2, 0);  // flash_attn.pto:11:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
             TASSIGN(t3, 0);  // flash_attn.pto:11:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
             GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t3, qGm0);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
             TASSIGN(t4, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t4, t3);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t5, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
             GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t5, kj_firstGm1);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t6, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t6, t5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
             TMATMUL(t2, t4, t6);  // flash_attn.pto:11:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // flash_attn.pto:11:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // flash_attn.pto:11:13
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:11:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t8, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t8, qGm2);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t9, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t9, t8);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t10, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t10, kj_firstGm3);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t11, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t11, t10);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             }
@@ -224,7 +224,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             }
         }
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -362,7 +364,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -477,65 +481,65 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
             TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t2, 0);  // flash_attn.pto:11:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
             TASSIGN(t3, 0);  // flash_attn.pto:11:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
             GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t3, qGm0);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
             TASSIGN(t4, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t4, t3);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t5, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
             GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t5, kj_firstGm1);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t6, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t6, t5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
             TMATMUL(t2, t4, t6);  // flash_attn.pto:11:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // flash_attn.pto:11:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // flash_attn.pto:11:13
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:11:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t8, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t8, qGm2);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t9, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t9, t8);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t10, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t10, kj_firstGm3);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t11, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t11, t10);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             }
@@ -551,7 +555,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             }
         }
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:13:20
         }
@@ -566,7 +572,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             }
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag_dev(2);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -692,7 +700,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
-            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // flash_attn.pto:11:13
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:11:13
             }
             TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:11:13

@@ -26,11 +26,12 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t D, int64_t L, float scale)
 #endif
 {
+    using TileT63 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileHeld0Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileHeld0Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileHeld1Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -40,14 +41,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT77Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT77Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT62 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT63 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT64 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT65 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT66 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT68 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT69 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT70 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT71 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT64 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT65 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT66 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT68 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT69 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT70 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT71 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT74Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT74Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT75Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -86,7 +86,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
+        TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
+        TASSIGN(t63, 0);  // flash_attn.pto:11:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:8:5
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t63, qGm0);  // flash_attn.pto:11:13
+        }
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
         TASSIGN(held0_aiv0, 0);  // flash_attn.pto:18:21
         TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
@@ -94,13 +104,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView0 mGm0(m + _qb2 * 64, GmView0::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(held0_aiv0, mGm0);  // flash_attn.pto:18:21
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+            GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:18:21
+            TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:18:21
             for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:21
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView1 mGm1(m + _qb2 * 64 + 32, GmView1::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(held0_aiv1, mGm1);  // flash_attn.pto:18:21
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:18:21
             }
         }
         TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:20
@@ -108,13 +118,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
         TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:21:20
         for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView2 lGm2(l + _qb2 * 64, GmView2::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(held1_aiv0, lGm2);  // flash_attn.pto:21:20
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+            TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:21:20
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:21:20
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView3 lGm3(l + _qb2 * 64 + 32, GmView3::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(held1_aiv1, lGm3);  // flash_attn.pto:21:20
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:21:20
             }
         }
         TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
@@ -122,26 +132,27 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
         TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:22:22
         for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView4 accGm4(acc + _qb2 * 64 * D, GmView4::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(held2_aiv0, accGm4);  // flash_attn.pto:22:22
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+            GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:22:22
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:22:22
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView5 accGm5(acc + (_qb2 * 64 + 32) * D, GmView5::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(held2_aiv1, accGm5);  // flash_attn.pto:22:22
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:22:22
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
@@ -158,75 +169,68 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             }
             TileT62 t62(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t62, 0);  // flash_attn.pto:11:13
-            TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-            TASSIGN(t63, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView6 qGm6(q + _qb2 * 64 * D, GmView6::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t63, qGm6);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
             TASSIGN(t64, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t64, t63);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT65 t65(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t65, 0);  // flash_attn.pto:11:13
+            TileT65 t65(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t65, 32768);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
             GmView7 kjGm7(kj, GmView7::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t65, kjGm7);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT66 t66(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TileT66 t66(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t66, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t66, t65);  // flash_attn.pto:11:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t62, t64, t66);  // flash_attn.pto:11:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k67 = 1; _k67 < (D + 63) / 64; ++_k67) {  // flash_attn.pto:11:13
-                TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t68, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k67 = 1; _k67 < (D + 127) / 128; ++_k67) {  // flash_attn.pto:11:13
+                TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
+                TASSIGN(t68, 32768);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 64, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
+                GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 128, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t68, qGm8);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t69, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t69, t68);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT70 t70(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t70, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView9 kjGm9(kj + _k67 * 64, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT71 t71(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t71, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t71, t70);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TileT70 t70(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t70, 32768);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView9 kjGm9(kj + _k67 * 128, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT71 t71(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t71, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TMOV(t71, t70);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 TMATMUL_ACC(t62, t62, t69, t71);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
@@ -381,17 +385,19 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
                 TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t126, 0);  // flash_attn.pto:22:36
                 TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t127, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t127, 32768);  // flash_attn.pto:22:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
                 GmView15 t15Gm15(t15 + _qb2 * 64 * 64, GmView15::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
                 TLOAD(t127, t15Gm15);  // flash_attn.pto:22:36
@@ -401,10 +407,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t128, t127);  // flash_attn.pto:22:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t129, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TASSIGN(t129, 32768);  // flash_attn.pto:22:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView16 vjGm16(vj + _g125 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
                 TLOAD(t129, vjGm16);  // flash_attn.pto:22:36
@@ -414,16 +420,16 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t130, t129);  // flash_attn.pto:22:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t126, t128, t130);  // flash_attn.pto:22:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
                     TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t132, 0);  // flash_attn.pto:22:36
+                    TASSIGN(t132, 32768);  // flash_attn.pto:22:36
                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
                     GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView17::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
                     TLOAD(t132, t15Gm17);  // flash_attn.pto:22:36
@@ -432,10 +438,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t133, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t133, t132);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t134, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t134, 32768);  // flash_attn.pto:22:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                     GmView18 vjGm18(vj + _k131 * 64 * D + _g125 * 64, GmView18::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
                     TLOAD(t134, vjGm18);  // flash_attn.pto:22:36
@@ -450,7 +456,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView19 t14Gm19(t14 + _qb2 * 64 * D + _g125 * 64, GmView19::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
@@ -459,10 +465,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             TileT138Aiv0 t138_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
             TASSIGN(t138_aiv0, 36864);  // flash_attn.pto:22:22
             TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
@@ -498,11 +504,12 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
@@ -539,13 +546,24 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
     {
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
+        TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
+        TASSIGN(t63, 0);  // flash_attn.pto:11:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:8:5
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
+            TLOAD(t63, qGm0);  // flash_attn.pto:11:13
+        }
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
             for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:21
             }
@@ -558,10 +576,11 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:22:22
             }
         }
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
             __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
@@ -569,76 +588,69 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             }
             TileT62 t62(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t62, 0);  // flash_attn.pto:11:13
-            TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-            TASSIGN(t63, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView6 qGm6(q + _qb2 * 64 * D, GmView6::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t63, qGm6);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
             TASSIGN(t64, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t64, t63);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT65 t65(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t65, 0);  // flash_attn.pto:11:13
+            TileT65 t65(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TASSIGN(t65, 32768);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
             GmView7 kjGm7(kj, GmView7::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t65, kjGm7);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT66 t66(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+            TileT66 t66(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t66, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t66, t65);  // flash_attn.pto:11:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t62, t64, t66);  // flash_attn.pto:11:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k67 = 1; _k67 < (D + 63) / 64; ++_k67) {  // flash_attn.pto:11:13
-                TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t68, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k67 = 1; _k67 < (D + 127) / 128; ++_k67) {  // flash_attn.pto:11:13
+                TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
+                TASSIGN(t68, 32768);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 64, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
+                GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 128, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t68, qGm8);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 64, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t69, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t69, t68);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT70 t70(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t70, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView9 kjGm9(kj + _k67 * 64, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT71 t71(min_i64(D - _k67 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t71, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t71, t70);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TileT70 t70(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t70, 32768);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                GmView9 kjGm9(kj + _k67 * 128, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT71 t71(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
+                TASSIGN(t71, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TMOV(t71, t70);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 TMATMUL_ACC(t62, t62, t69, t71);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
             wait_flag_dev(0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
@@ -650,18 +662,20 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             }
             wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag_dev(3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
                 TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t126, 0);  // flash_attn.pto:22:36
                 TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t127, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t127, 32768);  // flash_attn.pto:22:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
                 GmView15 t15Gm15(t15 + _qb2 * 64 * 64, GmView15::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
                 TLOAD(t127, t15Gm15);  // flash_attn.pto:22:36
@@ -671,10 +685,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t128, t127);  // flash_attn.pto:22:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t129, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TASSIGN(t129, 32768);  // flash_attn.pto:22:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView16 vjGm16(vj + _g125 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
                 TLOAD(t129, vjGm16);  // flash_attn.pto:22:36
@@ -684,16 +698,16 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t130, t129);  // flash_attn.pto:22:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t126, t128, t130);  // flash_attn.pto:22:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
                     TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t132, 0);  // flash_attn.pto:22:36
+                    TASSIGN(t132, 32768);  // flash_attn.pto:22:36
                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
                     GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView17::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
                     TLOAD(t132, t15Gm17);  // flash_attn.pto:22:36
@@ -702,10 +716,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t133, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t133, t132);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t134, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t134, 32768);  // flash_attn.pto:22:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                     GmView18 vjGm18(vj + _k131 * 64 * D + _g125 * 64, GmView18::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
                     TLOAD(t134, vjGm18);  // flash_attn.pto:22:36
@@ -720,7 +734,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView19 t14Gm19(t14 + _qb2 * 64 * D + _g125 * 64, GmView19::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
@@ -729,20 +743,21 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:22:22
             }
         }
         wait_flag_dev(2);
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
             for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:22:22
             }
@@ -756,6 +771,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             }
         }
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
 #endif
 #if defined(__DAV_VEC__)
@@ -764,6 +780,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:8:5
+        }
         TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
         TASSIGN(held0_aiv0, 0);  // flash_attn.pto:18:21
         TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
@@ -772,15 +790,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
             if (ptodsl_aiv0) {
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView0 mGm0(m + _qb2 * 64, GmView0::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(held0_aiv0, mGm0);  // flash_attn.pto:18:21
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:18:21
+                TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:18:21
             }
             for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:21
                 if (!ptodsl_aiv0) {
-                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                    GmView1 mGm1(m + _qb2 * 64 + 32, GmView1::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:18:21
-                    TLOAD(held0_aiv1, mGm1);  // flash_attn.pto:18:21
+                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
+                    GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:18:21
+                    TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:18:21
                 }
             }
         }
@@ -790,15 +808,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:21:20
         for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
             if (ptodsl_aiv0) {
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView2 lGm2(l + _qb2 * 64, GmView2::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(held1_aiv0, lGm2);  // flash_attn.pto:21:20
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+                TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:21:20
             }
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:21:20
                 if (!ptodsl_aiv0) {
-                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                    GmView3 lGm3(l + _qb2 * 64 + 32, GmView3::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
-                    TLOAD(held1_aiv1, lGm3);  // flash_attn.pto:21:20
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                    GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                    TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:21:20
                 }
             }
         }
@@ -808,15 +826,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:22:22
         for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
             if (ptodsl_aiv0) {
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView4 accGm4(acc + _qb2 * 64 * D, GmView4::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(held2_aiv0, accGm4);  // flash_attn.pto:22:22
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
+                TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:22:22
             }
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:22:22
                 if (!ptodsl_aiv0) {
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView5 accGm5(acc + (_qb2 * 64 + 32) * D, GmView5::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(held2_aiv1, accGm5);  // flash_attn.pto:22:22
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
+                    GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:22
+                    TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:22:22
                 }
             }
         }
@@ -848,7 +866,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                     TEXPANDS(t77_aiv1, -__builtin_inff());  // flash_attn.pto:18:32
                 }
             }
-            for (int64_t _k67 = 1; _k67 < (D + 63) / 64; ++_k67) {  // flash_attn.pto:11:13
+            for (int64_t _k67 = 1; _k67 < (D + 127) / 128; ++_k67) {  // flash_attn.pto:11:13
             }
             TileT74Aiv0 t74_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
             TASSIGN(t74_aiv0, 38912);  // flash_attn.pto:11:13

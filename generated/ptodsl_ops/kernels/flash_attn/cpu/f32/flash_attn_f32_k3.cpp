@@ -34,14 +34,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT159Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT159Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT144 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT145 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT146 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT147 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT148 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT150 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT151 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT152 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT153 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT145 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT146 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT147 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT148 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT150 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT151 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT152 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT153 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT156Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT156Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT157Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -129,65 +129,65 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g143 = 0; _g143 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g143) {  // flash_attn.pto:11:13
                 TileT144 t144(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t144, 0);  // flash_attn.pto:11:13
-                TileT145 t145(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+                TileT145 t145(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
                 TASSIGN(t145, 0);  // flash_attn.pto:11:13
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
                 GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t145.GetValidRow(), t145.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t145, qGm0);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT146 t146(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT146 t146(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
                 TASSIGN(t146, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t146, t145);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT147 t147(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TileT147 t147(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t147, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                 GmView1 kj_lastGm1(kj_last + _g143 * 64 * D, GmView1::Shape(t147.GetValidRow(), t147.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t147, kj_lastGm1);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT148 t148(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT148 t148(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t148, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t148, t147);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 TMATMUL(t144, t146, t148);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k149 = 1; _k149 < (D + 63) / 64; ++_k149) {  // flash_attn.pto:11:13
-                    TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 64, 64));  // flash_attn.pto:11:13
+                for (int64_t _k149 = 1; _k149 < (D + 127) / 128; ++_k149) {  // flash_attn.pto:11:13
+                    TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 128, 128));  // flash_attn.pto:11:13
                     TASSIGN(t150, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                    GmView2 qGm2(q + _qb3 * 64 * D + _k149 * 64, GmView2::Shape(t150.GetValidRow(), t150.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                    GmView2 qGm2(q + _qb3 * 64 * D + _k149 * 128, GmView2::Shape(t150.GetValidRow(), t150.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
                     TLOAD(t150, qGm2);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT151 t151(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 64, 64));  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT151 t151(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 128, 128));  // flash_attn.pto:11:13
                     TASSIGN(t151, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t151, t150);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT152 t152(min_i64(D - _k149 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                    TileT152 t152(min_i64(D - _k149 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                     TASSIGN(t152, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                    GmView3 kj_lastGm3(kj_last + _g143 * 64 * D + _k149 * 64, GmView3::Shape(t152.GetValidRow(), t152.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                    GmView3 kj_lastGm3(kj_last + _g143 * 64 * D + _k149 * 128, GmView3::Shape(t152.GetValidRow(), t152.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                     TLOAD(t152, kj_lastGm3);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT153 t153(min_i64(D - _k149 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT153 t153(min_i64(D - _k149 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                     TASSIGN(t153, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t153, t152);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                     TMATMUL_ACC(t144, t144, t151, t153);  // flash_attn.pto:11:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 }
@@ -248,7 +248,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -497,7 +499,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -685,65 +689,65 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g143 = 0; _g143 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g143) {  // flash_attn.pto:11:13
                 TileT144 t144(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t144, 0);  // flash_attn.pto:11:13
-                TileT145 t145(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+                TileT145 t145(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
                 TASSIGN(t145, 0);  // flash_attn.pto:11:13
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
                 GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t145.GetValidRow(), t145.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t145, qGm0);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT146 t146(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT146 t146(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
                 TASSIGN(t146, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t146, t145);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT147 t147(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                TileT147 t147(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t147, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                 GmView1 kj_lastGm1(kj_last + _g143 * 64 * D, GmView1::Shape(t147.GetValidRow(), t147.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t147, kj_lastGm1);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT148 t148(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT148 t148(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t148, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t148, t147);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 TMATMUL(t144, t146, t148);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k149 = 1; _k149 < (D + 63) / 64; ++_k149) {  // flash_attn.pto:11:13
-                    TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 64, 64));  // flash_attn.pto:11:13
+                for (int64_t _k149 = 1; _k149 < (D + 127) / 128; ++_k149) {  // flash_attn.pto:11:13
+                    TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 128, 128));  // flash_attn.pto:11:13
                     TASSIGN(t150, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                    GmView2 qGm2(q + _qb3 * 64 * D + _k149 * 64, GmView2::Shape(t150.GetValidRow(), t150.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                    GmView2 qGm2(q + _qb3 * 64 * D + _k149 * 128, GmView2::Shape(t150.GetValidRow(), t150.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
                     TLOAD(t150, qGm2);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT151 t151(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 64, 64));  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT151 t151(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 128, 128));  // flash_attn.pto:11:13
                     TASSIGN(t151, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t151, t150);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT152 t152(min_i64(D - _k149 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                    TileT152 t152(min_i64(D - _k149 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                     TASSIGN(t152, 0);  // flash_attn.pto:11:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                    GmView3 kj_lastGm3(kj_last + _g143 * 64 * D + _k149 * 64, GmView3::Shape(t152.GetValidRow(), t152.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                    GmView3 kj_lastGm3(kj_last + _g143 * 64 * D + _k149 * 128, GmView3::Shape(t152.GetValidRow(), t152.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                     TLOAD(t152, kj_lastGm3);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT153 t153(min_i64(D - _k149 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT153 t153(min_i64(D - _k149 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                     TASSIGN(t153, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t153, t152);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                     TMATMUL_ACC(t144, t144, t151, t153);  // flash_attn.pto:11:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 }
@@ -759,7 +763,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:18:21
             }
@@ -780,7 +786,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag_dev(2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -909,7 +917,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             pipe_barrier(PIPE_V);
             for (int64_t _g143 = 0; _g143 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g143) {  // flash_attn.pto:11:13
-                for (int64_t _k149 = 1; _k149 < (D + 63) / 64; ++_k149) {  // flash_attn.pto:11:13
+                for (int64_t _k149 = 1; _k149 < (D + 127) / 128; ++_k149) {  // flash_attn.pto:11:13
                 }
                 TileT156Aiv0 t156_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t156_aiv0, 2048);  // flash_attn.pto:11:13

@@ -16,7 +16,7 @@
 
 extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void flash_attn_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
-extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0, float* m, float* l, float* acc, half* t15, float* t14, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* q, half* k, half* v, float* t0, float* m, float* l, float* acc, half* t15, float* t14, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
@@ -334,7 +334,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         if (ptodsl_failed) {  // flash_attn.pto:8:5
             return -1;  // flash_attn.pto:8:5
         }
-        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0, m, l, acc, t15, t14, S, L, D, scale);  // flash_attn.pto:8:5
+        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_1, q, k, v, t0, m, l, acc, t15, t14, S, D, L, scale);  // flash_attn.pto:8:5
         if (!launched("the launch of flash_attn_f16_k2")) {  // flash_attn.pto:8:5
             return -1;  // flash_attn.pto:8:5
         }
