@@ -480,3 +480,17 @@ def test_a_mixed_kernels_vector_rows_shared_by_its_two_vector_cores(seed, backen
             and "aiv" in o.attrs} == {0, 1}
     outcome = run_programs([program], backends)[0]
     assert outcome.kind == "ok", outcome
+
+
+@pytest.mark.parametrize("seed", [7820145, 7820163])
+def test_a_concat_part_of_no_column_shared_out_as_blocks(seed):
+    """Seeds 7820145 and 7820163 (of `ptodsl fuzz --count 200 --seed 7820000 --features
+    concat,elementwise,scalars`) split a row at `N // 16` with N < 16: the second part has no
+    column, and its nest, shared out as blocks of rows and columns, divided by its column loop's
+    zero trips when the launch counted its blocks (a crash in the simulator, a division by zero in
+    the C++ control program; passes/blocks.py, _inner_splits)."""
+    program = generate(seed, frozenset({"concat", "elementwise", "scalars"}))
+    assert "N // 16:N]" in program.pto()
+    outcome = run_programs([program], ("sim", "cpu"))[0]
+    assert outcome.kind == "ok", outcome
+

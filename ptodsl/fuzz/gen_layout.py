@@ -9,6 +9,7 @@ and broadcasts along some row dims but not others must still lower on every back
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from .gen import Block
@@ -102,7 +103,12 @@ def block(g: Any, kind: str) -> Block:
             parts = [f"a{k}[:, {c}:N]", f"b{k}[:, 0:{c}]"]
             if r.random() < 0.4:
                 parts = [f"a{k}[:, {c}:N]", f"b{k}[:, 0:1]", f"a{k}[:, 0:{c - 1}]"] if c > 1 else parts
-            lines.append((0, f"{y}[:] = concat([{', '.join(parts)}], dim={r.choice(['-1', '1'])})"))
+            dim = r.choice(['-1', '1'])
+            if random.Random(f"zerocols:{g.seed}:{k}").random() < 0.25:
+                # (its own stream) a split at N // 16: for N < 16 the second part has no column, so
+                # its nest, shared out as blocks, has a column loop of no trips
+                parts = [f"a{k}[:, N // 16:N]", f"b{k}[:, 0:N // 16]"]
+            lines.append((0, f"{y}[:] = concat([{', '.join(parts)}], dim={dim})"))
         else:
             g.need_rows = 2
             lines.append((0, f"{y}[:] = concat([a{k}[1:M, :], b{k}[0:1, :]], dim=0)"))

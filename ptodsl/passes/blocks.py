@@ -225,7 +225,8 @@ def _inner_splits(t0: sym.Expr, t1: sym.Expr, cores: int) -> sym.Expr:
     """How many shares of the inner loop fill the cores the outer loop's ``t0`` trips leave idle:
     ``cores // t0`` (at least 1, at most ``t1``), rounded so that each share has work."""
     raw = sym.max_(sym.min_(sym.floordiv(cores, sym.max_(t0, 1)), t1), 1)
-    return sym.max_(sym.ceildiv(t1, sym.ceildiv(t1, raw)), 1)
+    # (an inner loop of no trips, a concat part of no column, has one share: no division by 0)
+    return sym.max_(sym.ceildiv(t1, sym.max_(sym.ceildiv(t1, raw), 1)), 1)
 
 
 def _launch_env(kernel: Func, launch: Op, index: str, count: str) -> dict[str, sym.Expr]:
