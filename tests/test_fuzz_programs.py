@@ -494,3 +494,12 @@ def test_a_concat_part_of_no_column_shared_out_as_blocks(seed):
     outcome = run_programs([program], ("sim", "cpu"))[0]
     assert outcome.kind == "ok", outcome
 
+
+def test_a_tensor_rotated_in_place_from_a_clone_of_it():
+    """Seed 7810000 (features concat, elementwise, scalars) rotates y3's columns from a clone of
+    y3: the fit version drops the clone and reads each row block whole before writing it
+    (passes/tile_fit.py, rewrite_of); both versions compute what the interpreter says."""
+    program = generate(7810000, frozenset({"concat", "elementwise", "scalars"}))
+    assert "o3 = clone(y3)" in program.pto()
+    outcome = run_programs([program], ("sim", "cpu"))[0]
+    assert outcome.kind == "ok", outcome

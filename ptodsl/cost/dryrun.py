@@ -146,7 +146,7 @@ class _Run:
         if count is not None:
             inner[count] = blocks
         tl = self.timeline
-        tl.begin_launch(kernel.kind, launch_footprint(op, lambda d: sym.evaluate(d, env)))
+        tl.begin_launch(kernel.kind, launch_footprint(op, lambda d: sym.evaluate(d, env), kernel))
 
         def one(b: int) -> None:
             benv = dict(inner)

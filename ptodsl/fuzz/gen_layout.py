@@ -108,6 +108,13 @@ def block(g: Any, kind: str) -> Block:
                 # (its own stream) a split at N // 16: for N < 16 the second part has no column, so
                 # its nest, shared out as blocks, has a column loop of no trips
                 parts = [f"a{k}[:, N // 16:N]", f"b{k}[:, 0:N // 16]"]
+            if random.Random(f"inplace:{g.seed}:{k}").random() < 0.35:
+                # (its own stream: other programs stay as they were) y's columns rotated in place
+                # from a clone of it: where a row fits one tile, the clone is not made
+                # (passes/tile_fit.py, rewrite_of), and the row must still be read before it is written
+                lines.append((0, [f"{y}[:] = ", a, ""]))
+                lines.append((0, f"o{k} = clone({y})"))
+                parts = [p.replace(f"a{k}", f"o{k}").replace(f"b{k}", f"o{k}") for p in parts]
             lines.append((0, f"{y}[:] = concat([{', '.join(parts)}], dim={dim})"))
         else:
             g.need_rows = 2

@@ -272,6 +272,13 @@ class _Partitioner:
             read, written = indexed_gm(o)
             loaded.update(v.name for v in read)
             stored.update(v.name for v in written)
+        # what is loaded or stored through a view of a tensor (swap_halves' halves) is its too
+        root: dict[str, str] = {}
+        for o in (o for top in ops for o in top.walk()):
+            if o.name in ("view", "reshape", "permute") and o.operands and o.results:
+                root[o.result.name] = root.get(o.operands[0].name, o.operands[0].name)
+        loaded |= {root[n] for n in loaded if n in root}
+        stored |= {root[n] for n in stored if n in root}
         params = [Param(v.name, v.type, v.type.dtype,
                         ("inout" if v.name in loaded else "out") if v.name in stored else "in",
                         Value(v.name, v.type)) for v in tensors]

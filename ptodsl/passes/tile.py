@@ -50,7 +50,7 @@ class _Tiler(CubeTiling):
         self.reported: set[tuple] = set()
         # one-pass versions (passes/tile_fit.py): loop id -> (dim, cap) to version; inside a fit
         # version, the dim's range [1, cap] (tiles of cap columns along it, no grid loop)
-        self.versions: dict[int, tuple[str, int]] = {}
+        self.versions: dict[int, tuple[str, int, int]] = {}  # loop id -> (dim, cap, least dim)
         self.only_fit = False  # measuring: emit the fit version alone
         # the dims the spec bounds (`max_dims:`) are fit everywhere: every call has 1 <= dim <= max
         self.bounded = frozenset(schedule.max_dims)
@@ -135,12 +135,18 @@ class _Tiler(CubeTiling):
             self.loop_names.pop()
         self.emit(Op(name, [], dict(op.attrs), [], regions, op.span))
 
-    def versioned(self, loop: Op, dim: str, cap: int) -> None:
-        """The loop's fit version for rows of at most ``cap`` along ``dim`` beside the loop as
+    def versioned(self, loop: Op, dim: str, cap: int, lo: int = 1) -> None:
+        """The loop's fit version for rows of ``lo`` to ``cap`` along ``dim`` beside the loop as
         scheduled, chosen at call time (passes/tile_fit.py)."""
-        self.fit[dim] = (1, cap)
+        self.fit[dim] = (lo, cap)
         self.out.append([])
-        self.structure(tile_fit.fit_copy(loop, dim, cap), None)
+        copy = tile_fit.fit_copy(loop, dim, cap)
+        if self.joins_rows_whole(copy.regions[0]):
+            copy.regions[0] = tile_fit.without_copy(copy.regions[0])
+        # the copy's values are new: count their uses, so a result used once is still stored
+        # straight into its assemble's region (computation)
+        self.uses.update(v.name for o in copy.walk() for v in o.operands)
+        self.structure(copy, None)
         fit = self.out.pop()
         del self.fit[dim]
         if self.only_fit:
@@ -149,18 +155,34 @@ class _Tiler(CubeTiling):
         self.out.append([])
         del self.versions[id(loop)]
         self.structure(loop, None)
-        self.versions[id(loop)] = (dim, cap)
+        self.versions[id(loop)] = (dim, cap, lo)
         rest = self.out.pop()
-        self.emit(Op("if", [], {"cond": tile_fit.condition(dim, cap)}, [], [fit, rest], loop.span))
+        self.emit(Op("if", [], {"cond": tile_fit.condition(dim, cap, lo)}, [], [fit, rest], loop.span))
+
+    def joins_rows_whole(self, ops: list[Op]) -> bool:
+        """Whether ``ops`` rewrite a tensor from a copy of itself (``tile_fit.rewrite_of``) by a
+        concat that, at the fit dims in effect, leaves each row block as one tile (TCONCAT of whole
+        parts): its row block is then loaded whole before it is stored, and the copy can go."""
+        found = tile_fit.rewrite_of(ops)
+        if found is None:
+            return False
+        from .tile_layout import _row_concat
+        return _row_concat(self, found[2]) is not None
 
     def fit_width(self, extent: sym.Expr) -> int | None:
         """The tile width along a dim of ``extent`` inside a fit version or bounded by the spec,
         else None: the dim's largest value, rounded up to a multiple of the UB block's bytes in
         columns, so that a row of any dtype (one byte an element at least) stays aligned (a fit
         version's cap is such a multiple already)."""
+        block = self.ctx.target.ub_block_bytes
         if isinstance(extent, sym.Sym) and extent.name in self.fit:
-            block = self.ctx.target.ub_block_bytes
             return -(-int(self.fit[extent.name][1]) // block) * block
+        free = sym.free_symbols(extent) if not sym.is_const(extent) else set()
+        if free and free <= set(self.fit):
+            # an extent computed from fit dims only (a concat part's `D - D // 2`): its largest value
+            top = sym.bounds(extent, self.fit)[1]
+            if top is not None and top >= 1:
+                return -(-int(top) // block) * block
         return None
 
     @TILING.on("view", "reshape", "read", "print", "guard")
@@ -502,6 +524,17 @@ def _bounded_by_outer_loops(ops: list[Op], outer: set[str]) -> set[str]:
     return out
 
 
+def _least(loop: Op, dim: str) -> int:
+    """The least ``dim`` the loop's fit version takes: 1, or for a rewrite from a copy, the least
+    at which every part of its concat has a column (``tile_fit.least_dim``; a fit version for less
+    is not worth a case of its own: the scheduled loop takes those)."""
+    found = tile_fit.rewrite_of(loop.regions[0])
+    if found is None:
+        return 1
+    parts = [v.type.shape[-1] for v in found[2].operands]
+    return tile_fit.least_dim(parts, dim, tile_fit.GRANULE) or 1
+
+
 def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Func:
     """``f`` tiled, with a one-pass version beside each row loop that has one (passes/tile_fit.py)."""
     tiler = _Tiler(f, ctx, sched)
@@ -512,7 +545,7 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
     for loop in (o for o in f.walk() if o.name == "loop"):
         if loop.attrs["index"] in inner_shares:
             continue  # a split reduction's share (passes/splitred.py): its partials run as blocks
-        dim = tile_fit.row_dim(loop, dims)
+        dim = tile_fit.row_dim(loop, dims) or tile_fit.inplace_dim(loop, dims)
         if dim is None or dim in sched.max_dims:
             continue  # (a bounded dim is tiled whole already: the loop is one pass as it is)
         tiler.loop_names = [loop.attrs["name"]]
@@ -521,10 +554,12 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
         if width is None:
             continue
 
-        def measure(cap: int, loop=loop, dim=dim) -> int | None:
+        lo = _least(loop, dim)
+
+        def measure(cap: int, loop=loop, dim=dim, lo=lo) -> int | None:
             quiet = PassContext(ctx.target)
             t = _Tiler(Func(f.name, f.params, [loop], f.kind, f.attrs, f.span), quiet, sched)
-            t.versions, t.only_fit = {id(loop): (dim, cap)}, True
+            t.versions, t.only_fit = {id(loop): (dim, cap, lo)}, True
             tiled = t.run()
             if quiet.diags.has_errors:
                 return None
@@ -533,7 +568,7 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
 
         cap = tile_fit.choose_cap(measure, width[-1], ctx.target.ub_bytes)
         if cap is not None:
-            tiler.versions[id(loop)] = (dim, cap)
+            tiler.versions[id(loop)] = (dim, cap, lo)
     return tiler.run()
 
 

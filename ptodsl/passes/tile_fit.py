@@ -89,6 +89,81 @@ def row_dim(loop: Op, dims: set[str]) -> str | None:
     return both[0] if len(both) == 1 else None
 
 
+def _last_dim(v, dims: set[str]) -> str | None:
+    t = getattr(v, "type", None)
+    return _runtime_dim(t.shape[-1], dims) if isinstance(t, TensorType) and t.rank >= 1 else None
+
+
+def rewrite_of(ops: list[Op]) -> tuple[Op, list[Op], Op, Op] | None:
+    """``(clone, views, concat, assemble)`` when ``ops`` rewrite a tensor from a copy of itself:
+    ``old = clone(x)``, views of ``old`` joined by one ``concat`` along the last dim, and that
+    assembled whole into ``x``, one after another with nothing else using ``old`` (swap_halves:
+    the rows' halves exchanged in place), else None."""
+    for k, op in enumerate(ops):
+        if op.name != "clone":
+            continue
+        x, old = op.operands[0], op.result
+        users = [o for o in ops if any(v.name == old.name for v in o.operands)]
+        views = [o for o in users if o.name == "view"]
+        if len(views) != len(users) or not views or any(r.name == old.name for o in ops for r in o.results if o is not op):
+            continue
+        j = k + 1 + len(views)
+        if ops[k + 1:j] != views or j + 1 >= len(ops):
+            continue
+        concat, assemble = ops[j], ops[j + 1]
+        rt = concat.result.type if concat.name == "concat" else None
+        if (rt is None or concat.attrs.get("axis") != rt.rank - 1
+                or [v.name for v in concat.operands] != [v.result.name for v in views]
+                or assemble.name != "assemble" or assemble.operands[0].name != x.name
+                or assemble.operands[1].name != concat.result.name
+                or any(not sym.is_const(o) or o != 0 for o in assemble.attrs.get("offsets", ()))
+                or tuple(rt.shape) != tuple(x.type.shape)):
+            continue
+        if any(any(not sym.is_const(o) or o != 0 for o in w.attrs.get("offsets", ())[:-1])
+               or tuple(w.result.type.shape[:-1]) != tuple(x.type.shape[:-1]) for w in views):
+            continue  # a part of other rows: a row block would read another's rows
+        uses = [o for o in ops for v in o.operands if v.name in {concat.result.name, *(w.result.name for w in views)}]
+        if len(uses) != len(views) + 1:
+            continue  # a view or the joined value is used again elsewhere
+        return op, views, concat, assemble
+    return None
+
+
+def inplace_dim(loop: Op, dims: set[str]) -> str | None:
+    """The runtime dim ``D`` (the rewritten tensor's last) of the loop whose body rewrites a tensor
+    from a copy of itself (:func:`rewrite_of`): where a whole row fits one tile, each row block is
+    read before it is written, so the copy is not needed."""
+    if loop.name != "loop" or loop.attrs.get("kind") not in (None, "implicit"):
+        return None
+    found = rewrite_of(loop.regions[0])
+    return None if found is None else _last_dim(found[0].operands[0], dims)
+
+
+def without_copy(ops: list[Op]) -> list[Op]:
+    """``ops`` with the rewrite of :func:`rewrite_of` reading the tensor itself instead of its copy
+    (the views taken of ``x``; the clone dropped). Right only where the concat leaves as one tile
+    per row block, loaded whole before it is stored (the caller checks)."""
+    clone, views, _, _ = rewrite_of(ops)
+    x = clone.operands[0]
+    out = []
+    for op in ops:
+        if op is clone:
+            continue
+        if any(op is v for v in views):
+            op = Op("view", [x], dict(op.attrs), list(op.results), [], op.span)
+        out.append(op)
+    return out
+
+
+def least_dim(parts: list[sym.Expr], dim: str, cap: int) -> int | None:
+    """The least value of ``dim`` from 1 up for which every part width is provably at least 1
+    (a part of no column is a tile pto-isa refuses), or None."""
+    for lo in range(1, min(cap, 8) + 1):
+        if all(sym.prove_le(1, w, {dim: (lo, cap)}) for w in parts):
+            return lo
+    return None
+
+
 def fit_copy(loop: Op, dim: str, cap: int) -> Op:
     """A copy of ``loop`` (values and index renamed) marked as the fit version for ``dim``."""
     a = loop.attrs
@@ -100,9 +175,9 @@ def fit_copy(loop: Op, dim: str, cap: int) -> Op:
     return Op("loop", [], dict(a) | {"index": index, FIT_ATTR: dim}, [], [body], loop.span)
 
 
-def condition(dim: str, cap: int) -> sym.Expr:
+def condition(dim: str, cap: int, lo: int = 1) -> sym.Expr:
     d = sym.Sym(dim)
-    return sym.logical("and", sym.compare(">=", d, 1), sym.compare("<=", d, cap))
+    return sym.logical("and", sym.compare(">=", d, lo), sym.compare("<=", d, cap))
 
 
 def fit_bytes(func: Func, dim: str, ctx) -> int | None:
@@ -221,4 +296,4 @@ def _is_dst(op: Op, k: int) -> bool:
 
 
 __all__ = ["FIT_ATTR", "GRANULE", "call_dims", "choose_cap", "condition", "fit_copy", "hoist_invariant",
-           "fit_bytes", "row_dim"]
+           "fit_bytes", "inplace_dim", "least_dim", "rewrite_of", "row_dim", "without_copy"]

@@ -76,24 +76,50 @@ def transpose(self, op: Op, dest) -> None:
     self.close(depth)
 
 
+def _part_tiles(self, op: Op) -> list[int] | None:
+    """Each concat part's tile width: its width, or inside a fit version (``passes/tile_fit.py``)
+    the largest width its fit dims allow, where it provably has a column."""
+    out = []
+    for p in op.operands:
+        w = p.type.shape[-1]
+        if isinstance(w, int):
+            out.append(w)
+            continue
+        wide = self.fit_width(w)
+        if wide is None or not sym.prove_le(1, w, self.fit):
+            return None
+        out.append(wide)
+    return out
+
+
 def _row_concat(self, op: Op) -> int | None:
-    """The width of the joined row when TCONCAT can build it in one tile, else None."""
+    """The width of the joined row's tile when TCONCAT can build it in one tile, else None."""
     rt: TensorType = op.result.type
     parts = op.operands
     if op.attrs["axis"] != rt.rank - 1 or len(parts) < 2:
         return None
-    widths = [p.type.shape[-1] for p in parts]
-    if not all(isinstance(w, int) for w in widths):
+    tiles = _part_tiles(self, op)
+    if tiles is None:
         return None
     # every part whole along the row: a part of no valid column would be a tile of none, which
     # pto-isa refuses (the copies into regions skip it instead)
-    if any(p.type.valid_shape[-1] != p.type.shape[-1] for p in parts):
+    if any(p.type.valid_shape[-1] != p.type.shape[-1]
+           and not (self.fit and sym.prove_le(p.type.shape[-1], p.type.valid_shape[-1], self.fit)) for p in parts):
         return None
     tile = self.vec_tile(rt.rank, op)
     rule = self.ctx.target.vector_rule(CONCAT)
-    if tile is None or sum(widths) > tile[-1] or rule is None or not rule.takes(rt.dtype):
+    if tile is None or rule is None or not rule.takes(rt.dtype):
         return None
-    return sum(widths)
+    last = rt.shape[-1]
+    if isinstance(last, int):
+        return sum(tiles) if sum(tiles) <= tile[-1] else None
+    # a runtime row inside a fit version: one tile of its fit width, or of the parts' tiles
+    # together where their bounds add up to more (each is rounded up on its own)
+    wide = self.fit_width(last)
+    if wide is None or not sym.prove_le(last, wide, self.fit):
+        return None
+    block = max(1, self.ctx.target.ub_block_bytes // itemsize(rt.dtype))
+    return max(wide, -(-sum(tiles) // block) * block)
 
 
 @COMPUTE.on("concat")
@@ -104,23 +130,22 @@ def concat(self, op: Op, dest) -> None:
         tile = tuple(self.vec_tile(rt.rank, op)[:-1]) + (width,)
         tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span)
         joined = None
-        at = 0
-        for k, part in enumerate(op.operands):
+        at, at_valid = 0, 0  # the joined tile's columns so far, and its valid columns
+        for k, (part, w) in enumerate(zip(op.operands, _part_tiles(self, op))):
             pt: TensorType = part.type
-            w = pt.shape[-1]
-            valid = [*tvalid[:-1], pt.valid_shape[-1]]
-            t = self.tile(pt.dtype, [*tshape[:-1], w], valid, op.span)
+            t = self.tile(pt.dtype, [*tshape[:-1], w], [*tvalid[:-1], pt.valid_shape[-1]], op.span)
             self.emit(Op("tile.load", [t, part], {"offsets": (*offs[:-1], 0)}, span=op.span))
             if joined is None:
                 joined = t
             else:
                 last = k == len(op.operands) - 1
                 cols = width if last else at + w
-                into = self.tile(rt.dtype, [*tshape[:-1], cols], tvalid if last else [*tvalid[:-1], at + w],
-                                 op.span)
+                into = self.tile(rt.dtype, [*tshape[:-1], cols],
+                                 tvalid if last else [*tvalid[:-1], sym.add(at_valid, pt.valid_shape[-1])], op.span)
                 self.emit(Op("tile.concat", [into, joined, t], {}, span=op.span))
                 joined = into
             at += w
+            at_valid = sym.add(at_valid, pt.valid_shape[-1])
         self.store(dest, joined, offs, op.span)
         self.close(depth)
         return
