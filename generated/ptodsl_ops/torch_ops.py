@@ -3468,7 +3468,7 @@ def swap_halves(
     *,
     backend: str = "sim",
 ) -> torch.Tensor:
-    """Swaps the halves of each row in place (a copy of the old values first, with clone).
+    """Swaps the halves of each row in place (a copy of the old values first, with clone; where a row fits one tile, no copy is made).
 
     Torch custom op ``ptodsl_ops::swap_halves``; see ``ptodsl_ops.swap_halves`` for the arguments.
     """

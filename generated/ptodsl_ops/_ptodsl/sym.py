@@ -544,6 +544,13 @@ def bounds(e: Expr, ranges: Mapping[str, Bounds]) -> Bounds:
         (nlo, nhi), (dlo, _) = bounds(division[0], ranges), bounds(division[1], ranges)
         if nlo is not None and nlo >= 0 and dlo is not None and dlo >= 1:
             return (0, nhi)
+    if (isinstance(e, BinExpr) and e.op == "-" and isinstance(e.right, BinExpr) and e.right.op == "//"
+            and e.right.left == e.left and is_const(e.right.right) and e.right.right >= 1):
+        # x - x // c rises with x (by 0 or 1 per step): the bounds are its values at x's bounds
+        # (a concat part's `D - D // 2`, which interval arithmetic would bound by D alone)
+        lo, hi = bounds(e.left, ranges)
+        c = e.right.right
+        return (None if lo is None else lo - floordiv(lo, c), None if hi is None else hi - floordiv(hi, c))
     if isinstance(e, BinExpr):
         (alo, ahi), (blo, bhi) = bounds(e.left, ranges), bounds(e.right, ranges)
         if e.op == "+":
@@ -636,9 +643,12 @@ def _prove_nonneg(e: Expr, ranges: Mapping[str, Bounds], depth: int = 0) -> bool
             break
         if not changed:
             break
-    if const < 0:
+    if not all(c > 0 and _nonneg_symbol(k, ranges) for k, c in coeffs.items()):
         return False
-    return all(c > 0 and _nonneg_symbol(k, ranges) for k, c in coeffs.items())
+    # each c * x is at least c times x's constant lower bound (kept as a symbol above, where a
+    # constant bound of at least 0 is left alone): `D // 2 - 1 >= 0` for D in [2, ...]
+    low = {k: ranges[k][0] for k in coeffs if k in ranges and is_const(ranges[k][0])}
+    return const + sum(c * low[k] for k, c in coeffs.items() if k in low) >= 0
 
 
 # stands for a min or max inside an expression while its coefficient there is found

@@ -17,7 +17,8 @@ running them as blocks of one kernel removes. Every number comes from the target
 
 L2: a launch whose GM tensors together fit in the chip's L2 (``chip.l2_bytes``; the bytes of the
 distinct tensors the launch passes its kernel, :func:`launch_footprint`) reads each of their bytes
-from HBM at most once, since nothing it touches is ever evicted: its HBM term is
+from HBM at most once, since nothing it touches is ever evicted (and writes back each byte it
+writes once: a tensor the kernel takes ``inout`` counts twice): its HBM term is
 ``min(the GM bytes it moves, that footprint) / the HBM bandwidth``. The blocks of a matmul
 re-reading the same A and B panels then pay HBM once for them. A launch whose tensors do not fit,
 or whose footprint the caller does not give, pays HBM for every byte it moves. A hit still
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 
 from .. import sym
 from ..dtypes import DTYPES
-from ..ir import Op, TensorType
+from ..ir import Func, Op, TensorType
 from ..ir.queues import split_unit
 from ..targets import Target
 
@@ -169,16 +170,21 @@ class Chip:
         self.launch_work = {k: v for (g, k), v in s.items() if g == "launch_work"}
 
 
-def launch_footprint(launch: Op, dim: Callable[[sym.Expr], int]) -> int | None:
+def launch_footprint(launch: Op, dim: Callable[[sym.Expr], int], kernel: Func | None = None) -> int | None:
     """The bytes of the distinct GM tensors ``launch`` passes its kernel (each view as the part it
     views), with ``dim`` evaluating a dimension; None when one has no value. A launch passing two
-    views of one tensor carries the bytes as its ``footprint`` (passes/blocks.py)."""
+    views of one tensor carries the bytes as its ``footprint`` (passes/blocks.py). A tensor the
+    ``kernel`` takes ``inout`` counts twice: its bytes come in from HBM and go back out (an
+    in-place update, swap_halves, is read and written once each, whatever L2 holds)."""
     if "footprint" in launch.attrs:
         try:
             return int(dim(launch.attrs["footprint"]))
         except (KeyError, TypeError, ValueError):
             return None
     sizes: dict[str, int] = {}
+    modes = [p.mode for p in kernel.params if p.is_tensor] if kernel is not None else []
+    tensors = [v for v in launch.operands if isinstance(v.type, TensorType)]
+    twice = {v.name for v, m in zip(tensors, modes) if m == "inout"}
     for v in launch.operands:
         t = v.type
         if not isinstance(t, TensorType):
@@ -189,7 +195,7 @@ def launch_footprint(launch: Op, dim: Callable[[sym.Expr], int]) -> int | None:
                 n *= max(int(dim(d)), 0)
         except (KeyError, TypeError, ValueError):
             return None
-        sizes[v.name] = n * DTYPES[t.dtype].itemsize
+        sizes[v.name] = n * DTYPES[t.dtype].itemsize * (2 if v.name in twice else 1)
     return sum(sizes.values())
 
 

@@ -209,7 +209,7 @@ def _launch(m: Machine, op: Op) -> None:
             k.tensors[p.name] = m.tensors[v.name]
         return k
 
-    footprint = launch_footprint(op, m.evi)
+    footprint = launch_footprint(op, m.evi, kernel)
     if blocks > 1 and batch.run_blocks(m, kernel, envs, machine, footprint):
         return
     if m.timeline is not None:

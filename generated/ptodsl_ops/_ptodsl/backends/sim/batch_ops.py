@@ -163,11 +163,11 @@ def _alloc(bm: BMachine, op: Op) -> None:
     bm.tensors[op.result.name] = BView(stacked[0], stacked.strides[0])
 
 
-def _footprint(bm: BMachine, op: Op) -> int | None:
+def _footprint(bm: BMachine, op: Op, kernel) -> int | None:
     """The launch's GM tensor bytes (L2, ``cost/chip.py``), None when they differ between the
     iterations evaluated together."""
     try:
-        return launch_footprint(op, lambda d: bm.uniform(d, "a launched tensor's size"))
+        return launch_footprint(op, lambda d: bm.uniform(d, "a launched tensor's size"), kernel)
     except Unbatchable:
         return None
 
@@ -182,7 +182,7 @@ def _launch(bm: BMachine, op: Op) -> None:
     if blocks < 1:
         raise Unbatchable("a launch of no block")
     if bm.timeline is not None:
-        bm.timeline.begin_launch(kernel.kind, _footprint(bm, op))
+        bm.timeline.begin_launch(kernel.kind, _footprint(bm, op, kernel))
     for b in range(blocks):
         benv = env | ({index: b} if index is not None else {}) | ({count: blocks} if count is not None else {})
         k = BMachine(benv, bm.poison, arenas=bm.arenas, kernels=bm.kernels, traffic=bm.traffic,

@@ -97,9 +97,9 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* gamma, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:9
-        GmView2 yGm2(y + r_fit * H, GmView2::Shape(t20.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:6:9
-        TSTORE(yGm2, t20);  // rmsnorm.pto:6:9
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
+        GmView2 yGm2(y + r_fit * H, GmView2::Shape(t20.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:6:19
+        TSTORE(yGm2, t20);  // rmsnorm.pto:6:19
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

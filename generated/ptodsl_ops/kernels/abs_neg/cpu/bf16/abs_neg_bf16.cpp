@@ -70,7 +70,7 @@ extern "C" int abs_neg_bf16(bfloat16_t* x, bfloat16_t* a, bfloat16_t* n, int64_t
 #endif
     try {
     {  // abs_neg.pto:3:12
-        const int64_t abs_neg_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // abs_neg.pto:3:12
+        const int64_t abs_neg_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // abs_neg.pto:3:12
         bool abs_neg_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t abs_neg_bf16_k0_block = 0; abs_neg_bf16_k0_block < abs_neg_bf16_k0_blocks; ++abs_neg_bf16_k0_block) {  // abs_neg.pto:3:12

@@ -70,7 +70,7 @@ extern "C" int add_one(float* x, float* y, int64_t M, int64_t N, int poison)
 #endif
     try {
     {  // add_one.pto:3:12
-        const int64_t add_one_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // add_one.pto:3:12
+        const int64_t add_one_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // add_one.pto:3:12
         bool add_one_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t add_one_k0_block = 0; add_one_k0_block < add_one_k0_blocks; ++add_one_k0_block) {  // add_one.pto:3:12

@@ -232,7 +232,7 @@ extern "C" int add_one(int32_t device, void* stream, float* x, float* y, int64_t
         return -1;
     }
     {  // add_one.pto:3:12
-        const int64_t add_one_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // add_one.pto:3:12
+        const int64_t add_one_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // add_one.pto:3:12
         add_one_k0_launch(add_one_k0_blocks, ptodsl_stream, x, y, M, N);  // add_one.pto:3:12
         if (!launched("the launch of add_one_k0")) {  // add_one.pto:3:12
             return -1;  // add_one.pto:3:12

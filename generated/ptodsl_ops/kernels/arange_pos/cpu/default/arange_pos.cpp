@@ -98,7 +98,7 @@ extern "C" int arange_pos(float* x, float* y, int32_t* pos, int32_t start, int64
 #endif
     }
     {  // arange_pos.pto:4:14
-        const int64_t arange_pos_k0p1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1);  // arange_pos.pto:4:14
+        const int64_t arange_pos_k0p1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1)), 1)), 1);  // arange_pos.pto:4:14
         bool arange_pos_k0p1_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t arange_pos_k0p1_block = 0; arange_pos_k0p1_block < arange_pos_k0p1_blocks; ++arange_pos_k0p1_block) {  // arange_pos.pto:4:14

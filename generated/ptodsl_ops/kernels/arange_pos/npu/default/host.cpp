@@ -245,7 +245,7 @@ extern "C" int arange_pos(int32_t device, void* stream, float* x, float* y, int3
         }
     }
     {  // arange_pos.pto:4:14
-        const int64_t arange_pos_k0p1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1);  // arange_pos.pto:4:14
+        const int64_t arange_pos_k0p1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1)), 1)), 1);  // arange_pos.pto:4:14
         arange_pos_k0p1_launch(arange_pos_k0p1_blocks, ptodsl_stream, pos, t2, x, y, N, start, B);  // arange_pos.pto:4:14
         if (!launched("the launch of arange_pos_k0p1")) {  // arange_pos.pto:4:14
             return -1;  // arange_pos.pto:4:14

@@ -70,7 +70,7 @@ extern "C" int bitwise_not_i16(int16_t* x, int16_t* y, int64_t M, int64_t N, int
 #endif
     try {
     {  // bitwise_not.pto:2:12
-        const int64_t bitwise_not_i16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // bitwise_not.pto:2:12
+        const int64_t bitwise_not_i16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // bitwise_not.pto:2:12
         bool bitwise_not_i16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t bitwise_not_i16_k0_block = 0; bitwise_not_i16_k0_block < bitwise_not_i16_k0_blocks; ++bitwise_not_i16_k0_block) {  // bitwise_not.pto:2:12

@@ -232,7 +232,7 @@ extern "C" int bitwise_not_i32(int32_t device, void* stream, int32_t* x, int32_t
         return -1;
     }
     {  // bitwise_not.pto:2:12
-        const int64_t bitwise_not_i32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // bitwise_not.pto:2:12
+        const int64_t bitwise_not_i32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // bitwise_not.pto:2:12
         bitwise_not_i32_k0_launch(bitwise_not_i32_k0_blocks, ptodsl_stream, x, y, M, N);  // bitwise_not.pto:2:12
         if (!launched("the launch of bitwise_not_i32_k0")) {  // bitwise_not.pto:2:12
             return -1;  // bitwise_not.pto:2:12

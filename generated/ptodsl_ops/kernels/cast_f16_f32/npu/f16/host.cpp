@@ -232,7 +232,7 @@ extern "C" int cast_f16_f32_f16(int32_t device, void* stream, half* x, float* y,
         return -1;
     }
     {  // cast_f16_f32.pto:3:12
-        const int64_t cast_f16_f32_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // cast_f16_f32.pto:3:12
+        const int64_t cast_f16_f32_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // cast_f16_f32.pto:3:12
         cast_f16_f32_f16_k0_launch(cast_f16_f32_f16_k0_blocks, ptodsl_stream, x, y, M, N);  // cast_f16_f32.pto:3:12
         if (!launched("the launch of cast_f16_f32_f16_k0")) {  // cast_f16_f32.pto:3:12
             return -1;  // cast_f16_f32.pto:3:12

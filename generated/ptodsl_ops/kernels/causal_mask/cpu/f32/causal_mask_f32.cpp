@@ -70,7 +70,7 @@ extern "C" int causal_mask_f32(float* scores, float* keep, float* future, int32_
 #endif
     try {
     {  // causal_mask.pto:4:15
-        const int64_t causal_mask_f32_k0_blocks = max_i64(ceil_div((Q + 15) / 16, max_i64(ceil_div((Q + 15) / 16, max_i64(48 / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1);  // causal_mask.pto:4:15
+        const int64_t causal_mask_f32_k0_blocks = max_i64(ceil_div((Q + 15) / 16, max_i64(ceil_div((Q + 15) / 16, max_i64(48 / max_i64(ceil_div((L + 63) / 64, max_i64(ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((L + 63) / 64, max_i64(ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1)), 1)), 1);  // causal_mask.pto:4:15
         bool causal_mask_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t causal_mask_f32_k0_block = 0; causal_mask_f32_k0_block < causal_mask_f32_k0_blocks; ++causal_mask_f32_k0_block) {  // causal_mask.pto:4:15

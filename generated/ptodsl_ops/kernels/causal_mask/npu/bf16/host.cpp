@@ -232,7 +232,7 @@ extern "C" int causal_mask_bf16(int32_t device, void* stream, bfloat16_t* scores
         return -1;
     }
     {  // causal_mask.pto:4:15
-        const int64_t causal_mask_bf16_k0_blocks = max_i64(ceil_div((Q + 15) / 16, max_i64(ceil_div((Q + 15) / 16, max_i64(48 / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1);  // causal_mask.pto:4:15
+        const int64_t causal_mask_bf16_k0_blocks = max_i64(ceil_div((Q + 15) / 16, max_i64(ceil_div((Q + 15) / 16, max_i64(48 / max_i64(ceil_div((L + 63) / 64, max_i64(ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((L + 63) / 64, max_i64(ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1)), 1)), 1);  // causal_mask.pto:4:15
         causal_mask_bf16_k0_launch(causal_mask_bf16_k0_blocks, ptodsl_stream, scores, keep, future, Q, L, offset);  // causal_mask.pto:4:15
         if (!launched("the launch of causal_mask_bf16_k0")) {  // causal_mask.pto:4:15
             return -1;  // causal_mask.pto:4:15

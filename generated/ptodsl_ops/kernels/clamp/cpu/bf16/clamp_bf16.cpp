@@ -70,7 +70,7 @@ extern "C" int clamp_bf16(bfloat16_t* x, bfloat16_t* y, float lo, float hi, int6
 #endif
     try {
     {  // clamp.pto:3:20
-        const int64_t clamp_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // clamp.pto:3:20
+        const int64_t clamp_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // clamp.pto:3:20
         bool clamp_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t clamp_bf16_k0_block = 0; clamp_bf16_k0_block < clamp_bf16_k0_blocks; ++clamp_bf16_k0_block) {  // clamp.pto:3:20

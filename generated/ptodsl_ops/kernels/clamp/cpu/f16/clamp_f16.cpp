@@ -70,7 +70,7 @@ extern "C" int clamp_f16(half* x, half* y, float lo, float hi, int64_t M, int64_
 #endif
     try {
     {  // clamp.pto:3:20
-        const int64_t clamp_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // clamp.pto:3:20
+        const int64_t clamp_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // clamp.pto:3:20
         bool clamp_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t clamp_f16_k0_block = 0; clamp_f16_k0_block < clamp_f16_k0_blocks; ++clamp_f16_k0_block) {  // clamp.pto:3:20

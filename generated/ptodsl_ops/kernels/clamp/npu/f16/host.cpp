@@ -232,7 +232,7 @@ extern "C" int clamp_f16(int32_t device, void* stream, half* x, half* y, float l
         return -1;
     }
     {  // clamp.pto:3:20
-        const int64_t clamp_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // clamp.pto:3:20
+        const int64_t clamp_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // clamp.pto:3:20
         clamp_f16_k0_launch(clamp_f16_k0_blocks, ptodsl_stream, x, y, M, N, lo, hi);  // clamp.pto:3:20
         if (!launched("the launch of clamp_f16_k0")) {  // clamp.pto:3:20
             return -1;  // clamp.pto:3:20

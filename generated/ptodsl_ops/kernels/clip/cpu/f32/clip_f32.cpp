@@ -70,7 +70,7 @@ extern "C" int clip_f32(float* x, float* lo, float* hi, float* a, float* b, floa
 #endif
     try {
     {  // clip.pto:3:12
-        const int64_t clip_f32_k0_blocks = max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(48 / max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1);  // clip.pto:3:12
+        const int64_t clip_f32_k0_blocks = max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(48 / max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1)), 1)), 1);  // clip.pto:3:12
         bool clip_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t clip_f32_k0_block = 0; clip_f32_k0_block < clip_f32_k0_blocks; ++clip_f32_k0_block) {  // clip.pto:3:12

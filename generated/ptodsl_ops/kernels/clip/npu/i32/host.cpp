@@ -232,7 +232,7 @@ extern "C" int clip_i32(int32_t device, void* stream, int32_t* x, int32_t* lo, i
         return -1;
     }
     {  // clip.pto:3:12
-        const int64_t clip_i32_k0_blocks = max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(48 / max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1);  // clip.pto:3:12
+        const int64_t clip_i32_k0_blocks = max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(48 / max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1)), 1)), 1);  // clip.pto:3:12
         clip_i32_k0_launch(clip_i32_k0_blocks, ptodsl_stream, hi, x, a, lo, b, s, N, M);  // clip.pto:3:12
         if (!launched("the launch of clip_i32_k0")) {  // clip.pto:3:12
             return -1;  // clip.pto:3:12

@@ -70,7 +70,7 @@ extern "C" int div_bcast_f16(half* x, half* d, half* y, int64_t C, int64_t R, in
 #endif
     try {
     {  // div_bcast.pto:3:12
-        const int64_t div_bcast_f16_k0_blocks = max_i64(ceil_div((C + 511) / 512, max_i64(ceil_div((C + 511) / 512, max_i64(48 / max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1);  // div_bcast.pto:3:12
+        const int64_t div_bcast_f16_k0_blocks = max_i64(ceil_div((C + 511) / 512, max_i64(ceil_div((C + 511) / 512, max_i64(48 / max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1)), 1)), 1);  // div_bcast.pto:3:12
         bool div_bcast_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t div_bcast_f16_k0_block = 0; div_bcast_f16_k0_block < div_bcast_f16_k0_blocks; ++div_bcast_f16_k0_block) {  // div_bcast.pto:3:12

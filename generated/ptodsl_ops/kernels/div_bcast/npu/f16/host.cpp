@@ -232,7 +232,7 @@ extern "C" int div_bcast_f16(int32_t device, void* stream, half* x, half* d, hal
         return -1;
     }
     {  // div_bcast.pto:3:12
-        const int64_t div_bcast_f16_k0_blocks = max_i64(ceil_div((C + 511) / 512, max_i64(ceil_div((C + 511) / 512, max_i64(48 / max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1);  // div_bcast.pto:3:12
+        const int64_t div_bcast_f16_k0_blocks = max_i64(ceil_div((C + 511) / 512, max_i64(ceil_div((C + 511) / 512, max_i64(48 / max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1)), 1)), 1);  // div_bcast.pto:3:12
         div_bcast_f16_k0_launch(div_bcast_f16_k0_blocks, ptodsl_stream, d, x, y, C, R);  // div_bcast.pto:3:12
         if (!launched("the launch of div_bcast_f16_k0")) {  // div_bcast.pto:3:12
             return -1;  // div_bcast.pto:3:12

@@ -232,7 +232,7 @@ extern "C" int exp_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat16_t*
         return -1;
     }
     {  // exp.pto:3:12
-        const int64_t exp_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // exp.pto:3:12
+        const int64_t exp_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // exp.pto:3:12
         exp_bf16_k0_launch(exp_bf16_k0_blocks, ptodsl_stream, x, y, M, N);  // exp.pto:3:12
         if (!launched("the launch of exp_bf16_k0")) {  // exp.pto:3:12
             return -1;  // exp.pto:3:12

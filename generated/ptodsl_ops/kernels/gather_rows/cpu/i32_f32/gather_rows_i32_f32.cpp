@@ -81,7 +81,7 @@ extern "C" int gather_rows_i32_f32(float* table, int32_t* ids, float* out, int64
         }
     }
     {  // gather_rows.pto:3:14
-        const int64_t gather_rows_i32_f32_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(ceil_div((N + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((N + 7) / 8, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((N + 7) / 8, 1), (D + 63) / 64), 1))), 1);  // gather_rows.pto:3:14
+        const int64_t gather_rows_i32_f32_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(ceil_div((N + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((N + 7) / 8, 1), (D + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((N + 7) / 8, 1), (D + 63) / 64), 1)), 1)), 1);  // gather_rows.pto:3:14
         bool gather_rows_i32_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t gather_rows_i32_f32_k0_block = 0; gather_rows_i32_f32_k0_block < gather_rows_i32_f32_k0_blocks; ++gather_rows_i32_f32_k0_block) {  // gather_rows.pto:3:14

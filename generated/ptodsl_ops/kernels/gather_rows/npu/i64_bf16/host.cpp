@@ -247,7 +247,7 @@ extern "C" int gather_rows_i64_bf16(int32_t device, void* stream, bfloat16_t* ta
         }
     }
     {  // gather_rows.pto:3:14
-        const int64_t gather_rows_i64_bf16_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(ceil_div((N + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((N + 7) / 8, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((N + 7) / 8, 1), (D + 63) / 64), 1))), 1);  // gather_rows.pto:3:14
+        const int64_t gather_rows_i64_bf16_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(ceil_div((N + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((N + 7) / 8, 1), (D + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((N + 7) / 8, 1), (D + 63) / 64), 1)), 1)), 1);  // gather_rows.pto:3:14
         gather_rows_i64_bf16_k0_launch(gather_rows_i64_bf16_k0_blocks, ptodsl_stream, ids, table, out, N, D, V);  // gather_rows.pto:3:14
         if (!launched("the launch of gather_rows_i64_bf16_k0")) {  // gather_rows.pto:3:14
             return -1;  // gather_rows.pto:3:14

@@ -232,7 +232,7 @@ extern "C" int gelu_f16(int32_t device, void* stream, half* x, half* y, int64_t 
         return -1;
     }
     {  // gelu.pto:2:12
-        const int64_t gelu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1);  // gelu.pto:2:12
+        const int64_t gelu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1);  // gelu.pto:2:12
         gelu_f16_k0_launch(gelu_f16_k0_blocks, ptodsl_stream, x, y, M, N);  // gelu.pto:2:12
         if (!launched("the launch of gelu_f16_k0")) {  // gelu.pto:2:12
             return -1;  // gelu.pto:2:12

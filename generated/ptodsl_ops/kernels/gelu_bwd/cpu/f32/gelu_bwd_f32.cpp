@@ -70,7 +70,7 @@ extern "C" int gelu_bwd_f32(float* x, float* dy, float* dx, int64_t M, int64_t N
 #endif
     try {
     {  // gelu_bwd.pto:5:10
-        const int64_t gelu_bwd_f32_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1);  // gelu_bwd.pto:5:10
+        const int64_t gelu_bwd_f32_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1);  // gelu_bwd.pto:5:10
         bool gelu_bwd_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t gelu_bwd_f32_k0_block = 0; gelu_bwd_f32_k0_block < gelu_bwd_f32_k0_blocks; ++gelu_bwd_f32_k0_block) {  // gelu_bwd.pto:5:10

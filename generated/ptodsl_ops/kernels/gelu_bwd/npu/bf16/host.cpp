@@ -232,7 +232,7 @@ extern "C" int gelu_bwd_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat
         return -1;
     }
     {  // gelu_bwd.pto:5:10
-        const int64_t gelu_bwd_bf16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1);  // gelu_bwd.pto:5:10
+        const int64_t gelu_bwd_bf16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1);  // gelu_bwd.pto:5:10
         gelu_bwd_bf16_k0_launch(gelu_bwd_bf16_k0_blocks, ptodsl_stream, x, dy, dx, M, N);  // gelu_bwd.pto:5:10
         if (!launched("the launch of gelu_bwd_bf16_k0")) {  // gelu_bwd.pto:5:10
             return -1;  // gelu_bwd.pto:5:10

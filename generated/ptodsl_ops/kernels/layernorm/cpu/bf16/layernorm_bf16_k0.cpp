@@ -151,9 +151,9 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:9
-        GmView3 yGm3(y + r_fit * H, GmView3::Shape(t34.GetValidCol()), GmView3::Stride(H));  // layernorm.pto:7:9
-        TSTORE(yGm3, t34);  // layernorm.pto:7:9
+        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
+        GmView3 yGm3(y + r_fit * H, GmView3::Shape(t34.GetValidCol()), GmView3::Stride(H));  // layernorm.pto:7:19
+        TSTORE(yGm3, t34);  // layernorm.pto:7:19
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

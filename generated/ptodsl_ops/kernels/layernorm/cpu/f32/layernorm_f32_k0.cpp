@@ -126,9 +126,9 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* gamma, __gm__ f
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:9
-        GmView3 yGm3(y + r_fit * H, GmView3::Shape(t32.GetValidCol()), GmView3::Stride(H));  // layernorm.pto:7:9
-        TSTORE(yGm3, t32);  // layernorm.pto:7:9
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
+        GmView3 yGm3(y + r_fit * H, GmView3::Shape(t32.GetValidCol()), GmView3::Stride(H));  // layernorm.pto:7:19
+        TSTORE(yGm3, t32);  // layernorm.pto:7:19
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

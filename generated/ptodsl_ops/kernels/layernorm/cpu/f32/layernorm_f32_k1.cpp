@@ -30,36 +30,36 @@ extern "C" __global__ AICORE void layernorm_f32_k1(__gm__ float* x, __gm__ float
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT39 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT37B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT37B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT52 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT44B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT44B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT57 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT59 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT61B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44Re2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT64B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT66B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT80B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT61B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44Re2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT64B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT66B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT80B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT36B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT36B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT41B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT46B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT54B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT46B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT54B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT56 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT58 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43Re2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT63B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT71B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT73B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT79B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43Re2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT63B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT71B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT73B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT79B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
@@ -70,50 +70,50 @@ extern "C" __global__ AICORE void layernorm_f32_k1(__gm__ float* x, __gm__ float
     for (int64_t r = block_index * ceil_div(R, block_count); r < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r) {  // layernorm.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ float* v0 = x + r * H;  // layernorm.pto:4:19
-        TileT39 t39;  // layernorm.pto:5:18
-        TASSIGN(t39, 0);  // layernorm.pto:5:18
-        TEXPANDS(t39, 0.0f);  // layernorm.pto:5:18
+        TileT38 t38;  // layernorm.pto:5:18
+        TASSIGN(t38, 0);  // layernorm.pto:5:18
+        TEXPANDS(t38, 0.0f);  // layernorm.pto:5:18
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g36_db = 0; _g36_db < ((H + 1023) / 1024 + 1) / 2; ++_g36_db) {  // layernorm.pto:4:14
+        for (int64_t _g35_db = 0; _g35_db < ((H + 1023) / 1024 + 1) / 2; ++_g35_db) {  // layernorm.pto:4:14
             pipe_barrier(PIPE_V);
-            TileT37B0 t37_b0(min_i64(H - _g36_db * 2 * 1024, 1024));  // layernorm.pto:4:14
-            TASSIGN(t37_b0, 32);  // layernorm.pto:4:14
+            TileT36B0 t36_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm.pto:4:14
+            TASSIGN(t36_b0, 32);  // layernorm.pto:4:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-            GmView0 v0Gm0(v0 + _g36_db * 2 * 1024, GmView0::Shape(t37_b0.GetValidCol()), GmView0::Stride(H));  // layernorm.pto:4:14
-            TLOAD(t37_b0, v0Gm0);  // layernorm.pto:4:14
+            GmView0 v0Gm0(v0 + _g35_db * 2 * 1024, GmView0::Shape(t36_b0.GetValidCol()), GmView0::Stride(H));  // layernorm.pto:4:14
+            TLOAD(t36_b0, v0Gm0);  // layernorm.pto:4:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT42B0 t42_b0;  // layernorm.pto:5:18
-            TASSIGN(t42_b0, 4128);  // layernorm.pto:5:18
+            TileT41B0 t41_b0;  // layernorm.pto:5:18
+            TASSIGN(t41_b0, 4128);  // layernorm.pto:5:18
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // layernorm.pto:5:18
             TASSIGN(tmp0, 24640);  // layernorm.pto:5:18
-            TROWSUM(t42_b0, t37_b0, tmp0);  // layernorm.pto:5:18
+            TROWSUM(t41_b0, t36_b0, tmp0);  // layernorm.pto:5:18
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TADD(t39, t39, t42_b0);  // layernorm.pto:5:18
+            TADD(t38, t38, t41_b0);  // layernorm.pto:5:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            for (int64_t _g36_dr = 0; _g36_dr < min_i64((H + 1023) / 1024 - (_g36_db * 2 + 1), 1); ++_g36_dr) {  // layernorm.pto:4:14
-                TileT37B1 t37_b1(min_i64(H - (_g36_db * 2 + 1 + _g36_dr) * 1024, 1024));  // layernorm.pto:4:14
-                TASSIGN(t37_b1, 4160);  // layernorm.pto:4:14
+            for (int64_t _g35_dr = 0; _g35_dr < min_i64((H + 1023) / 1024 - (_g35_db * 2 + 1), 1); ++_g35_dr) {  // layernorm.pto:4:14
+                TileT36B1 t36_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm.pto:4:14
+                TASSIGN(t36_b1, 4160);  // layernorm.pto:4:14
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-                GmView1 v0Gm1(v0 + (_g36_db * 2 + 1 + _g36_dr) * 1024, GmView1::Shape(t37_b1.GetValidCol()), GmView1::Stride(H));  // layernorm.pto:4:14
-                TLOAD(t37_b1, v0Gm1);  // layernorm.pto:4:14
+                GmView1 v0Gm1(v0 + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView1::Shape(t36_b1.GetValidCol()), GmView1::Stride(H));  // layernorm.pto:4:14
+                TLOAD(t36_b1, v0Gm1);  // layernorm.pto:4:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT42B1 t42_b1;  // layernorm.pto:5:18
-                TASSIGN(t42_b1, 8256);  // layernorm.pto:5:18
+                TileT41B1 t41_b1;  // layernorm.pto:5:18
+                TASSIGN(t41_b1, 8256);  // layernorm.pto:5:18
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp0 tmp1;  // layernorm.pto:5:18
                 TASSIGN(tmp1, 24640);  // layernorm.pto:5:18
-                TROWSUM(t42_b1, t37_b1, tmp1);  // layernorm.pto:5:18
+                TROWSUM(t41_b1, t36_b1, tmp1);  // layernorm.pto:5:18
                 pipe_barrier(PIPE_V);
-                TADD(t39, t39, t42_b1);  // layernorm.pto:5:18
+                TADD(t38, t38, t41_b1);  // layernorm.pto:5:18
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
@@ -122,75 +122,75 @@ extern "C" __global__ AICORE void layernorm_f32_k1(__gm__ float* x, __gm__ float
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMULS(t39, t39, static_cast<float>(1.0 / H));  // layernorm.pto:5:18
-        TileT52 t52;  // layernorm.pto:6:15
-        TASSIGN(t52, 32);  // layernorm.pto:6:15
+        TMULS(t38, t38, static_cast<float>(1.0 / H));  // layernorm.pto:5:18
+        TileT51 t51;  // layernorm.pto:6:15
+        TASSIGN(t51, 32);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t52, 0.0f);  // layernorm.pto:6:15
+        TEXPANDS(t51, 0.0f);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g43_db = 0; _g43_db < ((H + 1023) / 1024 + 1) / 2; ++_g43_db) {  // layernorm.pto:5:13
+        for (int64_t _g42_db = 0; _g42_db < ((H + 1023) / 1024 + 1) / 2; ++_g42_db) {  // layernorm.pto:5:13
             pipe_barrier(PIPE_V);
-            TileT44B0 t44_b0(min_i64(H - _g43_db * 2 * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t44_b0, 64);  // layernorm.pto:5:13
+            TileT43B0 t43_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // layernorm.pto:5:13
+            TASSIGN(t43_b0, 64);  // layernorm.pto:5:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-            GmView2 v0Gm2(v0 + _g43_db * 2 * 1024, GmView2::Shape(t44_b0.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
-            TLOAD(t44_b0, v0Gm2);  // layernorm.pto:4:14
+            GmView2 v0Gm2(v0 + _g42_db * 2 * 1024, GmView2::Shape(t43_b0.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
+            TLOAD(t43_b0, v0Gm2);  // layernorm.pto:4:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT47B0 t47_b0(min_i64(H - _g43_db * 2 * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t47_b0, 4160);  // layernorm.pto:5:13
+            TileT46B0 t46_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // layernorm.pto:5:13
+            TASSIGN(t46_b0, 4160);  // layernorm.pto:5:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileView1 view2;  // layernorm.pto:5:13
             TASSIGN(view2, 0);  // layernorm.pto:5:13
             TileTmp2 tmp3;  // layernorm.pto:5:13
             TASSIGN(tmp3, 24640);  // layernorm.pto:5:13
-            TROWEXPANDSUB(t47_b0, t44_b0, view2, tmp3);  // layernorm.pto:5:13
-            TileT51B0 t51_b0(min_i64(H - _g43_db * 2 * 1024, 1024));  // layernorm.pto:6:20
-            TASSIGN(t51_b0, 64);  // layernorm.pto:6:20
+            TROWEXPANDSUB(t46_b0, t43_b0, view2, tmp3);  // layernorm.pto:5:13
+            TileT50B0 t50_b0(min_i64(H - _g42_db * 2 * 1024, 1024));  // layernorm.pto:6:20
+            TASSIGN(t50_b0, 64);  // layernorm.pto:6:20
             pipe_barrier(PIPE_V);
-            TMUL(t51_b0, t47_b0, t47_b0);  // layernorm.pto:6:20
-            TileT55B0 t55_b0;  // layernorm.pto:6:15
-            TASSIGN(t55_b0, 4160);  // layernorm.pto:6:15
+            TMUL(t50_b0, t46_b0, t46_b0);  // layernorm.pto:6:20
+            TileT54B0 t54_b0;  // layernorm.pto:6:15
+            TASSIGN(t54_b0, 4160);  // layernorm.pto:6:15
             pipe_barrier(PIPE_V);
             TileTmp0 tmp4;  // layernorm.pto:6:15
             TASSIGN(tmp4, 24640);  // layernorm.pto:6:15
-            TROWSUM(t55_b0, t51_b0, tmp4);  // layernorm.pto:6:15
+            TROWSUM(t54_b0, t50_b0, tmp4);  // layernorm.pto:6:15
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TADD(t52, t52, t55_b0);  // layernorm.pto:6:15
+            TADD(t51, t51, t54_b0);  // layernorm.pto:6:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            for (int64_t _g43_dr = 0; _g43_dr < min_i64((H + 1023) / 1024 - (_g43_db * 2 + 1), 1); ++_g43_dr) {  // layernorm.pto:5:13
-                TileT44B1 t44_b1(min_i64(H - (_g43_db * 2 + 1 + _g43_dr) * 1024, 1024));  // layernorm.pto:5:13
-                TASSIGN(t44_b1, 8256);  // layernorm.pto:5:13
+            for (int64_t _g42_dr = 0; _g42_dr < min_i64((H + 1023) / 1024 - (_g42_db * 2 + 1), 1); ++_g42_dr) {  // layernorm.pto:5:13
+                TileT43B1 t43_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // layernorm.pto:5:13
+                TASSIGN(t43_b1, 8256);  // layernorm.pto:5:13
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-                GmView3 v0Gm3(v0 + (_g43_db * 2 + 1 + _g43_dr) * 1024, GmView3::Shape(t44_b1.GetValidCol()), GmView3::Stride(H));  // layernorm.pto:4:14
-                TLOAD(t44_b1, v0Gm3);  // layernorm.pto:4:14
+                GmView3 v0Gm3(v0 + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView3::Shape(t43_b1.GetValidCol()), GmView3::Stride(H));  // layernorm.pto:4:14
+                TLOAD(t43_b1, v0Gm3);  // layernorm.pto:4:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT47B1 t47_b1(min_i64(H - (_g43_db * 2 + 1 + _g43_dr) * 1024, 1024));  // layernorm.pto:5:13
-                TASSIGN(t47_b1, 12352);  // layernorm.pto:5:13
+                TileT46B1 t46_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // layernorm.pto:5:13
+                TASSIGN(t46_b1, 12352);  // layernorm.pto:5:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileView1 view5;  // layernorm.pto:5:13
                 TASSIGN(view5, 0);  // layernorm.pto:5:13
                 TileTmp2 tmp6;  // layernorm.pto:5:13
                 TASSIGN(tmp6, 24640);  // layernorm.pto:5:13
-                TROWEXPANDSUB(t47_b1, t44_b1, view5, tmp6);  // layernorm.pto:5:13
-                TileT51B1 t51_b1(min_i64(H - (_g43_db * 2 + 1 + _g43_dr) * 1024, 1024));  // layernorm.pto:6:20
-                TASSIGN(t51_b1, 8256);  // layernorm.pto:6:20
+                TROWEXPANDSUB(t46_b1, t43_b1, view5, tmp6);  // layernorm.pto:5:13
+                TileT50B1 t50_b1(min_i64(H - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // layernorm.pto:6:20
+                TASSIGN(t50_b1, 8256);  // layernorm.pto:6:20
                 pipe_barrier(PIPE_V);
-                TMUL(t51_b1, t47_b1, t47_b1);  // layernorm.pto:6:20
-                TileT55B1 t55_b1;  // layernorm.pto:6:15
-                TASSIGN(t55_b1, 12352);  // layernorm.pto:6:15
+                TMUL(t50_b1, t46_b1, t46_b1);  // layernorm.pto:6:20
+                TileT54B1 t54_b1;  // layernorm.pto:6:15
+                TASSIGN(t54_b1, 12352);  // layernorm.pto:6:15
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp7;  // layernorm.pto:6:15
                 TASSIGN(tmp7, 24640);  // layernorm.pto:6:15
-                TROWSUM(t55_b1, t51_b1, tmp7);  // layernorm.pto:6:15
+                TROWSUM(t54_b1, t50_b1, tmp7);  // layernorm.pto:6:15
                 pipe_barrier(PIPE_V);
-                TADD(t52, t52, t55_b1);  // layernorm.pto:6:15
+                TADD(t51, t51, t54_b1);  // layernorm.pto:6:15
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
@@ -198,15 +198,15 @@ extern "C" __global__ AICORE void layernorm_f32_k1(__gm__ float* x, __gm__ float
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        TMULS(t52, t52, static_cast<float>(1.0 / H));  // layernorm.pto:6:15
-        TileT57 t57;  // layernorm.pto:7:34
-        TASSIGN(t57, 64);  // layernorm.pto:7:34
+        TMULS(t51, t51, static_cast<float>(1.0 / H));  // layernorm.pto:6:15
+        TileT56 t56;  // layernorm.pto:7:34
+        TASSIGN(t56, 64);  // layernorm.pto:7:34
         pipe_barrier(PIPE_V);
-        TADDS(t57, t52, eps);  // layernorm.pto:7:34
-        TileT59 t59;  // layernorm.pto:7:28
-        TASSIGN(t59, 32);  // layernorm.pto:7:28
+        TADDS(t56, t51, eps);  // layernorm.pto:7:34
+        TileT58 t58;  // layernorm.pto:7:28
+        TASSIGN(t58, 32);  // layernorm.pto:7:28
         pipe_barrier(PIPE_V);
-        TRSQRT(t59, t57);  // layernorm.pto:7:28
+        TRSQRT(t58, t56);  // layernorm.pto:7:28
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -215,17 +215,17 @@ extern "C" __global__ AICORE void layernorm_f32_k1(__gm__ float* x, __gm__ float
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g60_db = 0; _g60_db < ((H + 1023) / 1024 + 1) / 2; ++_g60_db) {  // layernorm.pto:7:24
+        for (int64_t _g59_db = 0; _g59_db < ((H + 1023) / 1024 + 1) / 2; ++_g59_db) {  // layernorm.pto:7:24
             pipe_barrier(PIPE_V);
-            TileT61B0 t61_b0(min_i64(H - _g60_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t61_b0, 64);  // layernorm.pto:7:24
-            TileT44Re2B0 t44_re2_b0(min_i64(H - _g60_db * 2 * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t44_re2_b0, 4160);  // layernorm.pto:5:13
+            TileT60B0 t60_b0(min_i64(H - _g59_db * 2 * 1024, 1024));  // layernorm.pto:7:24
+            TASSIGN(t60_b0, 64);  // layernorm.pto:7:24
+            TileT43Re2B0 t43_re2_b0(min_i64(H - _g59_db * 2 * 1024, 1024));  // layernorm.pto:5:13
+            TASSIGN(t43_re2_b0, 4160);  // layernorm.pto:5:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-            GmView4 v0Gm4(v0 + _g60_db * 2 * 1024, GmView4::Shape(t44_re2_b0.GetValidCol()), GmView4::Stride(H));  // layernorm.pto:4:14
-            TLOAD(t44_re2_b0, v0Gm4);  // layernorm.pto:4:14
+            GmView4 v0Gm4(v0 + _g59_db * 2 * 1024, GmView4::Shape(t43_re2_b0.GetValidCol()), GmView4::Stride(H));  // layernorm.pto:4:14
+            TLOAD(t43_re2_b0, v0Gm4);  // layernorm.pto:4:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -233,106 +233,106 @@ extern "C" __global__ AICORE void layernorm_f32_k1(__gm__ float* x, __gm__ float
             TASSIGN(view8, 0);  // layernorm.pto:5:13
             TileTmp2 tmp9;  // layernorm.pto:5:13
             TASSIGN(tmp9, 24640);  // layernorm.pto:5:13
-            TROWEXPANDSUB(t61_b0, t44_re2_b0, view8, tmp9);  // layernorm.pto:5:13
-            TileT64B0 t64_b0(min_i64(H - _g60_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t64_b0, 4160);  // layernorm.pto:7:24
+            TROWEXPANDSUB(t60_b0, t43_re2_b0, view8, tmp9);  // layernorm.pto:5:13
+            TileT63B0 t63_b0(min_i64(H - _g59_db * 2 * 1024, 1024));  // layernorm.pto:7:24
+            TASSIGN(t63_b0, 4160);  // layernorm.pto:7:24
             pipe_barrier(PIPE_V);
             TileView1 view10;  // layernorm.pto:7:24
             TASSIGN(view10, 32);  // layernorm.pto:7:24
             TileTmp2 tmp11;  // layernorm.pto:7:24
             TASSIGN(tmp11, 24640);  // layernorm.pto:7:24
-            TROWEXPANDMUL(t64_b0, t61_b0, view10, tmp11);  // layernorm.pto:7:24
+            TROWEXPANDMUL(t63_b0, t60_b0, view10, tmp11);  // layernorm.pto:7:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT66B0 t66_b0(min_i64(H - _g60_db * 2 * 1024, 1024));  // layernorm.pto:7:47
-            TASSIGN(t66_b0, 64);  // layernorm.pto:7:47
+            TileT65B0 t65_b0(min_i64(H - _g59_db * 2 * 1024, 1024));  // layernorm.pto:7:47
+            TASSIGN(t65_b0, 64);  // layernorm.pto:7:47
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
-            GmView5 gammaGm5(gamma + _g60_db * 2 * 1024, GmView5::Shape(t66_b0.GetValidCol()));  // layernorm.pto:7:47
-            TLOAD(t66_b0, gammaGm5);  // layernorm.pto:7:47
+            GmView5 gammaGm5(gamma + _g59_db * 2 * 1024, GmView5::Shape(t65_b0.GetValidCol()));  // layernorm.pto:7:47
+            TLOAD(t65_b0, gammaGm5);  // layernorm.pto:7:47
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT72B0 t72_b0(min_i64(H - _g60_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t72_b0, 8256);  // layernorm.pto:7:24
+            TileT71B0 t71_b0(min_i64(H - _g59_db * 2 * 1024, 1024));  // layernorm.pto:7:24
+            TASSIGN(t71_b0, 8256);  // layernorm.pto:7:24
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TCOLEXPANDMUL(t72_b0, t64_b0, t66_b0);  // layernorm.pto:7:24
+            TCOLEXPANDMUL(t71_b0, t63_b0, t65_b0);  // layernorm.pto:7:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT74B0 t74_b0(min_i64(H - _g60_db * 2 * 1024, 1024));  // layernorm.pto:7:66
-            TASSIGN(t74_b0, 64);  // layernorm.pto:7:66
+            TileT73B0 t73_b0(min_i64(H - _g59_db * 2 * 1024, 1024));  // layernorm.pto:7:66
+            TASSIGN(t73_b0, 64);  // layernorm.pto:7:66
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
-            GmView6 betaGm6(beta + _g60_db * 2 * 1024, GmView6::Shape(t74_b0.GetValidCol()));  // layernorm.pto:7:66
-            TLOAD(t74_b0, betaGm6);  // layernorm.pto:7:66
+            GmView6 betaGm6(beta + _g59_db * 2 * 1024, GmView6::Shape(t73_b0.GetValidCol()));  // layernorm.pto:7:66
+            TLOAD(t73_b0, betaGm6);  // layernorm.pto:7:66
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT80B0 t80_b0(min_i64(H - _g60_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t80_b0, 4160);  // layernorm.pto:7:24
+            TileT79B0 t79_b0(min_i64(H - _g59_db * 2 * 1024, 1024));  // layernorm.pto:7:24
+            TASSIGN(t79_b0, 4160);  // layernorm.pto:7:24
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TCOLEXPANDADD(t80_b0, t72_b0, t74_b0);  // layernorm.pto:7:24
+            TCOLEXPANDADD(t79_b0, t71_b0, t73_b0);  // layernorm.pto:7:24
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
-            GmView7 yGm7(y + r * H + _g60_db * 2 * 1024, GmView7::Shape(t80_b0.GetValidCol()), GmView7::Stride(H));  // layernorm.pto:7:19
-            TSTORE(yGm7, t80_b0);  // layernorm.pto:7:19
+            GmView7 yGm7(y + r * H + _g59_db * 2 * 1024, GmView7::Shape(t79_b0.GetValidCol()), GmView7::Stride(H));  // layernorm.pto:7:19
+            TSTORE(yGm7, t79_b0);  // layernorm.pto:7:19
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g60_dr = 0; _g60_dr < min_i64((H + 1023) / 1024 - (_g60_db * 2 + 1), 1); ++_g60_dr) {  // layernorm.pto:7:24
-                TileT61B1 t61_b1(min_i64(H - (_g60_db * 2 + 1 + _g60_dr) * 1024, 1024));  // layernorm.pto:7:24
-                TASSIGN(t61_b1, 12352);  // layernorm.pto:7:24
-                TileT44Re2B1 t44_re2_b1(min_i64(H - (_g60_db * 2 + 1 + _g60_dr) * 1024, 1024));  // layernorm.pto:5:13
-                TASSIGN(t44_re2_b1, 16448);  // layernorm.pto:5:13
+            for (int64_t _g59_dr = 0; _g59_dr < min_i64((H + 1023) / 1024 - (_g59_db * 2 + 1), 1); ++_g59_dr) {  // layernorm.pto:7:24
+                TileT60B1 t60_b1(min_i64(H - (_g59_db * 2 + 1 + _g59_dr) * 1024, 1024));  // layernorm.pto:7:24
+                TASSIGN(t60_b1, 12352);  // layernorm.pto:7:24
+                TileT43Re2B1 t43_re2_b1(min_i64(H - (_g59_db * 2 + 1 + _g59_dr) * 1024, 1024));  // layernorm.pto:5:13
+                TASSIGN(t43_re2_b1, 16448);  // layernorm.pto:5:13
                 using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-                GmView8 v0Gm8(v0 + (_g60_db * 2 + 1 + _g60_dr) * 1024, GmView8::Shape(t44_re2_b1.GetValidCol()), GmView8::Stride(H));  // layernorm.pto:4:14
-                TLOAD(t44_re2_b1, v0Gm8);  // layernorm.pto:4:14
+                GmView8 v0Gm8(v0 + (_g59_db * 2 + 1 + _g59_dr) * 1024, GmView8::Shape(t43_re2_b1.GetValidCol()), GmView8::Stride(H));  // layernorm.pto:4:14
+                TLOAD(t43_re2_b1, v0Gm8);  // layernorm.pto:4:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileView1 view12;  // layernorm.pto:5:13
                 TASSIGN(view12, 0);  // layernorm.pto:5:13
                 TileTmp2 tmp13;  // layernorm.pto:5:13
                 TASSIGN(tmp13, 24640);  // layernorm.pto:5:13
-                TROWEXPANDSUB(t61_b1, t44_re2_b1, view12, tmp13);  // layernorm.pto:5:13
-                TileT64B1 t64_b1(min_i64(H - (_g60_db * 2 + 1 + _g60_dr) * 1024, 1024));  // layernorm.pto:7:24
-                TASSIGN(t64_b1, 16448);  // layernorm.pto:7:24
+                TROWEXPANDSUB(t60_b1, t43_re2_b1, view12, tmp13);  // layernorm.pto:5:13
+                TileT63B1 t63_b1(min_i64(H - (_g59_db * 2 + 1 + _g59_dr) * 1024, 1024));  // layernorm.pto:7:24
+                TASSIGN(t63_b1, 16448);  // layernorm.pto:7:24
                 pipe_barrier(PIPE_V);
                 TileView1 view14;  // layernorm.pto:7:24
                 TASSIGN(view14, 32);  // layernorm.pto:7:24
                 TileTmp2 tmp15;  // layernorm.pto:7:24
                 TASSIGN(tmp15, 24640);  // layernorm.pto:7:24
-                TROWEXPANDMUL(t64_b1, t61_b1, view14, tmp15);  // layernorm.pto:7:24
+                TROWEXPANDMUL(t63_b1, t60_b1, view14, tmp15);  // layernorm.pto:7:24
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT66B1 t66_b1(min_i64(H - (_g60_db * 2 + 1 + _g60_dr) * 1024, 1024));  // layernorm.pto:7:47
-                TASSIGN(t66_b1, 12352);  // layernorm.pto:7:47
+                TileT65B1 t65_b1(min_i64(H - (_g59_db * 2 + 1 + _g59_dr) * 1024, 1024));  // layernorm.pto:7:47
+                TASSIGN(t65_b1, 12352);  // layernorm.pto:7:47
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
-                GmView9 gammaGm9(gamma + (_g60_db * 2 + 1 + _g60_dr) * 1024, GmView9::Shape(t66_b1.GetValidCol()));  // layernorm.pto:7:47
-                TLOAD(t66_b1, gammaGm9);  // layernorm.pto:7:47
+                GmView9 gammaGm9(gamma + (_g59_db * 2 + 1 + _g59_dr) * 1024, GmView9::Shape(t65_b1.GetValidCol()));  // layernorm.pto:7:47
+                TLOAD(t65_b1, gammaGm9);  // layernorm.pto:7:47
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT72B1 t72_b1(min_i64(H - (_g60_db * 2 + 1 + _g60_dr) * 1024, 1024));  // layernorm.pto:7:24
-                TASSIGN(t72_b1, 20544);  // layernorm.pto:7:24
+                TileT71B1 t71_b1(min_i64(H - (_g59_db * 2 + 1 + _g59_dr) * 1024, 1024));  // layernorm.pto:7:24
+                TASSIGN(t71_b1, 20544);  // layernorm.pto:7:24
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCOLEXPANDMUL(t72_b1, t64_b1, t66_b1);  // layernorm.pto:7:24
+                TCOLEXPANDMUL(t71_b1, t63_b1, t65_b1);  // layernorm.pto:7:24
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT74B1 t74_b1(min_i64(H - (_g60_db * 2 + 1 + _g60_dr) * 1024, 1024));  // layernorm.pto:7:66
-                TASSIGN(t74_b1, 12352);  // layernorm.pto:7:66
+                TileT73B1 t73_b1(min_i64(H - (_g59_db * 2 + 1 + _g59_dr) * 1024, 1024));  // layernorm.pto:7:66
+                TASSIGN(t73_b1, 12352);  // layernorm.pto:7:66
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
-                GmView10 betaGm10(beta + (_g60_db * 2 + 1 + _g60_dr) * 1024, GmView10::Shape(t74_b1.GetValidCol()));  // layernorm.pto:7:66
-                TLOAD(t74_b1, betaGm10);  // layernorm.pto:7:66
+                GmView10 betaGm10(beta + (_g59_db * 2 + 1 + _g59_dr) * 1024, GmView10::Shape(t73_b1.GetValidCol()));  // layernorm.pto:7:66
+                TLOAD(t73_b1, betaGm10);  // layernorm.pto:7:66
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT80B1 t80_b1(min_i64(H - (_g60_db * 2 + 1 + _g60_dr) * 1024, 1024));  // layernorm.pto:7:24
-                TASSIGN(t80_b1, 16448);  // layernorm.pto:7:24
+                TileT79B1 t79_b1(min_i64(H - (_g59_db * 2 + 1 + _g59_dr) * 1024, 1024));  // layernorm.pto:7:24
+                TASSIGN(t79_b1, 16448);  // layernorm.pto:7:24
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TCOLEXPANDADD(t80_b1, t72_b1, t74_b1);  // layernorm.pto:7:24
+                TCOLEXPANDADD(t79_b1, t71_b1, t73_b1);  // layernorm.pto:7:24
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
-                GmView11 yGm11(y + r * H + (_g60_db * 2 + 1 + _g60_dr) * 1024, GmView11::Shape(t80_b1.GetValidCol()), GmView11::Stride(H));  // layernorm.pto:7:19
-                TSTORE(yGm11, t80_b1);  // layernorm.pto:7:19
+                GmView11 yGm11(y + r * H + (_g59_db * 2 + 1 + _g59_dr) * 1024, GmView11::Shape(t79_b1.GetValidCol()), GmView11::Stride(H));  // layernorm.pto:7:19
+                TSTORE(yGm11, t79_b1);  // layernorm.pto:7:19
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);

@@ -103,9 +103,9 @@ extern "C" __global__ AICORE void log_softmax_f16_k0(__gm__ half* x, __gm__ half
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:9
-        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t19.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:6:9
-        TSTORE(yGm1, t19);  // log_softmax.pto:6:9
+        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
+        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t19.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:6:19
+        TSTORE(yGm1, t19);  // log_softmax.pto:6:19
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -30,37 +30,37 @@ extern "C" __global__ AICORE void log_softmax_f16_k1(__gm__ half* x, __gm__ half
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT24 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT36 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT22B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT35 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT21B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1MaxB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1SafeB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1DiffB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1AlphaB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT35B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT39B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT22B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT34B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT21B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1MaxB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1SafeB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1DiffB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1AlphaB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT35B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT39B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT41 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT29Re2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22Re1Re2B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT29Re2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22Re1Re2B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT40 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT28Re2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21Re1Re2B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT48B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT28Re2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21Re1Re2B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT48B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
@@ -72,12 +72,12 @@ extern "C" __global__ AICORE void log_softmax_f16_k1(__gm__ half* x, __gm__ half
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // log_softmax.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ half* v0 = x + b * N;  // log_softmax.pto:4:20
-        TileT24 t24;  // log_softmax.pto:5:19
-        TASSIGN(t24, 0);  // log_softmax.pto:5:19
-        TEXPANDS(t24, -__builtin_inff());  // log_softmax.pto:5:19
-        TileT36 t36;  // log_softmax.pto:6:32
-        TASSIGN(t36, 32);  // log_softmax.pto:6:32
-        TEXPANDS(t36, 0.0f);  // log_softmax.pto:6:32
+        TileT23 t23;  // log_softmax.pto:5:19
+        TASSIGN(t23, 0);  // log_softmax.pto:5:19
+        TEXPANDS(t23, -__builtin_inff());  // log_softmax.pto:5:19
+        TileT35 t35;  // log_softmax.pto:6:32
+        TASSIGN(t35, 32);  // log_softmax.pto:6:32
+        TEXPANDS(t35, 0.0f);  // log_softmax.pto:6:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -85,25 +85,25 @@ extern "C" __global__ AICORE void log_softmax_f16_k1(__gm__ half* x, __gm__ half
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g21_db = 0; _g21_db < ((N + 1023) / 1024 + 1) / 2; ++_g21_db) {  // log_softmax.pto:4:15
+        for (int64_t _g20_db = 0; _g20_db < ((N + 1023) / 1024 + 1) / 2; ++_g20_db) {  // log_softmax.pto:4:15
             pipe_barrier(PIPE_V);
-            TileT22B0 t22_b0(min_i64(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:4:15
-            TASSIGN(t22_b0, 64);  // log_softmax.pto:4:15
+            TileT21B0 t21_b0(min_i64(N - _g20_db * 2 * 1024, 1024));  // log_softmax.pto:4:15
+            TASSIGN(t21_b0, 64);  // log_softmax.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-            GmView0 v0Gm0(v0 + _g21_db * 2 * 1024, GmView0::Shape(t22_b0.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
-            TLOAD(t22_b0, v0Gm0);  // log_softmax.pto:4:15
+            GmView0 v0Gm0(v0 + _g20_db * 2 * 1024, GmView0::Shape(t21_b0.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
+            TLOAD(t21_b0, v0Gm0);  // log_softmax.pto:4:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT23B0 t23_b0(min_i64(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:4:15
-            TASSIGN(t23_b0, 2112);  // log_softmax.pto:4:15
+            TileT22B0 t22_b0(min_i64(N - _g20_db * 2 * 1024, 1024));  // log_softmax.pto:4:15
+            TASSIGN(t22_b0, 2112);  // log_softmax.pto:4:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t23_b0, t22_b0, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
-            TileT27B0 t27_b0;  // log_softmax.pto:5:19
-            TASSIGN(t27_b0, 64);  // log_softmax.pto:5:19
+            TCVT(t22_b0, t21_b0, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
+            TileT26B0 t26_b0;  // log_softmax.pto:5:19
+            TASSIGN(t26_b0, 64);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // log_softmax.pto:5:19
             TASSIGN(tmp0, 20576);  // log_softmax.pto:5:19
-            TROWMAX(t27_b0, t23_b0, tmp0);  // log_softmax.pto:5:19
+            TROWMAX(t26_b0, t22_b0, tmp0);  // log_softmax.pto:5:19
             TileOnline1MaxB0 online1_max_b0;  // log_softmax.pto:5:19
             TASSIGN(online1_max_b0, 96);  // log_softmax.pto:5:19
             TileOnline1SafeB0 online1_safe_b0;  // log_softmax.pto:5:19
@@ -113,53 +113,53 @@ extern "C" __global__ AICORE void log_softmax_f16_k1(__gm__ half* x, __gm__ half
             TileOnline1AlphaB0 online1_alpha_b0;  // log_softmax.pto:5:19
             TASSIGN(online1_alpha_b0, 192);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
-            TMAX(online1_max_b0, t24, t27_b0);  // log_softmax.pto:5:19
+            TMAX(online1_max_b0, t23, t26_b0);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
             TMAXS(online1_safe_b0, online1_max_b0, -3.4028234663852886e+38f);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
-            TSUB(online1_diff_b0, t24, online1_safe_b0);  // log_softmax.pto:5:19
+            TSUB(online1_diff_b0, t23, online1_safe_b0);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
             TEXP(online1_alpha_b0, online1_diff_b0);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
-            TMUL(t36, t36, online1_alpha_b0);  // log_softmax.pto:5:19
+            TMUL(t35, t35, online1_alpha_b0);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
-            TMAX(t24, t24, t27_b0);  // log_softmax.pto:5:19
-            TileT35B0 t35_b0(min_i64(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:6:36
-            TASSIGN(t35_b0, 6208);  // log_softmax.pto:6:36
+            TMAX(t23, t23, t26_b0);  // log_softmax.pto:5:19
+            TileT34B0 t34_b0(min_i64(N - _g20_db * 2 * 1024, 1024));  // log_softmax.pto:6:36
+            TASSIGN(t34_b0, 6208);  // log_softmax.pto:6:36
             pipe_barrier(PIPE_V);
             TileView1 view1;  // log_softmax.pto:6:36
             TASSIGN(view1, 128);  // log_softmax.pto:6:36
             TileTmp2 tmp2;  // log_softmax.pto:6:36
             TASSIGN(tmp2, 20576);  // log_softmax.pto:6:36
-            TROWEXPANDEXPDIF(t35_b0, t23_b0, view1, tmp2);  // log_softmax.pto:6:36
-            TileT39B0 t39_b0;  // log_softmax.pto:6:32
-            TASSIGN(t39_b0, 64);  // log_softmax.pto:6:32
+            TROWEXPANDEXPDIF(t34_b0, t22_b0, view1, tmp2);  // log_softmax.pto:6:36
+            TileT38B0 t38_b0;  // log_softmax.pto:6:32
+            TASSIGN(t38_b0, 64);  // log_softmax.pto:6:32
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // log_softmax.pto:6:32
             TASSIGN(tmp3, 20576);  // log_softmax.pto:6:32
-            TROWSUM(t39_b0, t35_b0, tmp3);  // log_softmax.pto:6:32
+            TROWSUM(t38_b0, t34_b0, tmp3);  // log_softmax.pto:6:32
             pipe_barrier(PIPE_V);
-            TADD(t36, t36, t39_b0);  // log_softmax.pto:6:32
+            TADD(t35, t35, t38_b0);  // log_softmax.pto:6:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g21_dr = 0; _g21_dr < min_i64((N + 1023) / 1024 - (_g21_db * 2 + 1), 1); ++_g21_dr) {  // log_softmax.pto:4:15
-                TileT22B1 t22_b1(min_i64(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:4:15
-                TASSIGN(t22_b1, 10304);  // log_softmax.pto:4:15
+            for (int64_t _g20_dr = 0; _g20_dr < min_i64((N + 1023) / 1024 - (_g20_db * 2 + 1), 1); ++_g20_dr) {  // log_softmax.pto:4:15
+                TileT21B1 t21_b1(min_i64(N - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // log_softmax.pto:4:15
+                TASSIGN(t21_b1, 10304);  // log_softmax.pto:4:15
                 using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-                GmView1 v0Gm1(v0 + (_g21_db * 2 + 1 + _g21_dr) * 1024, GmView1::Shape(t22_b1.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:4:15
-                TLOAD(t22_b1, v0Gm1);  // log_softmax.pto:4:15
+                GmView1 v0Gm1(v0 + (_g20_db * 2 + 1 + _g20_dr) * 1024, GmView1::Shape(t21_b1.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:4:15
+                TLOAD(t21_b1, v0Gm1);  // log_softmax.pto:4:15
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT23B1 t23_b1(min_i64(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:4:15
-                TASSIGN(t23_b1, 12352);  // log_softmax.pto:4:15
+                TileT22B1 t22_b1(min_i64(N - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // log_softmax.pto:4:15
+                TASSIGN(t22_b1, 12352);  // log_softmax.pto:4:15
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCVT(t23_b1, t22_b1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
-                TileT27B1 t27_b1;  // log_softmax.pto:5:19
-                TASSIGN(t27_b1, 10304);  // log_softmax.pto:5:19
+                TCVT(t22_b1, t21_b1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
+                TileT26B1 t26_b1;  // log_softmax.pto:5:19
+                TASSIGN(t26_b1, 10304);  // log_softmax.pto:5:19
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp4;  // log_softmax.pto:5:19
                 TASSIGN(tmp4, 20576);  // log_softmax.pto:5:19
-                TROWMAX(t27_b1, t23_b1, tmp4);  // log_softmax.pto:5:19
+                TROWMAX(t26_b1, t22_b1, tmp4);  // log_softmax.pto:5:19
                 TileOnline1MaxB1 online1_max_b1;  // log_softmax.pto:5:19
                 TASSIGN(online1_max_b1, 10336);  // log_softmax.pto:5:19
                 TileOnline1SafeB1 online1_safe_b1;  // log_softmax.pto:5:19
@@ -169,33 +169,33 @@ extern "C" __global__ AICORE void log_softmax_f16_k1(__gm__ half* x, __gm__ half
                 TileOnline1AlphaB1 online1_alpha_b1;  // log_softmax.pto:5:19
                 TASSIGN(online1_alpha_b1, 10432);  // log_softmax.pto:5:19
                 pipe_barrier(PIPE_V);
-                TMAX(online1_max_b1, t24, t27_b1);  // log_softmax.pto:5:19
+                TMAX(online1_max_b1, t23, t26_b1);  // log_softmax.pto:5:19
                 pipe_barrier(PIPE_V);
                 TMAXS(online1_safe_b1, online1_max_b1, -3.4028234663852886e+38f);  // log_softmax.pto:5:19
                 pipe_barrier(PIPE_V);
-                TSUB(online1_diff_b1, t24, online1_safe_b1);  // log_softmax.pto:5:19
+                TSUB(online1_diff_b1, t23, online1_safe_b1);  // log_softmax.pto:5:19
                 pipe_barrier(PIPE_V);
                 TEXP(online1_alpha_b1, online1_diff_b1);  // log_softmax.pto:5:19
                 pipe_barrier(PIPE_V);
-                TMUL(t36, t36, online1_alpha_b1);  // log_softmax.pto:5:19
+                TMUL(t35, t35, online1_alpha_b1);  // log_softmax.pto:5:19
                 pipe_barrier(PIPE_V);
-                TMAX(t24, t24, t27_b1);  // log_softmax.pto:5:19
-                TileT35B1 t35_b1(min_i64(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:6:36
-                TASSIGN(t35_b1, 16448);  // log_softmax.pto:6:36
+                TMAX(t23, t23, t26_b1);  // log_softmax.pto:5:19
+                TileT34B1 t34_b1(min_i64(N - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // log_softmax.pto:6:36
+                TASSIGN(t34_b1, 16448);  // log_softmax.pto:6:36
                 pipe_barrier(PIPE_V);
                 TileView1 view5;  // log_softmax.pto:6:36
                 TASSIGN(view5, 10368);  // log_softmax.pto:6:36
                 TileTmp2 tmp6;  // log_softmax.pto:6:36
                 TASSIGN(tmp6, 20576);  // log_softmax.pto:6:36
-                TROWEXPANDEXPDIF(t35_b1, t23_b1, view5, tmp6);  // log_softmax.pto:6:36
-                TileT39B1 t39_b1;  // log_softmax.pto:6:32
-                TASSIGN(t39_b1, 10304);  // log_softmax.pto:6:32
+                TROWEXPANDEXPDIF(t34_b1, t22_b1, view5, tmp6);  // log_softmax.pto:6:36
+                TileT38B1 t38_b1;  // log_softmax.pto:6:32
+                TASSIGN(t38_b1, 10304);  // log_softmax.pto:6:32
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp7;  // log_softmax.pto:6:32
                 TASSIGN(tmp7, 20576);  // log_softmax.pto:6:32
-                TROWSUM(t39_b1, t35_b1, tmp7);  // log_softmax.pto:6:32
+                TROWSUM(t38_b1, t34_b1, tmp7);  // log_softmax.pto:6:32
                 pipe_barrier(PIPE_V);
-                TADD(t36, t36, t39_b1);  // log_softmax.pto:6:32
+                TADD(t35, t35, t38_b1);  // log_softmax.pto:6:32
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
@@ -205,11 +205,11 @@ extern "C" __global__ AICORE void log_softmax_f16_k1(__gm__ half* x, __gm__ half
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT41 t41;  // log_softmax.pto:6:28
-        TASSIGN(t41, 64);  // log_softmax.pto:6:28
+        TileT40 t40;  // log_softmax.pto:6:28
+        TASSIGN(t40, 64);  // log_softmax.pto:6:28
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TLOG(t41, t36);  // log_softmax.pto:6:28
+        TLOG(t40, t35);  // log_softmax.pto:6:28
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -218,21 +218,21 @@ extern "C" __global__ AICORE void log_softmax_f16_k1(__gm__ half* x, __gm__ half
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g42_db = 0; _g42_db < ((N + 1023) / 1024 + 1) / 2; ++_g42_db) {  // log_softmax.pto:6:24
+        for (int64_t _g41_db = 0; _g41_db < ((N + 1023) / 1024 + 1) / 2; ++_g41_db) {  // log_softmax.pto:6:24
             pipe_barrier(PIPE_V);
-            TileT43B0 t43_b0(min_i64(N - _g42_db * 2 * 1024, 1024));  // log_softmax.pto:6:24
-            TASSIGN(t43_b0, 96);  // log_softmax.pto:6:24
-            TileT29Re2B0 t29_re2_b0(min_i64(N - _g42_db * 2 * 1024, 1024));  // log_softmax.pto:5:13
-            TASSIGN(t29_re2_b0, 4192);  // log_softmax.pto:5:13
-            TileT22Re1Re2B0 t22_re1_re2_b0(min_i64(N - _g42_db * 2 * 1024, 1024));  // log_softmax.pto:4:15
-            TASSIGN(t22_re1_re2_b0, 8288);  // log_softmax.pto:4:15
+            TileT42B0 t42_b0(min_i64(N - _g41_db * 2 * 1024, 1024));  // log_softmax.pto:6:24
+            TASSIGN(t42_b0, 96);  // log_softmax.pto:6:24
+            TileT28Re2B0 t28_re2_b0(min_i64(N - _g41_db * 2 * 1024, 1024));  // log_softmax.pto:5:13
+            TASSIGN(t28_re2_b0, 4192);  // log_softmax.pto:5:13
+            TileT21Re1Re2B0 t21_re1_re2_b0(min_i64(N - _g41_db * 2 * 1024, 1024));  // log_softmax.pto:4:15
+            TASSIGN(t21_re1_re2_b0, 8288);  // log_softmax.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-            GmView2 v0Gm2(v0 + _g42_db * 2 * 1024, GmView2::Shape(t22_re1_re2_b0.GetValidCol()), GmView2::Stride(N));  // log_softmax.pto:4:15
-            TLOAD(t22_re1_re2_b0, v0Gm2);  // log_softmax.pto:4:15
+            GmView2 v0Gm2(v0 + _g41_db * 2 * 1024, GmView2::Shape(t21_re1_re2_b0.GetValidCol()), GmView2::Stride(N));  // log_softmax.pto:4:15
+            TLOAD(t21_re1_re2_b0, v0Gm2);  // log_softmax.pto:4:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t29_re2_b0, t22_re1_re2_b0, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
+            TCVT(t28_re2_b0, t21_re1_re2_b0, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -240,63 +240,63 @@ extern "C" __global__ AICORE void log_softmax_f16_k1(__gm__ half* x, __gm__ half
             TASSIGN(view8, 0);  // log_softmax.pto:5:13
             TileTmp2 tmp9;  // log_softmax.pto:5:13
             TASSIGN(tmp9, 20576);  // log_softmax.pto:5:13
-            TROWEXPANDSUB(t43_b0, t29_re2_b0, view8, tmp9);  // log_softmax.pto:5:13
-            TileT46B0 t46_b0(min_i64(N - _g42_db * 2 * 1024, 1024));  // log_softmax.pto:6:24
-            TASSIGN(t46_b0, 4192);  // log_softmax.pto:6:24
+            TROWEXPANDSUB(t42_b0, t28_re2_b0, view8, tmp9);  // log_softmax.pto:5:13
+            TileT45B0 t45_b0(min_i64(N - _g41_db * 2 * 1024, 1024));  // log_softmax.pto:6:24
+            TASSIGN(t45_b0, 4192);  // log_softmax.pto:6:24
             pipe_barrier(PIPE_V);
             TileView1 view10;  // log_softmax.pto:6:24
             TASSIGN(view10, 64);  // log_softmax.pto:6:24
             TileTmp2 tmp11;  // log_softmax.pto:6:24
             TASSIGN(tmp11, 20576);  // log_softmax.pto:6:24
-            TROWEXPANDSUB(t46_b0, t43_b0, view10, tmp11);  // log_softmax.pto:6:24
-            TileT49B0 t49_b0(min_i64(N - _g42_db * 2 * 1024, 1024));  // log_softmax.pto:6:19
-            TASSIGN(t49_b0, 96);  // log_softmax.pto:6:19
+            TROWEXPANDSUB(t45_b0, t42_b0, view10, tmp11);  // log_softmax.pto:6:24
+            TileT48B0 t48_b0(min_i64(N - _g41_db * 2 * 1024, 1024));  // log_softmax.pto:6:19
+            TASSIGN(t48_b0, 96);  // log_softmax.pto:6:19
             pipe_barrier(PIPE_V);
-            TCVT(t49_b0, t46_b0, RoundMode::CAST_RINT);  // log_softmax.pto:6:19
+            TCVT(t48_b0, t45_b0, RoundMode::CAST_RINT);  // log_softmax.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
-            GmView3 yGm3(y + b * N + _g42_db * 2 * 1024, GmView3::Shape(t49_b0.GetValidCol()), GmView3::Stride(N));  // log_softmax.pto:6:19
-            TSTORE(yGm3, t49_b0);  // log_softmax.pto:6:19
+            GmView3 yGm3(y + b * N + _g41_db * 2 * 1024, GmView3::Shape(t48_b0.GetValidCol()), GmView3::Stride(N));  // log_softmax.pto:6:19
+            TSTORE(yGm3, t48_b0);  // log_softmax.pto:6:19
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            for (int64_t _g42_dr = 0; _g42_dr < min_i64((N + 1023) / 1024 - (_g42_db * 2 + 1), 1); ++_g42_dr) {  // log_softmax.pto:6:24
-                TileT43B1 t43_b1(min_i64(N - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // log_softmax.pto:6:24
-                TASSIGN(t43_b1, 10336);  // log_softmax.pto:6:24
-                TileT29Re2B1 t29_re2_b1(min_i64(N - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // log_softmax.pto:5:13
-                TASSIGN(t29_re2_b1, 14432);  // log_softmax.pto:5:13
-                TileT22Re1Re2B1 t22_re1_re2_b1(min_i64(N - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // log_softmax.pto:4:15
-                TASSIGN(t22_re1_re2_b1, 18528);  // log_softmax.pto:4:15
+            for (int64_t _g41_dr = 0; _g41_dr < min_i64((N + 1023) / 1024 - (_g41_db * 2 + 1), 1); ++_g41_dr) {  // log_softmax.pto:6:24
+                TileT42B1 t42_b1(min_i64(N - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // log_softmax.pto:6:24
+                TASSIGN(t42_b1, 10336);  // log_softmax.pto:6:24
+                TileT28Re2B1 t28_re2_b1(min_i64(N - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // log_softmax.pto:5:13
+                TASSIGN(t28_re2_b1, 14432);  // log_softmax.pto:5:13
+                TileT21Re1Re2B1 t21_re1_re2_b1(min_i64(N - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // log_softmax.pto:4:15
+                TASSIGN(t21_re1_re2_b1, 18528);  // log_softmax.pto:4:15
                 using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-                GmView4 v0Gm4(v0 + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView4::Shape(t22_re1_re2_b1.GetValidCol()), GmView4::Stride(N));  // log_softmax.pto:4:15
-                TLOAD(t22_re1_re2_b1, v0Gm4);  // log_softmax.pto:4:15
+                GmView4 v0Gm4(v0 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView4::Shape(t21_re1_re2_b1.GetValidCol()), GmView4::Stride(N));  // log_softmax.pto:4:15
+                TLOAD(t21_re1_re2_b1, v0Gm4);  // log_softmax.pto:4:15
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t29_re2_b1, t22_re1_re2_b1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
+                TCVT(t28_re2_b1, t21_re1_re2_b1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
                 pipe_barrier(PIPE_V);
                 TileView1 view12;  // log_softmax.pto:5:13
                 TASSIGN(view12, 0);  // log_softmax.pto:5:13
                 TileTmp2 tmp13;  // log_softmax.pto:5:13
                 TASSIGN(tmp13, 20576);  // log_softmax.pto:5:13
-                TROWEXPANDSUB(t43_b1, t29_re2_b1, view12, tmp13);  // log_softmax.pto:5:13
-                TileT46B1 t46_b1(min_i64(N - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // log_softmax.pto:6:24
-                TASSIGN(t46_b1, 14432);  // log_softmax.pto:6:24
+                TROWEXPANDSUB(t42_b1, t28_re2_b1, view12, tmp13);  // log_softmax.pto:5:13
+                TileT45B1 t45_b1(min_i64(N - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // log_softmax.pto:6:24
+                TASSIGN(t45_b1, 14432);  // log_softmax.pto:6:24
                 pipe_barrier(PIPE_V);
                 TileView1 view14;  // log_softmax.pto:6:24
                 TASSIGN(view14, 64);  // log_softmax.pto:6:24
                 TileTmp2 tmp15;  // log_softmax.pto:6:24
                 TASSIGN(tmp15, 20576);  // log_softmax.pto:6:24
-                TROWEXPANDSUB(t46_b1, t43_b1, view14, tmp15);  // log_softmax.pto:6:24
-                TileT49B1 t49_b1(min_i64(N - (_g42_db * 2 + 1 + _g42_dr) * 1024, 1024));  // log_softmax.pto:6:19
-                TASSIGN(t49_b1, 10336);  // log_softmax.pto:6:19
+                TROWEXPANDSUB(t45_b1, t42_b1, view14, tmp15);  // log_softmax.pto:6:24
+                TileT48B1 t48_b1(min_i64(N - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // log_softmax.pto:6:19
+                TASSIGN(t48_b1, 10336);  // log_softmax.pto:6:19
                 pipe_barrier(PIPE_V);
-                TCVT(t49_b1, t46_b1, RoundMode::CAST_RINT);  // log_softmax.pto:6:19
+                TCVT(t48_b1, t45_b1, RoundMode::CAST_RINT);  // log_softmax.pto:6:19
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
-                GmView5 yGm5(y + b * N + (_g42_db * 2 + 1 + _g42_dr) * 1024, GmView5::Shape(t49_b1.GetValidCol()), GmView5::Stride(N));  // log_softmax.pto:6:19
-                TSTORE(yGm5, t49_b1);  // log_softmax.pto:6:19
+                GmView5 yGm5(y + b * N + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView5::Shape(t48_b1.GetValidCol()), GmView5::Stride(N));  // log_softmax.pto:6:19
+                TSTORE(yGm5, t48_b1);  // log_softmax.pto:6:19
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);

@@ -70,7 +70,7 @@ extern "C" int logical_f32(float* x, float* z, float* a, float* b, float* c, int
 #endif
     try {
     {  // logical.pto:4:19
-        const int64_t logical_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // logical.pto:4:19
+        const int64_t logical_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // logical.pto:4:19
         bool logical_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t logical_f32_k0_block = 0; logical_f32_k0_block < logical_f32_k0_blocks; ++logical_f32_k0_block) {  // logical.pto:4:19

@@ -232,7 +232,7 @@ extern "C" int logical_f16(int32_t device, void* stream, half* x, half* z, half*
         return -1;
     }
     {  // logical.pto:4:19
-        const int64_t logical_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // logical.pto:4:19
+        const int64_t logical_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // logical.pto:4:19
         logical_f16_k0_launch(logical_f16_k0_blocks, ptodsl_stream, x, z, a, b, c, M, N);  // logical.pto:4:19
         if (!launched("the launch of logical_f16_k0")) {  // logical.pto:4:19
             return -1;  // logical.pto:4:19

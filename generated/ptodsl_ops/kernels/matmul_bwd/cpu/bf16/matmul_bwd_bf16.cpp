@@ -79,7 +79,7 @@ extern "C" int matmul_bwd_bf16(bfloat16_t* a, bfloat16_t* b, float* dc, bfloat16
         std::vector<unsigned char> t1_bytes = workspace((M * K) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bwd.pto:5:18
         float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // matmul_bwd.pto:5:18
         {  // matmul_bwd.pto:5:29
-            const int64_t matmul_bwd_bf16_k0_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_bwd.pto:5:29
+            const int64_t matmul_bwd_bf16_k0_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1);  // matmul_bwd.pto:5:29
             bool matmul_bwd_bf16_k0_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_bwd_bf16_k0_block = 0; matmul_bwd_bf16_k0_block < matmul_bwd_bf16_k0_blocks; ++matmul_bwd_bf16_k0_block) {  // matmul_bwd.pto:5:29
@@ -133,7 +133,7 @@ extern "C" int matmul_bwd_bf16(bfloat16_t* a, bfloat16_t* b, float* dc, bfloat16
         std::vector<unsigned char> t4_bytes = workspace((K * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bwd.pto:6:18
         float* t4 = reinterpret_cast<float*>(t4_bytes.data());  // matmul_bwd.pto:6:18
         {  // matmul_bwd.pto:5:13
-            const int64_t matmul_bwd_bf16_k2_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1);  // matmul_bwd.pto:5:13
+            const int64_t matmul_bwd_bf16_k2_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1)), 1)), 1);  // matmul_bwd.pto:5:13
             bool matmul_bwd_bf16_k2_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_bwd_bf16_k2_block = 0; matmul_bwd_bf16_k2_block < matmul_bwd_bf16_k2_blocks; ++matmul_bwd_bf16_k2_block) {  // matmul_bwd.pto:5:13
@@ -183,7 +183,7 @@ extern "C" int matmul_bwd_bf16(bfloat16_t* a, bfloat16_t* b, float* dc, bfloat16
 #endif
         }
         {  // matmul_bwd.pto:6:13
-            const int64_t matmul_bwd_bf16_k4_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_bwd.pto:6:13
+            const int64_t matmul_bwd_bf16_k4_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1);  // matmul_bwd.pto:6:13
             bool matmul_bwd_bf16_k4_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_bwd_bf16_k4_block = 0; matmul_bwd_bf16_k4_block < matmul_bwd_bf16_k4_blocks; ++matmul_bwd_bf16_k4_block) {  // matmul_bwd.pto:6:13

@@ -247,7 +247,7 @@ extern "C" int matmul_bwd_f16(int32_t device, void* stream, half* a, half* b, fl
         }
         float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // matmul_bwd.pto:5:18
         {  // matmul_bwd.pto:5:29
-            const int64_t matmul_bwd_f16_k0_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_bwd.pto:5:29
+            const int64_t matmul_bwd_f16_k0_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1);  // matmul_bwd.pto:5:29
             matmul_bwd_f16_k0_launch(matmul_bwd_f16_k0_blocks, ptodsl_stream, b, t2, K, N);  // matmul_bwd.pto:5:29
             if (!launched("the launch of matmul_bwd_f16_k0")) {  // matmul_bwd.pto:5:29
                 return -1;  // matmul_bwd.pto:5:29
@@ -271,7 +271,7 @@ extern "C" int matmul_bwd_f16(int32_t device, void* stream, half* a, half* b, fl
         }
         float* t4 = reinterpret_cast<float*>(t4_bytes.data());  // matmul_bwd.pto:6:18
         {  // matmul_bwd.pto:5:13
-            const int64_t matmul_bwd_f16_k2_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1);  // matmul_bwd.pto:5:13
+            const int64_t matmul_bwd_f16_k2_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1)), 1)), 1);  // matmul_bwd.pto:5:13
             matmul_bwd_f16_k2_launch(matmul_bwd_f16_k2_blocks, ptodsl_stream, t1, da, a, t5, M, K);  // matmul_bwd.pto:5:13
             if (!launched("the launch of matmul_bwd_f16_k2")) {  // matmul_bwd.pto:5:13
                 return -1;  // matmul_bwd.pto:5:13
@@ -285,7 +285,7 @@ extern "C" int matmul_bwd_f16(int32_t device, void* stream, half* a, half* b, fl
             }
         }
         {  // matmul_bwd.pto:6:13
-            const int64_t matmul_bwd_f16_k4_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_bwd.pto:6:13
+            const int64_t matmul_bwd_f16_k4_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1);  // matmul_bwd.pto:6:13
             matmul_bwd_f16_k4_launch(matmul_bwd_f16_k4_blocks, ptodsl_stream, t4, db, K, N);  // matmul_bwd.pto:6:13
             if (!launched("the launch of matmul_bwd_f16_k4")) {  // matmul_bwd.pto:6:13
                 return -1;  // matmul_bwd.pto:6:13

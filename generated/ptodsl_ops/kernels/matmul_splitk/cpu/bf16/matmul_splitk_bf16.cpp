@@ -99,7 +99,7 @@ extern "C" int matmul_splitk_bf16(bfloat16_t* a, bfloat16_t* b, float* bias, bfl
 #endif
         }
         {  // matmul_splitk.pto:5:12
-            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1);  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1)), 1)), 1);  // matmul_splitk.pto:5:12
             bool matmul_splitk_bf16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_splitk_bf16_k1_block = 0; matmul_splitk_bf16_k1_block < matmul_splitk_bf16_k1_blocks; ++matmul_splitk_bf16_k1_block) {  // matmul_splitk.pto:5:12

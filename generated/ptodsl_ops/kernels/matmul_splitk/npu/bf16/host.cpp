@@ -246,7 +246,7 @@ extern "C" int matmul_splitk_bf16(int32_t device, void* stream, bfloat16_t* a, b
             }
         }
         {  // matmul_splitk.pto:5:12
-            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1);  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1)), 1)), 1);  // matmul_splitk.pto:5:12
             matmul_splitk_bf16_k1_launch(matmul_splitk_bf16_k1_blocks, ptodsl_stream, bias, _ws0, c, N, M, K);  // matmul_splitk.pto:5:12
             if (!launched("the launch of matmul_splitk_bf16_k1")) {  // matmul_splitk.pto:5:12
                 return -1;  // matmul_splitk.pto:5:12

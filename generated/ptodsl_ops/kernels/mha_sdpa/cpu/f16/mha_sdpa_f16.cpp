@@ -114,7 +114,7 @@ extern "C" int mha_sdpa_f16(half* q, half* k, half* v, half* o, float scale, int
         std::vector<unsigned char> t5_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(half)), poison);  // mha_sdpa.pto:8:19
         half* t5 = reinterpret_cast<half*>(t5_bytes.data());  // mha_sdpa.pto:8:19
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f16_k1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             bool mha_sdpa_f16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t mha_sdpa_f16_k1_block = 0; mha_sdpa_f16_k1_block < mha_sdpa_f16_k1_blocks; ++mha_sdpa_f16_k1_block) {  // mha_sdpa.pto:5:9
@@ -139,7 +139,7 @@ extern "C" int mha_sdpa_f16(half* q, half* k, half* v, half* o, float scale, int
 #endif
         }
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f16_k1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             bool mha_sdpa_f16_k1p1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t mha_sdpa_f16_k1p1_block = 0; mha_sdpa_f16_k1p1_block < mha_sdpa_f16_k1p1_blocks; ++mha_sdpa_f16_k1p1_block) {  // mha_sdpa.pto:5:9
@@ -164,7 +164,7 @@ extern "C" int mha_sdpa_f16(half* q, half* k, half* v, half* o, float scale, int
 #endif
         }
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1p2_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f16_k1p2_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             bool mha_sdpa_f16_k1p2_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t mha_sdpa_f16_k1p2_block = 0; mha_sdpa_f16_k1p2_block < mha_sdpa_f16_k1p2_blocks; ++mha_sdpa_f16_k1p2_block) {  // mha_sdpa.pto:5:9
@@ -189,7 +189,7 @@ extern "C" int mha_sdpa_f16(half* q, half* k, half* v, half* o, float scale, int
 #endif
         }
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1p3_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f16_k1p3_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             bool mha_sdpa_f16_k1p3_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t mha_sdpa_f16_k1p3_block = 0; mha_sdpa_f16_k1p3_block < mha_sdpa_f16_k1p3_blocks; ++mha_sdpa_f16_k1p3_block) {  // mha_sdpa.pto:5:9
@@ -214,7 +214,7 @@ extern "C" int mha_sdpa_f16(half* q, half* k, half* v, half* o, float scale, int
 #endif
         }
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f16_k1p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             bool mha_sdpa_f16_k1p4_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t mha_sdpa_f16_k1p4_block = 0; mha_sdpa_f16_k1p4_block < mha_sdpa_f16_k1p4_blocks; ++mha_sdpa_f16_k1p4_block) {  // mha_sdpa.pto:5:9

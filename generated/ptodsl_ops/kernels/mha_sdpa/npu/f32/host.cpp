@@ -276,35 +276,35 @@ extern "C" int mha_sdpa_f32(int32_t device, void* stream, float* q, float* k, fl
         }
         float* t5 = reinterpret_cast<float*>(t5_bytes.data());  // mha_sdpa.pto:8:19
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             mha_sdpa_f32_k1_launch(mha_sdpa_f32_k1_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
             if (!launched("the launch of mha_sdpa_f32_k1")) {  // mha_sdpa.pto:5:9
                 return -1;  // mha_sdpa.pto:5:9
             }
         }
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             mha_sdpa_f32_k1p1_launch(mha_sdpa_f32_k1p1_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
             if (!launched("the launch of mha_sdpa_f32_k1p1")) {  // mha_sdpa.pto:5:9
                 return -1;  // mha_sdpa.pto:5:9
             }
         }
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1p2_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1p2_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             mha_sdpa_f32_k1p2_launch(mha_sdpa_f32_k1p2_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
             if (!launched("the launch of mha_sdpa_f32_k1p2")) {  // mha_sdpa.pto:5:9
                 return -1;  // mha_sdpa.pto:5:9
             }
         }
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1p3_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1p3_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             mha_sdpa_f32_k1p3_launch(mha_sdpa_f32_k1p3_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
             if (!launched("the launch of mha_sdpa_f32_k1p3")) {  // mha_sdpa.pto:5:9
                 return -1;  // mha_sdpa.pto:5:9
             }
         }
         {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
             mha_sdpa_f32_k1p4_launch(mha_sdpa_f32_k1p4_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
             if (!launched("the launch of mha_sdpa_f32_k1p4")) {  // mha_sdpa.pto:5:9
                 return -1;  // mha_sdpa.pto:5:9

@@ -70,7 +70,7 @@ extern "C" int mul_bcast_f32(float* x, float* s, float* y, int64_t C, int64_t R,
 #endif
     try {
     {  // mul_bcast.pto:3:12
-        const int64_t mul_bcast_f32_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (C + 255) / 256), 1))), 1);  // mul_bcast.pto:3:12
+        const int64_t mul_bcast_f32_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (C + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (C + 255) / 256), 1)), 1)), 1);  // mul_bcast.pto:3:12
         bool mul_bcast_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t mul_bcast_f32_k0_block = 0; mul_bcast_f32_k0_block < mul_bcast_f32_k0_blocks; ++mul_bcast_f32_k0_block) {  // mul_bcast.pto:3:12

@@ -232,7 +232,7 @@ extern "C" int mul_bcast_f32(int32_t device, void* stream, float* x, float* s, f
         return -1;
     }
     {  // mul_bcast.pto:3:12
-        const int64_t mul_bcast_f32_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (C + 255) / 256), 1))), 1);  // mul_bcast.pto:3:12
+        const int64_t mul_bcast_f32_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (C + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (C + 255) / 256), 1)), 1)), 1);  // mul_bcast.pto:3:12
         mul_bcast_f32_k0_launch(mul_bcast_f32_k0_blocks, ptodsl_stream, x, s, y, R, C);  // mul_bcast.pto:3:12
         if (!launched("the launch of mul_bcast_f32_k0")) {  // mul_bcast.pto:3:12
             return -1;  // mul_bcast.pto:3:12

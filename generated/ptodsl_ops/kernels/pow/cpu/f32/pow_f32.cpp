@@ -70,7 +70,7 @@ extern "C" int pow_f32(float* x, float* e, float* a, float* b, float* c, float* 
 #endif
     try {
     {  // pow.pto:5:12
-        const int64_t pow_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // pow.pto:5:12
+        const int64_t pow_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // pow.pto:5:12
         bool pow_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t pow_f32_k0_block = 0; pow_f32_k0_block < pow_f32_k0_blocks; ++pow_f32_k0_block) {  // pow.pto:5:12

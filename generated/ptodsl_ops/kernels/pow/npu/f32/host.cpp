@@ -232,7 +232,7 @@ extern "C" int pow_f32(int32_t device, void* stream, float* x, float* e, float* 
         return -1;
     }
     {  // pow.pto:5:12
-        const int64_t pow_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // pow.pto:5:12
+        const int64_t pow_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // pow.pto:5:12
         pow_f32_k0_launch(pow_f32_k0_blocks, ptodsl_stream, x, e, a, b, c, d, l, s, M, N, p);  // pow.pto:5:12
         if (!launched("the launch of pow_f32_k0")) {  // pow.pto:5:12
             return -1;  // pow.pto:5:12

@@ -70,7 +70,7 @@ extern "C" int reciprocal_f16(half* x, half* y, int64_t M, int64_t N, int poison
 #endif
     try {
     {  // reciprocal.pto:3:12
-        const int64_t reciprocal_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1);  // reciprocal.pto:3:12
+        const int64_t reciprocal_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1);  // reciprocal.pto:3:12
         bool reciprocal_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t reciprocal_f16_k0_block = 0; reciprocal_f16_k0_block < reciprocal_f16_k0_blocks; ++reciprocal_f16_k0_block) {  // reciprocal.pto:3:12

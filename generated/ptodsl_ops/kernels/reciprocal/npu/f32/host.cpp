@@ -232,7 +232,7 @@ extern "C" int reciprocal_f32(int32_t device, void* stream, float* x, float* y, 
         return -1;
     }
     {  // reciprocal.pto:3:12
-        const int64_t reciprocal_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1);  // reciprocal.pto:3:12
+        const int64_t reciprocal_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1);  // reciprocal.pto:3:12
         reciprocal_f32_k0_launch(reciprocal_f32_k0_blocks, ptodsl_stream, x, y, M, N);  // reciprocal.pto:3:12
         if (!launched("the launch of reciprocal_f32_k0")) {  // reciprocal.pto:3:12
             return -1;  // reciprocal.pto:3:12

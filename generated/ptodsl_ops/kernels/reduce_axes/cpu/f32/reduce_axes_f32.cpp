@@ -103,7 +103,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
         float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // reduce_axes.pto:10:14
         float* t11 = t13;  // reduce_axes.pto:10:14
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0_block = 0; reduce_axes_f32_k0_block < reduce_axes_f32_k0_blocks; ++reduce_axes_f32_k0_block) {  // reduce_axes.pto:5:14
@@ -153,7 +153,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p1p1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p1p1_block = 0; reduce_axes_f32_k0p1p1_block < reduce_axes_f32_k0p1p1_blocks; ++reduce_axes_f32_k0p1p1_block) {  // reduce_axes.pto:5:14
@@ -178,7 +178,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p2_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p2_block = 0; reduce_axes_f32_k0p2_block < reduce_axes_f32_k0p2_blocks; ++reduce_axes_f32_k0p2_block) {  // reduce_axes.pto:5:14
@@ -203,7 +203,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p3_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p3_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p3_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p3_block = 0; reduce_axes_f32_k0p3_block < reduce_axes_f32_k0p3_blocks; ++reduce_axes_f32_k0p3_block) {  // reduce_axes.pto:5:14
@@ -278,7 +278,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p6_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p6_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p6_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p6_block = 0; reduce_axes_f32_k0p6_block < reduce_axes_f32_k0p6_blocks; ++reduce_axes_f32_k0p6_block) {  // reduce_axes.pto:5:14
@@ -303,7 +303,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p7_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p7_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p7_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p7_block = 0; reduce_axes_f32_k0p7_block < reduce_axes_f32_k0p7_blocks; ++reduce_axes_f32_k0p7_block) {  // reduce_axes.pto:5:14
@@ -328,7 +328,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p8_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p8_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p8_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p8_block = 0; reduce_axes_f32_k0p8_block < reduce_axes_f32_k0p8_blocks; ++reduce_axes_f32_k0p8_block) {  // reduce_axes.pto:5:14
@@ -378,7 +378,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p9p1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p9p1_block = 0; reduce_axes_f32_k0p9p1_block < reduce_axes_f32_k0p9p1_blocks; ++reduce_axes_f32_k0p9p1_block) {  // reduce_axes.pto:5:14
@@ -403,7 +403,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p10_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p10_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p10_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p10_block = 0; reduce_axes_f32_k0p10_block < reduce_axes_f32_k0p10_blocks; ++reduce_axes_f32_k0p10_block) {  // reduce_axes.pto:5:14
@@ -428,7 +428,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p11_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p11_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1)), 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p11_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p11_block = 0; reduce_axes_f32_k0p11_block < reduce_axes_f32_k0p11_blocks; ++reduce_axes_f32_k0p11_block) {  // reduce_axes.pto:5:14

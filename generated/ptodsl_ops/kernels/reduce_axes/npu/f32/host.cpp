@@ -289,7 +289,7 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
         float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // reduce_axes.pto:10:14
         float* t11 = t13;  // reduce_axes.pto:10:14
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0_launch(reduce_axes_f32_k0_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
@@ -303,21 +303,21 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64(B, 1), (C + 255) / 256), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p1p1_launch(reduce_axes_f32_k0p1p1_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p1p1")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(48 / max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(min_i64(48 / max_i64((B + 7) / 8, 1), (C + 255) / 256), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p2_launch(reduce_axes_f32_k0p2_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p2")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p3_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p3_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p3_launch(reduce_axes_f32_k0p3_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p3")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
@@ -338,21 +338,21 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p6_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p6_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p6_launch(reduce_axes_f32_k0p6_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p6")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p7_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p7_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p7_launch(reduce_axes_f32_k0p7_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p7")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p8_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p8_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p8_launch(reduce_axes_f32_k0p8_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p8")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
@@ -366,21 +366,21 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p9p1_launch(reduce_axes_f32_k0p9p1_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p9p1")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p10_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p10_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64(R, 1), (S + 255) / 256), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p10_launch(reduce_axes_f32_k0p10_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p10")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p11_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1))), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p11_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 255) / 256, max_i64(ceil_div((S + 255) / 256, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (S + 255) / 256), 1)), 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p11_launch(reduce_axes_f32_k0p11_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p11")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14

@@ -70,7 +70,7 @@ extern "C" int relu_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t C, int
 #endif
     try {
     {  // relu.pto:2:12
-        const int64_t relu_bf16_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1);  // relu.pto:2:12
+        const int64_t relu_bf16_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1);  // relu.pto:2:12
         bool relu_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t relu_bf16_k0_block = 0; relu_bf16_k0_block < relu_bf16_k0_blocks; ++relu_bf16_k0_block) {  // relu.pto:2:12

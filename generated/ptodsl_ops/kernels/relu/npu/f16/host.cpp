@@ -232,7 +232,7 @@ extern "C" int relu_f16(int32_t device, void* stream, half* x, half* y, int64_t 
         return -1;
     }
     {  // relu.pto:2:12
-        const int64_t relu_f16_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1);  // relu.pto:2:12
+        const int64_t relu_f16_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1);  // relu.pto:2:12
         relu_f16_k0_launch(relu_f16_k0_blocks, ptodsl_stream, x, y, B, C, H, W);  // relu.pto:2:12
         if (!launched("the launch of relu_f16_k0")) {  // relu.pto:2:12
             return -1;  // relu.pto:2:12

@@ -114,9 +114,9 @@ extern "C" __global__ AICORE void rmsnorm_bf16_k0(__gm__ bfloat16_t* gamma, __gm
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:9
-        GmView2 yGm2(y + r_fit * H, GmView2::Shape(t22.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:6:9
-        TSTORE(yGm2, t22);  // rmsnorm.pto:6:9
+        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
+        GmView2 yGm2(y + r_fit * H, GmView2::Shape(t22.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:6:19
+        TSTORE(yGm2, t22);  // rmsnorm.pto:6:19
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

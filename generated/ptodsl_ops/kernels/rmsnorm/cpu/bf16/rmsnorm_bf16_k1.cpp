@@ -30,31 +30,31 @@ extern "C" __global__ AICORE void rmsnorm_bf16_k1(__gm__ bfloat16_t* x, __gm__ b
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT31 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT25B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT25B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT36 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT40B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25Re1B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT54B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25Re1B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT46B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT54B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT24B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT33B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT24B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT33B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT35 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT37 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT39B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re1B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT39B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re1B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT50B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT53B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
@@ -64,65 +64,65 @@ extern "C" __global__ AICORE void rmsnorm_bf16_k1(__gm__ bfloat16_t* x, __gm__ b
     for (int64_t r = block_index * ceil_div(R, block_count); r < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r) {  // rmsnorm.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ bfloat16_t* v0 = x + r * H;  // rmsnorm.pto:4:19
-        TileT31 t31;  // rmsnorm.pto:5:21
-        TASSIGN(t31, 0);  // rmsnorm.pto:5:21
-        TEXPANDS(t31, 0.0f);  // rmsnorm.pto:5:21
+        TileT30 t30;  // rmsnorm.pto:5:21
+        TASSIGN(t30, 0);  // rmsnorm.pto:5:21
+        TEXPANDS(t30, 0.0f);  // rmsnorm.pto:5:21
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g24_db = 0; _g24_db < ((H + 1023) / 1024 + 1) / 2; ++_g24_db) {  // rmsnorm.pto:4:14
+        for (int64_t _g23_db = 0; _g23_db < ((H + 1023) / 1024 + 1) / 2; ++_g23_db) {  // rmsnorm.pto:4:14
             pipe_barrier(PIPE_V);
-            TileT25B0 t25_b0(min_i64(H - _g24_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t25_b0, 32);  // rmsnorm.pto:4:14
+            TileT24B0 t24_b0(min_i64(H - _g23_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
+            TASSIGN(t24_b0, 32);  // rmsnorm.pto:4:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-            GmView0 v0Gm0(v0 + _g24_db * 2 * 1024, GmView0::Shape(t25_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm.pto:4:14
-            TLOAD(t25_b0, v0Gm0);  // rmsnorm.pto:4:14
+            GmView0 v0Gm0(v0 + _g23_db * 2 * 1024, GmView0::Shape(t24_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm.pto:4:14
+            TLOAD(t24_b0, v0Gm0);  // rmsnorm.pto:4:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT26B0 t26_b0(min_i64(H - _g24_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t26_b0, 2080);  // rmsnorm.pto:4:14
+            TileT25B0 t25_b0(min_i64(H - _g23_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
+            TASSIGN(t25_b0, 2080);  // rmsnorm.pto:4:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t26_b0, t25_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-            TileT30B0 t30_b0(min_i64(H - _g24_db * 2 * 1024, 1024));  // rmsnorm.pto:5:26
-            TASSIGN(t30_b0, 6176);  // rmsnorm.pto:5:26
+            TCVT(t25_b0, t24_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
+            TileT29B0 t29_b0(min_i64(H - _g23_db * 2 * 1024, 1024));  // rmsnorm.pto:5:26
+            TASSIGN(t29_b0, 6176);  // rmsnorm.pto:5:26
             pipe_barrier(PIPE_V);
-            TMUL(t30_b0, t26_b0, t26_b0);  // rmsnorm.pto:5:26
-            TileT34B0 t34_b0;  // rmsnorm.pto:5:21
-            TASSIGN(t34_b0, 32);  // rmsnorm.pto:5:21
+            TMUL(t29_b0, t25_b0, t25_b0);  // rmsnorm.pto:5:26
+            TileT33B0 t33_b0;  // rmsnorm.pto:5:21
+            TASSIGN(t33_b0, 32);  // rmsnorm.pto:5:21
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // rmsnorm.pto:5:21
             TASSIGN(tmp0, 24608);  // rmsnorm.pto:5:21
-            TROWSUM(t34_b0, t30_b0, tmp0);  // rmsnorm.pto:5:21
+            TROWSUM(t33_b0, t29_b0, tmp0);  // rmsnorm.pto:5:21
             pipe_barrier(PIPE_V);
-            TADD(t31, t31, t34_b0);  // rmsnorm.pto:5:21
+            TADD(t30, t30, t33_b0);  // rmsnorm.pto:5:21
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g24_dr = 0; _g24_dr < min_i64((H + 1023) / 1024 - (_g24_db * 2 + 1), 1); ++_g24_dr) {  // rmsnorm.pto:4:14
-                TileT25B1 t25_b1(min_i64(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // rmsnorm.pto:4:14
-                TASSIGN(t25_b1, 10272);  // rmsnorm.pto:4:14
+            for (int64_t _g23_dr = 0; _g23_dr < min_i64((H + 1023) / 1024 - (_g23_db * 2 + 1), 1); ++_g23_dr) {  // rmsnorm.pto:4:14
+                TileT24B1 t24_b1(min_i64(H - (_g23_db * 2 + 1 + _g23_dr) * 1024, 1024));  // rmsnorm.pto:4:14
+                TASSIGN(t24_b1, 10272);  // rmsnorm.pto:4:14
                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-                GmView1 v0Gm1(v0 + (_g24_db * 2 + 1 + _g24_dr) * 1024, GmView1::Shape(t25_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
-                TLOAD(t25_b1, v0Gm1);  // rmsnorm.pto:4:14
+                GmView1 v0Gm1(v0 + (_g23_db * 2 + 1 + _g23_dr) * 1024, GmView1::Shape(t24_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
+                TLOAD(t24_b1, v0Gm1);  // rmsnorm.pto:4:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT26B1 t26_b1(min_i64(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // rmsnorm.pto:4:14
-                TASSIGN(t26_b1, 12320);  // rmsnorm.pto:4:14
+                TileT25B1 t25_b1(min_i64(H - (_g23_db * 2 + 1 + _g23_dr) * 1024, 1024));  // rmsnorm.pto:4:14
+                TASSIGN(t25_b1, 12320);  // rmsnorm.pto:4:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t26_b1, t25_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-                TileT30B1 t30_b1(min_i64(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // rmsnorm.pto:5:26
-                TASSIGN(t30_b1, 16416);  // rmsnorm.pto:5:26
+                TCVT(t25_b1, t24_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
+                TileT29B1 t29_b1(min_i64(H - (_g23_db * 2 + 1 + _g23_dr) * 1024, 1024));  // rmsnorm.pto:5:26
+                TASSIGN(t29_b1, 16416);  // rmsnorm.pto:5:26
                 pipe_barrier(PIPE_V);
-                TMUL(t30_b1, t26_b1, t26_b1);  // rmsnorm.pto:5:26
-                TileT34B1 t34_b1;  // rmsnorm.pto:5:21
-                TASSIGN(t34_b1, 10272);  // rmsnorm.pto:5:21
+                TMUL(t29_b1, t25_b1, t25_b1);  // rmsnorm.pto:5:26
+                TileT33B1 t33_b1;  // rmsnorm.pto:5:21
+                TASSIGN(t33_b1, 10272);  // rmsnorm.pto:5:21
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp1;  // rmsnorm.pto:5:21
                 TASSIGN(tmp1, 24608);  // rmsnorm.pto:5:21
-                TROWSUM(t34_b1, t30_b1, tmp1);  // rmsnorm.pto:5:21
+                TROWSUM(t33_b1, t29_b1, tmp1);  // rmsnorm.pto:5:21
                 pipe_barrier(PIPE_V);
-                TADD(t31, t31, t34_b1);  // rmsnorm.pto:5:21
+                TADD(t30, t30, t33_b1);  // rmsnorm.pto:5:21
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
@@ -132,16 +132,16 @@ extern "C" __global__ AICORE void rmsnorm_bf16_k1(__gm__ bfloat16_t* x, __gm__ b
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMULS(t31, t31, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
-        TileT36 t36;  // rmsnorm.pto:5:21
-        TASSIGN(t36, 32);  // rmsnorm.pto:5:21
+        TMULS(t30, t30, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
+        TileT35 t35;  // rmsnorm.pto:5:21
+        TASSIGN(t35, 32);  // rmsnorm.pto:5:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADDS(t36, t31, eps);  // rmsnorm.pto:5:21
-        TileT38 t38;  // rmsnorm.pto:5:15
-        TASSIGN(t38, 0);  // rmsnorm.pto:5:15
+        TADDS(t35, t30, eps);  // rmsnorm.pto:5:21
+        TileT37 t37;  // rmsnorm.pto:5:15
+        TASSIGN(t37, 0);  // rmsnorm.pto:5:15
         pipe_barrier(PIPE_V);
-        TRSQRT(t38, t36);  // rmsnorm.pto:5:15
+        TRSQRT(t37, t35);  // rmsnorm.pto:5:15
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -149,103 +149,103 @@ extern "C" __global__ AICORE void rmsnorm_bf16_k1(__gm__ bfloat16_t* x, __gm__ b
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g39_db = 0; _g39_db < ((H + 1023) / 1024 + 1) / 2; ++_g39_db) {  // rmsnorm.pto:6:24
+        for (int64_t _g38_db = 0; _g38_db < ((H + 1023) / 1024 + 1) / 2; ++_g38_db) {  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
-            TileT40B0 t40_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t40_b0, 32);  // rmsnorm.pto:6:24
-            TileT25Re1B0 t25_re1_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t25_re1_b0, 4128);  // rmsnorm.pto:4:14
+            TileT39B0 t39_b0(min_i64(H - _g38_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
+            TASSIGN(t39_b0, 32);  // rmsnorm.pto:6:24
+            TileT24Re1B0 t24_re1_b0(min_i64(H - _g38_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
+            TASSIGN(t24_re1_b0, 4128);  // rmsnorm.pto:4:14
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-            GmView2 v0Gm2(v0 + _g39_db * 2 * 1024, GmView2::Shape(t25_re1_b0.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:4:14
-            TLOAD(t25_re1_b0, v0Gm2);  // rmsnorm.pto:4:14
+            GmView2 v0Gm2(v0 + _g38_db * 2 * 1024, GmView2::Shape(t24_re1_b0.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:4:14
+            TLOAD(t24_re1_b0, v0Gm2);  // rmsnorm.pto:4:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t40_b0, t25_re1_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-            TileT43B0 t43_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t43_b0, 4128);  // rmsnorm.pto:6:24
+            TCVT(t39_b0, t24_re1_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
+            TileT42B0 t42_b0(min_i64(H - _g38_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
+            TASSIGN(t42_b0, 4128);  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
             TileView1 view2;  // rmsnorm.pto:6:24
             TASSIGN(view2, 0);  // rmsnorm.pto:6:24
             TileTmp2 tmp3;  // rmsnorm.pto:6:24
             TASSIGN(tmp3, 24608);  // rmsnorm.pto:6:24
-            TROWEXPANDMUL(t43_b0, t40_b0, view2, tmp3);  // rmsnorm.pto:6:24
+            TROWEXPANDMUL(t42_b0, t39_b0, view2, tmp3);  // rmsnorm.pto:6:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT45B0 t45_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:35
-            TASSIGN(t45_b0, 32);  // rmsnorm.pto:6:35
+            TileT44B0 t44_b0(min_i64(H - _g38_db * 2 * 1024, 1024));  // rmsnorm.pto:6:35
+            TASSIGN(t44_b0, 32);  // rmsnorm.pto:6:35
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
-            GmView3 gammaGm3(gamma + _g39_db * 2 * 1024, GmView3::Shape(t45_b0.GetValidCol()));  // rmsnorm.pto:6:35
-            TLOAD(t45_b0, gammaGm3);  // rmsnorm.pto:6:35
+            GmView3 gammaGm3(gamma + _g38_db * 2 * 1024, GmView3::Shape(t44_b0.GetValidCol()));  // rmsnorm.pto:6:35
+            TLOAD(t44_b0, gammaGm3);  // rmsnorm.pto:6:35
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT46B0 t46_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:35
-            TASSIGN(t46_b0, 8224);  // rmsnorm.pto:6:35
+            TileT45B0 t45_b0(min_i64(H - _g38_db * 2 * 1024, 1024));  // rmsnorm.pto:6:35
+            TASSIGN(t45_b0, 8224);  // rmsnorm.pto:6:35
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t46_b0, t45_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
-            TileT51B0 t51_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t51_b0, 32);  // rmsnorm.pto:6:24
+            TCVT(t45_b0, t44_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
+            TileT50B0 t50_b0(min_i64(H - _g38_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
+            TASSIGN(t50_b0, 32);  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t51_b0, t43_b0, t46_b0);  // rmsnorm.pto:6:24
-            TileT54B0 t54_b0(min_i64(H - _g39_db * 2 * 1024, 1024));  // rmsnorm.pto:6:19
-            TASSIGN(t54_b0, 4128);  // rmsnorm.pto:6:19
+            TCOLEXPANDMUL(t50_b0, t42_b0, t45_b0);  // rmsnorm.pto:6:24
+            TileT53B0 t53_b0(min_i64(H - _g38_db * 2 * 1024, 1024));  // rmsnorm.pto:6:19
+            TASSIGN(t53_b0, 4128);  // rmsnorm.pto:6:19
             pipe_barrier(PIPE_V);
-            TCVT(t54_b0, t51_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
+            TCVT(t53_b0, t50_b0, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
-            GmView4 yGm4(y + r * H + _g39_db * 2 * 1024, GmView4::Shape(t54_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm.pto:6:19
-            TSTORE(yGm4, t54_b0);  // rmsnorm.pto:6:19
+            GmView4 yGm4(y + r * H + _g38_db * 2 * 1024, GmView4::Shape(t53_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm.pto:6:19
+            TSTORE(yGm4, t53_b0);  // rmsnorm.pto:6:19
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g39_dr = 0; _g39_dr < min_i64((H + 1023) / 1024 - (_g39_db * 2 + 1), 1); ++_g39_dr) {  // rmsnorm.pto:6:24
-                TileT40B1 t40_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:24
-                TASSIGN(t40_b1, 12320);  // rmsnorm.pto:6:24
-                TileT25Re1B1 t25_re1_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:4:14
-                TASSIGN(t25_re1_b1, 16416);  // rmsnorm.pto:4:14
+            for (int64_t _g38_dr = 0; _g38_dr < min_i64((H + 1023) / 1024 - (_g38_db * 2 + 1), 1); ++_g38_dr) {  // rmsnorm.pto:6:24
+                TileT39B1 t39_b1(min_i64(H - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // rmsnorm.pto:6:24
+                TASSIGN(t39_b1, 12320);  // rmsnorm.pto:6:24
+                TileT24Re1B1 t24_re1_b1(min_i64(H - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // rmsnorm.pto:4:14
+                TASSIGN(t24_re1_b1, 16416);  // rmsnorm.pto:4:14
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-                GmView5 v0Gm5(v0 + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView5::Shape(t25_re1_b1.GetValidCol()), GmView5::Stride(H));  // rmsnorm.pto:4:14
-                TLOAD(t25_re1_b1, v0Gm5);  // rmsnorm.pto:4:14
+                GmView5 v0Gm5(v0 + (_g38_db * 2 + 1 + _g38_dr) * 1024, GmView5::Shape(t24_re1_b1.GetValidCol()), GmView5::Stride(H));  // rmsnorm.pto:4:14
+                TLOAD(t24_re1_b1, v0Gm5);  // rmsnorm.pto:4:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t40_b1, t25_re1_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-                TileT43B1 t43_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:24
-                TASSIGN(t43_b1, 16416);  // rmsnorm.pto:6:24
+                TCVT(t39_b1, t24_re1_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
+                TileT42B1 t42_b1(min_i64(H - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // rmsnorm.pto:6:24
+                TASSIGN(t42_b1, 16416);  // rmsnorm.pto:6:24
                 pipe_barrier(PIPE_V);
                 TileView1 view4;  // rmsnorm.pto:6:24
                 TASSIGN(view4, 0);  // rmsnorm.pto:6:24
                 TileTmp2 tmp5;  // rmsnorm.pto:6:24
                 TASSIGN(tmp5, 24608);  // rmsnorm.pto:6:24
-                TROWEXPANDMUL(t43_b1, t40_b1, view4, tmp5);  // rmsnorm.pto:6:24
+                TROWEXPANDMUL(t42_b1, t39_b1, view4, tmp5);  // rmsnorm.pto:6:24
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT45B1 t45_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:35
-                TASSIGN(t45_b1, 12320);  // rmsnorm.pto:6:35
+                TileT44B1 t44_b1(min_i64(H - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // rmsnorm.pto:6:35
+                TASSIGN(t44_b1, 12320);  // rmsnorm.pto:6:35
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
-                GmView6 gammaGm6(gamma + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView6::Shape(t45_b1.GetValidCol()));  // rmsnorm.pto:6:35
-                TLOAD(t45_b1, gammaGm6);  // rmsnorm.pto:6:35
+                GmView6 gammaGm6(gamma + (_g38_db * 2 + 1 + _g38_dr) * 1024, GmView6::Shape(t44_b1.GetValidCol()));  // rmsnorm.pto:6:35
+                TLOAD(t44_b1, gammaGm6);  // rmsnorm.pto:6:35
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT46B1 t46_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:35
-                TASSIGN(t46_b1, 20512);  // rmsnorm.pto:6:35
+                TileT45B1 t45_b1(min_i64(H - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // rmsnorm.pto:6:35
+                TASSIGN(t45_b1, 20512);  // rmsnorm.pto:6:35
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t46_b1, t45_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
-                TileT51B1 t51_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:24
-                TASSIGN(t51_b1, 12320);  // rmsnorm.pto:6:24
+                TCVT(t45_b1, t44_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
+                TileT50B1 t50_b1(min_i64(H - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // rmsnorm.pto:6:24
+                TASSIGN(t50_b1, 12320);  // rmsnorm.pto:6:24
                 pipe_barrier(PIPE_V);
-                TCOLEXPANDMUL(t51_b1, t43_b1, t46_b1);  // rmsnorm.pto:6:24
-                TileT54B1 t54_b1(min_i64(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm.pto:6:19
-                TASSIGN(t54_b1, 16416);  // rmsnorm.pto:6:19
+                TCOLEXPANDMUL(t50_b1, t42_b1, t45_b1);  // rmsnorm.pto:6:24
+                TileT53B1 t53_b1(min_i64(H - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // rmsnorm.pto:6:19
+                TASSIGN(t53_b1, 16416);  // rmsnorm.pto:6:19
                 pipe_barrier(PIPE_V);
-                TCVT(t54_b1, t51_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
+                TCVT(t53_b1, t50_b1, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
-                GmView7 yGm7(y + r * H + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView7::Shape(t54_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm.pto:6:19
-                TSTORE(yGm7, t54_b1);  // rmsnorm.pto:6:19
+                GmView7 yGm7(y + r * H + (_g38_db * 2 + 1 + _g38_dr) * 1024, GmView7::Shape(t53_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm.pto:6:19
+                TSTORE(yGm7, t53_b1);  // rmsnorm.pto:6:19
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);

@@ -76,7 +76,7 @@ extern "C" int rope_f16(half* x, float* pos, float* inv_freq, half* y, int64_t F
     std::vector<unsigned char> t3_bytes = workspace((R * (F * 2)) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:17
     float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rope.pto:15:17
     {  // rope.pto:10:13
-        const int64_t rope_f16_k0_blocks = max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(48 / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1);  // rope.pto:10:13
+        const int64_t rope_f16_k0_blocks = max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(48 / max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1);  // rope.pto:10:13
         bool rope_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t rope_f16_k0_block = 0; rope_f16_k0_block < rope_f16_k0_blocks; ++rope_f16_k0_block) {  // rope.pto:10:13
@@ -101,7 +101,7 @@ extern "C" int rope_f16(half* x, float* pos, float* inv_freq, half* y, int64_t F
 #endif
     }
     {  // rope.pto:10:13
-        const int64_t rope_f16_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1);  // rope.pto:10:13
+        const int64_t rope_f16_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1)), 1)), 1);  // rope.pto:10:13
         bool rope_f16_k0p1_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t rope_f16_k0p1_block = 0; rope_f16_k0p1_block < rope_f16_k0p1_blocks; ++rope_f16_k0p1_block) {  // rope.pto:10:13
@@ -126,7 +126,7 @@ extern "C" int rope_f16(half* x, float* pos, float* inv_freq, half* y, int64_t F
 #endif
     }
     {  // rope.pto:10:13
-        const int64_t rope_f16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1);  // rope.pto:10:13
+        const int64_t rope_f16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, max_i64(ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, max_i64(ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1)), 1)), 1);  // rope.pto:10:13
         bool rope_f16_k0p2_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t rope_f16_k0p2_block = 0; rope_f16_k0p2_block < rope_f16_k0p2_blocks; ++rope_f16_k0p2_block) {  // rope.pto:10:13

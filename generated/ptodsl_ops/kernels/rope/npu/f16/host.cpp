@@ -244,21 +244,21 @@ extern "C" int rope_f16(int32_t device, void* stream, half* x, float* pos, float
     }
     float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rope.pto:15:17
     {  // rope.pto:10:13
-        const int64_t rope_f16_k0_blocks = max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(48 / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1);  // rope.pto:10:13
+        const int64_t rope_f16_k0_blocks = max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(48 / max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1);  // rope.pto:10:13
         rope_f16_k0_launch(rope_f16_k0_blocks, ptodsl_stream, x, inv_freq, pos, t7, t3, y, R, F);  // rope.pto:10:13
         if (!launched("the launch of rope_f16_k0")) {  // rope.pto:10:13
             return -1;  // rope.pto:10:13
         }
     }
     {  // rope.pto:10:13
-        const int64_t rope_f16_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1);  // rope.pto:10:13
+        const int64_t rope_f16_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1)), 1)), 1);  // rope.pto:10:13
         rope_f16_k0p1_launch(rope_f16_k0p1_blocks, ptodsl_stream, x, inv_freq, pos, t7, t3, y, R, F);  // rope.pto:10:13
         if (!launched("the launch of rope_f16_k0p1")) {  // rope.pto:10:13
             return -1;  // rope.pto:10:13
         }
     }
     {  // rope.pto:10:13
-        const int64_t rope_f16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1);  // rope.pto:10:13
+        const int64_t rope_f16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, max_i64(ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, max_i64(ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1)), 1)), 1);  // rope.pto:10:13
         rope_f16_k0p2_launch(rope_f16_k0p2_blocks, ptodsl_stream, x, inv_freq, pos, t7, t3, y, R, F);  // rope.pto:10:13
         if (!launched("the launch of rope_f16_k0p2")) {  // rope.pto:10:13
             return -1;  // rope.pto:10:13

@@ -70,7 +70,7 @@ extern "C" int rounding_f16(half* x, half* r, half* f, half* c, half* t, half* h
 #endif
     try {
     {  // rounding.pto:4:12
-        const int64_t rounding_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // rounding.pto:4:12
+        const int64_t rounding_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // rounding.pto:4:12
         bool rounding_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t rounding_f16_k0_block = 0; rounding_f16_k0_block < rounding_f16_k0_blocks; ++rounding_f16_k0_block) {  // rounding.pto:4:12

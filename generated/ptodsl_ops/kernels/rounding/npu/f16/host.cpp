@@ -232,7 +232,7 @@ extern "C" int rounding_f16(int32_t device, void* stream, half* x, half* r, half
         return -1;
     }
     {  // rounding.pto:4:12
-        const int64_t rounding_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // rounding.pto:4:12
+        const int64_t rounding_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // rounding.pto:4:12
         rounding_f16_k0_launch(rounding_f16_k0_blocks, ptodsl_stream, x, r, f, c, t, h, M, N);  // rounding.pto:4:12
         if (!launched("the launch of rounding_f16_k0")) {  // rounding.pto:4:12
             return -1;  // rounding.pto:4:12

@@ -70,7 +70,7 @@ extern "C" int rsqrt_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, in
 #endif
     try {
     {  // rsqrt.pto:3:12
-        const int64_t rsqrt_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1);  // rsqrt.pto:3:12
+        const int64_t rsqrt_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1);  // rsqrt.pto:3:12
         bool rsqrt_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t rsqrt_bf16_k0_block = 0; rsqrt_bf16_k0_block < rsqrt_bf16_k0_blocks; ++rsqrt_bf16_k0_block) {  // rsqrt.pto:3:12

@@ -70,7 +70,7 @@ extern "C" int scalar_ops_f32(float* x, float* y, float s, int64_t M, int64_t N,
 #endif
     try {
     {  // scalar_ops.pto:3:13
-        const int64_t scalar_ops_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1);  // scalar_ops.pto:3:13
+        const int64_t scalar_ops_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1);  // scalar_ops.pto:3:13
         bool scalar_ops_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t scalar_ops_f32_k0_block = 0; scalar_ops_f32_k0_block < scalar_ops_f32_k0_blocks; ++scalar_ops_f32_k0_block) {  // scalar_ops.pto:3:13

@@ -232,7 +232,7 @@ extern "C" int scalar_ops_f16(int32_t device, void* stream, half* x, half* y, fl
         return -1;
     }
     {  // scalar_ops.pto:3:13
-        const int64_t scalar_ops_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1))), 1);  // scalar_ops.pto:3:13
+        const int64_t scalar_ops_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 127) / 128), 1)), 1)), 1);  // scalar_ops.pto:3:13
         scalar_ops_f16_k0_launch(scalar_ops_f16_k0_blocks, ptodsl_stream, x, y, M, N, s);  // scalar_ops.pto:3:13
         if (!launched("the launch of scalar_ops_f16_k0")) {  // scalar_ops.pto:3:13
             return -1;  // scalar_ops.pto:3:13

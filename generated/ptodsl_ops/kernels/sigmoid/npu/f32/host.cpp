@@ -232,7 +232,7 @@ extern "C" int sigmoid_f32(int32_t device, void* stream, float* x, float* y, int
         return -1;
     }
     {  // sigmoid.pto:3:12
-        const int64_t sigmoid_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // sigmoid.pto:3:12
+        const int64_t sigmoid_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // sigmoid.pto:3:12
         sigmoid_f32_k0_launch(sigmoid_f32_k0_blocks, ptodsl_stream, x, y, M, N);  // sigmoid.pto:3:12
         if (!launched("the launch of sigmoid_f32_k0")) {  // sigmoid.pto:3:12
             return -1;  // sigmoid.pto:3:12

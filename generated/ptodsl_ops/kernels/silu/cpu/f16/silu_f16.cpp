@@ -70,7 +70,7 @@ extern "C" int silu_f16(half* x, half* y, int64_t M, int64_t N, int poison)
 #endif
     try {
     {  // silu.pto:3:12
-        const int64_t silu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1))), 1);  // silu.pto:3:12
+        const int64_t silu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1)), 1)), 1);  // silu.pto:3:12
         bool silu_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t silu_f16_k0_block = 0; silu_f16_k0_block < silu_f16_k0_blocks; ++silu_f16_k0_block) {  // silu.pto:3:12

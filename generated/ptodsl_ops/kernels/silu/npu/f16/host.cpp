@@ -232,7 +232,7 @@ extern "C" int silu_f16(int32_t device, void* stream, half* x, half* y, int64_t 
         return -1;
     }
     {  // silu.pto:3:12
-        const int64_t silu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1))), 1);  // silu.pto:3:12
+        const int64_t silu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1)), 1)), 1);  // silu.pto:3:12
         silu_f16_k0_launch(silu_f16_k0_blocks, ptodsl_stream, x, y, M, N);  // silu.pto:3:12
         if (!launched("the launch of silu_f16_k0")) {  // silu.pto:3:12
             return -1;  // silu.pto:3:12

@@ -232,7 +232,7 @@ extern "C" int silu_bwd_f32(int32_t device, void* stream, float* x, float* dy, f
         return -1;
     }
     {  // silu_bwd.pto:3:10
-        const int64_t silu_bwd_f32_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1))), 1);  // silu_bwd.pto:3:10
+        const int64_t silu_bwd_f32_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 255) / 256), 1)), 1)), 1);  // silu_bwd.pto:3:10
         silu_bwd_f32_k0_launch(silu_bwd_f32_k0_blocks, ptodsl_stream, x, dy, dx, M, N);  // silu_bwd.pto:3:10
         if (!launched("the launch of silu_bwd_f32_k0")) {  // silu_bwd.pto:3:10
             return -1;  // silu_bwd.pto:3:10

@@ -138,9 +138,9 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
         TCVT(t22, t25, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:9
-        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t22.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:6:9
-        TSTORE(yGm1, t22);  // softmax_long.pto:6:9
+        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t22.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:6:19
+        TSTORE(yGm1, t22);  // softmax_long.pto:6:19
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -30,46 +30,46 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT27 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT29B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT31B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT29B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT31B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT32 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT46 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT34B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT28B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT28B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT31 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT45 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT33B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileC2B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT37B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT37B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT39B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT44B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT50B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT34B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT48B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT33B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileC2B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT37B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT37B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT39B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT44B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT50B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT51 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT53B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT48B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT50 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT52B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileC3B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT56B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT57B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT59B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT53B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT55B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT58B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT52B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileC3B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT56B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT57B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT59B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT55B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT58B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
@@ -82,58 +82,58 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax_long.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ bfloat16_t* row = x + b * N;  // softmax_long.pto:4:15
-        TileT27 t27;  // softmax_long.pto:5:23
-        TASSIGN(t27, 0);  // softmax_long.pto:5:23
-        TEXPANDS(t27, -__builtin_inff());  // softmax_long.pto:5:23
+        TileT26 t26;  // softmax_long.pto:5:23
+        TASSIGN(t26, 0);  // softmax_long.pto:5:23
+        TEXPANDS(t26, -__builtin_inff());  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k28_db = 0; _k28_db < ((N + 1023) / 1024 + 1) / 2; ++_k28_db) {  // softmax_long.pto:5:23
+        for (int64_t _k27_db = 0; _k27_db < ((N + 1023) / 1024 + 1) / 2; ++_k27_db) {  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TileT29B0 t29_b0(min_i64(N - _k28_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t29_b0, 32);  // softmax_long.pto:5:23
+            TileT28B0 t28_b0(min_i64(N - _k27_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
+            TASSIGN(t28_b0, 32);  // softmax_long.pto:5:23
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView0 rowGm0(row + _k28_db * 2 * 1024, GmView0::Shape(t29_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t29_b0, rowGm0);  // softmax_long.pto:5:23
+            GmView0 rowGm0(row + _k27_db * 2 * 1024, GmView0::Shape(t28_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+            TLOAD(t28_b0, rowGm0);  // softmax_long.pto:5:23
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT30B0 t30_b0(min_i64(N - _k28_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t30_b0, 2080);  // softmax_long.pto:5:23
+            TileT29B0 t29_b0(min_i64(N - _k27_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
+            TASSIGN(t29_b0, 2080);  // softmax_long.pto:5:23
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t30_b0, t29_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            TileT31B0 t31_b0;  // softmax_long.pto:5:23
-            TASSIGN(t31_b0, 32);  // softmax_long.pto:5:23
+            TCVT(t29_b0, t28_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+            TileT30B0 t30_b0;  // softmax_long.pto:5:23
+            TASSIGN(t30_b0, 32);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // softmax_long.pto:5:23
             TASSIGN(tmp0, 24704);  // softmax_long.pto:5:23
-            TROWMAX(t31_b0, t30_b0, tmp0);  // softmax_long.pto:5:23
+            TROWMAX(t30_b0, t29_b0, tmp0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMAX(t27, t27, t31_b0);  // softmax_long.pto:5:23
+            TMAX(t26, t26, t30_b0);  // softmax_long.pto:5:23
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k28_dr = 0; _k28_dr < min_i64((N + 1023) / 1024 - (_k28_db * 2 + 1), 1); ++_k28_dr) {  // softmax_long.pto:5:23
-                TileT29B1 t29_b1(min_i64(N - (_k28_db * 2 + 1 + _k28_dr) * 1024, 1024));  // softmax_long.pto:5:23
-                TASSIGN(t29_b1, 6176);  // softmax_long.pto:5:23
+            for (int64_t _k27_dr = 0; _k27_dr < min_i64((N + 1023) / 1024 - (_k27_db * 2 + 1), 1); ++_k27_dr) {  // softmax_long.pto:5:23
+                TileT28B1 t28_b1(min_i64(N - (_k27_db * 2 + 1 + _k27_dr) * 1024, 1024));  // softmax_long.pto:5:23
+                TASSIGN(t28_b1, 6176);  // softmax_long.pto:5:23
                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-                GmView1 rowGm1(row + (_k28_db * 2 + 1 + _k28_dr) * 1024, GmView1::Shape(t29_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
-                TLOAD(t29_b1, rowGm1);  // softmax_long.pto:5:23
+                GmView1 rowGm1(row + (_k27_db * 2 + 1 + _k27_dr) * 1024, GmView1::Shape(t28_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
+                TLOAD(t28_b1, rowGm1);  // softmax_long.pto:5:23
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT30B1 t30_b1(min_i64(N - (_k28_db * 2 + 1 + _k28_dr) * 1024, 1024));  // softmax_long.pto:5:23
-                TASSIGN(t30_b1, 8224);  // softmax_long.pto:5:23
+                TileT29B1 t29_b1(min_i64(N - (_k27_db * 2 + 1 + _k27_dr) * 1024, 1024));  // softmax_long.pto:5:23
+                TASSIGN(t29_b1, 8224);  // softmax_long.pto:5:23
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TCVT(t30_b1, t29_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-                TileT31B1 t31_b1;  // softmax_long.pto:5:23
-                TASSIGN(t31_b1, 6176);  // softmax_long.pto:5:23
+                TCVT(t29_b1, t28_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+                TileT30B1 t30_b1;  // softmax_long.pto:5:23
+                TASSIGN(t30_b1, 6176);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp1;  // softmax_long.pto:5:23
                 TASSIGN(tmp1, 24704);  // softmax_long.pto:5:23
-                TROWMAX(t31_b1, t30_b1, tmp1);  // softmax_long.pto:5:23
+                TROWMAX(t30_b1, t29_b1, tmp1);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
-                TMAX(t27, t27, t31_b1);  // softmax_long.pto:5:23
+                TMAX(t26, t26, t30_b1);  // softmax_long.pto:5:23
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
@@ -143,15 +143,15 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT32 t32;  // softmax_long.pto:5:23
-        TASSIGN(t32, 32);  // softmax_long.pto:5:23
+        TileT31 t31;  // softmax_long.pto:5:23
+        TASSIGN(t31, 32);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t32, t27, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-        TileT46 t46;  // softmax_long.pto:6:23
-        TASSIGN(t46, 0);  // softmax_long.pto:6:23
+        TCVT(t31, t26, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+        TileT45 t45;  // softmax_long.pto:6:23
+        TASSIGN(t45, 0);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
-        TEXPANDS(t46, 0.0f);  // softmax_long.pto:6:23
+        TEXPANDS(t45, 0.0f);  // softmax_long.pto:6:23
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -161,128 +161,128 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g33_db = 0; _g33_db < ((N + 1023) / 1024 + 1) / 2; ++_g33_db) {  // softmax_long.pto:5:17
+        for (int64_t _g32_db = 0; _g32_db < ((N + 1023) / 1024 + 1) / 2; ++_g32_db) {  // softmax_long.pto:5:17
             pipe_barrier(PIPE_V);
-            TileT34B0 t34_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t34_b0, 64);  // softmax_long.pto:5:17
+            TileT33B0 t33_b0(min_i64(N - _g32_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t33_b0, 64);  // softmax_long.pto:5:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView2 rowGm2(row + _g33_db * 2 * 1024, GmView2::Shape(t34_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t34_b0, rowGm2);  // softmax_long.pto:5:17
+            GmView2 rowGm2(row + _g32_db * 2 * 1024, GmView2::Shape(t33_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
+            TLOAD(t33_b0, rowGm2);  // softmax_long.pto:5:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileC2B0 c2_b0;  // softmax_long.pto:5:17
             TASSIGN(c2_b0, 2112);  // softmax_long.pto:5:17
-            TileT37B0 t37_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t37_b0, 2144);  // softmax_long.pto:5:17
-            TileT38B0 t38_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t38_b0, 4192);  // softmax_long.pto:5:17
+            TileT36B0 t36_b0(min_i64(N - _g32_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t36_b0, 2144);  // softmax_long.pto:5:17
+            TileT37B0 t37_b0(min_i64(N - _g32_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t37_b0, 4192);  // softmax_long.pto:5:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t38_b0, t34_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TCVT(c2_b0, t32, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT40B0 t40_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t40_b0, 8288);  // softmax_long.pto:5:17
+            TCVT(t37_b0, t33_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+            TCVT(c2_b0, t31, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+            TileT39B0 t39_b0(min_i64(N - _g32_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t39_b0, 8288);  // softmax_long.pto:5:17
             pipe_barrier(PIPE_V);
             TileView1 view2;  // softmax_long.pto:5:17
             TASSIGN(view2, 2112);  // softmax_long.pto:5:17
             TileTmp2 tmp3;  // softmax_long.pto:5:17
             TASSIGN(tmp3, 24704);  // softmax_long.pto:5:17
-            TROWEXPANDSUB(t40_b0, t38_b0, view2, tmp3);  // softmax_long.pto:5:17
+            TROWEXPANDSUB(t39_b0, t37_b0, view2, tmp3);  // softmax_long.pto:5:17
             pipe_barrier(PIPE_V);
-            TCVT(t37_b0, t40_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT43B0 t43_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t43_b0, 64);  // softmax_long.pto:5:13
-            TileT44B0 t44_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t44_b0, 4192);  // softmax_long.pto:5:13
+            TCVT(t36_b0, t39_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+            TileT42B0 t42_b0(min_i64(N - _g32_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
+            TASSIGN(t42_b0, 64);  // softmax_long.pto:5:13
+            TileT43B0 t43_b0(min_i64(N - _g32_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
+            TASSIGN(t43_b0, 4192);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
-            TCVT(t44_b0, t37_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-            TileT45B0 t45_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t45_b0, 8288);  // softmax_long.pto:5:13
+            TCVT(t43_b0, t36_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+            TileT44B0 t44_b0(min_i64(N - _g32_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
+            TASSIGN(t44_b0, 8288);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
-            TEXP(t45_b0, t44_b0);  // softmax_long.pto:5:13
+            TEXP(t44_b0, t43_b0);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
-            TCVT(t43_b0, t45_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+            TCVT(t42_b0, t44_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
-            GmView3 e_ownGm3(e_own + _g33_db * 2 * 1024, GmView3::Shape(t43_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:5:13
-            TSTORE(e_ownGm3, t43_b0);  // softmax_long.pto:5:13
+            GmView3 e_ownGm3(e_own + _g32_db * 2 * 1024, GmView3::Shape(t42_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:5:13
+            TSTORE(e_ownGm3, t42_b0);  // softmax_long.pto:5:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            TileT49B0 t49_b0(min_i64(N - _g33_db * 2 * 1024, 1024));  // softmax_long.pto:6:23
-            TASSIGN(t49_b0, 2112);  // softmax_long.pto:6:23
+            TileT48B0 t48_b0(min_i64(N - _g32_db * 2 * 1024, 1024));  // softmax_long.pto:6:23
+            TASSIGN(t48_b0, 2112);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TCVT(t49_b0, t43_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-            TileT50B0 t50_b0;  // softmax_long.pto:6:23
-            TASSIGN(t50_b0, 64);  // softmax_long.pto:6:23
+            TCVT(t48_b0, t42_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+            TileT49B0 t49_b0;  // softmax_long.pto:6:23
+            TASSIGN(t49_b0, 64);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileTmp0 tmp4;  // softmax_long.pto:6:23
             TASSIGN(tmp4, 24704);  // softmax_long.pto:6:23
-            TROWSUM(t50_b0, t49_b0, tmp4);  // softmax_long.pto:6:23
+            TROWSUM(t49_b0, t48_b0, tmp4);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TADD(t46, t46, t50_b0);  // softmax_long.pto:6:23
+            TADD(t45, t45, t49_b0);  // softmax_long.pto:6:23
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g33_dr = 0; _g33_dr < min_i64((N + 1023) / 1024 - (_g33_db * 2 + 1), 1); ++_g33_dr) {  // softmax_long.pto:5:17
-                TileT34B1 t34_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:17
-                TASSIGN(t34_b1, 12384);  // softmax_long.pto:5:17
+            for (int64_t _g32_dr = 0; _g32_dr < min_i64((N + 1023) / 1024 - (_g32_db * 2 + 1), 1); ++_g32_dr) {  // softmax_long.pto:5:17
+                TileT33B1 t33_b1(min_i64(N - (_g32_db * 2 + 1 + _g32_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t33_b1, 12384);  // softmax_long.pto:5:17
                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-                GmView4 rowGm4(row + (_g33_db * 2 + 1 + _g33_dr) * 1024, GmView4::Shape(t34_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
-                TLOAD(t34_b1, rowGm4);  // softmax_long.pto:5:17
+                GmView4 rowGm4(row + (_g32_db * 2 + 1 + _g32_dr) * 1024, GmView4::Shape(t33_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
+                TLOAD(t33_b1, rowGm4);  // softmax_long.pto:5:17
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileC2B1 c2_b1;  // softmax_long.pto:5:17
                 TASSIGN(c2_b1, 14432);  // softmax_long.pto:5:17
-                TileT37B1 t37_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:17
-                TASSIGN(t37_b1, 14464);  // softmax_long.pto:5:17
-                TileT38B1 t38_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:17
-                TASSIGN(t38_b1, 16512);  // softmax_long.pto:5:17
+                TileT36B1 t36_b1(min_i64(N - (_g32_db * 2 + 1 + _g32_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t36_b1, 14464);  // softmax_long.pto:5:17
+                TileT37B1 t37_b1(min_i64(N - (_g32_db * 2 + 1 + _g32_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t37_b1, 16512);  // softmax_long.pto:5:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t38_b1, t34_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-                TCVT(c2_b1, t32, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-                TileT40B1 t40_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:17
-                TASSIGN(t40_b1, 20608);  // softmax_long.pto:5:17
+                TCVT(t37_b1, t33_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+                TCVT(c2_b1, t31, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+                TileT39B1 t39_b1(min_i64(N - (_g32_db * 2 + 1 + _g32_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t39_b1, 20608);  // softmax_long.pto:5:17
                 pipe_barrier(PIPE_V);
                 TileView1 view5;  // softmax_long.pto:5:17
                 TASSIGN(view5, 14432);  // softmax_long.pto:5:17
                 TileTmp2 tmp6;  // softmax_long.pto:5:17
                 TASSIGN(tmp6, 24704);  // softmax_long.pto:5:17
-                TROWEXPANDSUB(t40_b1, t38_b1, view5, tmp6);  // softmax_long.pto:5:17
+                TROWEXPANDSUB(t39_b1, t37_b1, view5, tmp6);  // softmax_long.pto:5:17
                 pipe_barrier(PIPE_V);
-                TCVT(t37_b1, t40_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-                TileT43B1 t43_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:13
-                TASSIGN(t43_b1, 12384);  // softmax_long.pto:5:13
-                TileT44B1 t44_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:13
-                TASSIGN(t44_b1, 16512);  // softmax_long.pto:5:13
+                TCVT(t36_b1, t39_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+                TileT42B1 t42_b1(min_i64(N - (_g32_db * 2 + 1 + _g32_dr) * 1024, 1024));  // softmax_long.pto:5:13
+                TASSIGN(t42_b1, 12384);  // softmax_long.pto:5:13
+                TileT43B1 t43_b1(min_i64(N - (_g32_db * 2 + 1 + _g32_dr) * 1024, 1024));  // softmax_long.pto:5:13
+                TASSIGN(t43_b1, 16512);  // softmax_long.pto:5:13
                 pipe_barrier(PIPE_V);
-                TCVT(t44_b1, t37_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-                TileT45B1 t45_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:5:13
-                TASSIGN(t45_b1, 20608);  // softmax_long.pto:5:13
+                TCVT(t43_b1, t36_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+                TileT44B1 t44_b1(min_i64(N - (_g32_db * 2 + 1 + _g32_dr) * 1024, 1024));  // softmax_long.pto:5:13
+                TASSIGN(t44_b1, 20608);  // softmax_long.pto:5:13
                 pipe_barrier(PIPE_V);
-                TEXP(t45_b1, t44_b1);  // softmax_long.pto:5:13
+                TEXP(t44_b1, t43_b1);  // softmax_long.pto:5:13
                 pipe_barrier(PIPE_V);
-                TCVT(t43_b1, t45_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+                TCVT(t42_b1, t44_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
-                GmView5 e_ownGm5(e_own + (_g33_db * 2 + 1 + _g33_dr) * 1024, GmView5::Shape(t43_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:5:13
-                TSTORE(e_ownGm5, t43_b1);  // softmax_long.pto:5:13
+                GmView5 e_ownGm5(e_own + (_g32_db * 2 + 1 + _g32_dr) * 1024, GmView5::Shape(t42_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:5:13
+                TSTORE(e_ownGm5, t42_b1);  // softmax_long.pto:5:13
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                TileT49B1 t49_b1(min_i64(N - (_g33_db * 2 + 1 + _g33_dr) * 1024, 1024));  // softmax_long.pto:6:23
-                TASSIGN(t49_b1, 14432);  // softmax_long.pto:6:23
+                TileT48B1 t48_b1(min_i64(N - (_g32_db * 2 + 1 + _g32_dr) * 1024, 1024));  // softmax_long.pto:6:23
+                TASSIGN(t48_b1, 14432);  // softmax_long.pto:6:23
                 pipe_barrier(PIPE_V);
-                TCVT(t49_b1, t43_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-                TileT50B1 t50_b1;  // softmax_long.pto:6:23
-                TASSIGN(t50_b1, 12384);  // softmax_long.pto:6:23
+                TCVT(t48_b1, t42_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+                TileT49B1 t49_b1;  // softmax_long.pto:6:23
+                TASSIGN(t49_b1, 12384);  // softmax_long.pto:6:23
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 TileTmp0 tmp7;  // softmax_long.pto:6:23
                 TASSIGN(tmp7, 24704);  // softmax_long.pto:6:23
-                TROWSUM(t50_b1, t49_b1, tmp7);  // softmax_long.pto:6:23
+                TROWSUM(t49_b1, t48_b1, tmp7);  // softmax_long.pto:6:23
                 pipe_barrier(PIPE_V);
-                TADD(t46, t46, t50_b1);  // softmax_long.pto:6:23
+                TADD(t45, t45, t49_b1);  // softmax_long.pto:6:23
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -295,10 +295,10 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        TileT51 t51;  // softmax_long.pto:6:23
-        TASSIGN(t51, 32);  // softmax_long.pto:6:23
+        TileT50 t50;  // softmax_long.pto:6:23
+        TASSIGN(t50, 32);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
-        TCVT(t51, t46, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+        TCVT(t50, t45, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -308,75 +308,75 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g52_db = 0; _g52_db < ((N + 1023) / 1024 + 1) / 2; ++_g52_db) {  // softmax_long.pto:6:19
+        for (int64_t _g51_db = 0; _g51_db < ((N + 1023) / 1024 + 1) / 2; ++_g51_db) {  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TileT53B0 t53_b0(min_i64(N - _g52_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t53_b0, 64);  // softmax_long.pto:6:19
+            TileT52B0 t52_b0(min_i64(N - _g51_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t52_b0, 64);  // softmax_long.pto:6:19
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView6 e_ownGm6(e_own + _g52_db * 2 * 1024, GmView6::Shape(t53_b0.GetValidCol()), GmView6::Stride(N));  // softmax_long.pto:6:19
-            TLOAD(t53_b0, e_ownGm6);  // softmax_long.pto:6:19
+            GmView6 e_ownGm6(e_own + _g51_db * 2 * 1024, GmView6::Shape(t52_b0.GetValidCol()), GmView6::Stride(N));  // softmax_long.pto:6:19
+            TLOAD(t52_b0, e_ownGm6);  // softmax_long.pto:6:19
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileC3B0 c3_b0;  // softmax_long.pto:6:19
             TASSIGN(c3_b0, 0);  // softmax_long.pto:6:19
-            TileT56B0 t56_b0(min_i64(N - _g52_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t56_b0, 2112);  // softmax_long.pto:6:19
-            TileT57B0 t57_b0(min_i64(N - _g52_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t57_b0, 4160);  // softmax_long.pto:6:19
+            TileT55B0 t55_b0(min_i64(N - _g51_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t55_b0, 2112);  // softmax_long.pto:6:19
+            TileT56B0 t56_b0(min_i64(N - _g51_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t56_b0, 4160);  // softmax_long.pto:6:19
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t57_b0, t53_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+            TCVT(t56_b0, t52_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TCVT(c3_b0, t51, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-            TileT59B0 t59_b0(min_i64(N - _g52_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t59_b0, 8256);  // softmax_long.pto:6:19
+            TCVT(c3_b0, t50, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+            TileT58B0 t58_b0(min_i64(N - _g51_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t58_b0, 8256);  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
             TileView1 view8;  // softmax_long.pto:6:19
             TASSIGN(view8, 0);  // softmax_long.pto:6:19
             TileTmp2 tmp9;  // softmax_long.pto:6:19
             TASSIGN(tmp9, 24704);  // softmax_long.pto:6:19
-            TROWEXPANDDIV(t59_b0, t57_b0, view8, tmp9);  // softmax_long.pto:6:19
+            TROWEXPANDDIV(t58_b0, t56_b0, view8, tmp9);  // softmax_long.pto:6:19
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            TCVT(t56_b0, t59_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+            TCVT(t55_b0, t58_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView7 yGm7(y + b * N + _g52_db * 2 * 1024, GmView7::Shape(t56_b0.GetValidCol()), GmView7::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm7, t56_b0);  // softmax_long.pto:6:19
+            GmView7 yGm7(y + b * N + _g51_db * 2 * 1024, GmView7::Shape(t55_b0.GetValidCol()), GmView7::Stride(N));  // softmax_long.pto:6:19
+            TSTORE(yGm7, t55_b0);  // softmax_long.pto:6:19
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            for (int64_t _g52_dr = 0; _g52_dr < min_i64((N + 1023) / 1024 - (_g52_db * 2 + 1), 1); ++_g52_dr) {  // softmax_long.pto:6:19
-                TileT53B1 t53_b1(min_i64(N - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // softmax_long.pto:6:19
-                TASSIGN(t53_b1, 12352);  // softmax_long.pto:6:19
+            for (int64_t _g51_dr = 0; _g51_dr < min_i64((N + 1023) / 1024 - (_g51_db * 2 + 1), 1); ++_g51_dr) {  // softmax_long.pto:6:19
+                TileT52B1 t52_b1(min_i64(N - (_g51_db * 2 + 1 + _g51_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t52_b1, 12352);  // softmax_long.pto:6:19
                 using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-                GmView8 e_ownGm8(e_own + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView8::Shape(t53_b1.GetValidCol()), GmView8::Stride(N));  // softmax_long.pto:6:19
-                TLOAD(t53_b1, e_ownGm8);  // softmax_long.pto:6:19
+                GmView8 e_ownGm8(e_own + (_g51_db * 2 + 1 + _g51_dr) * 1024, GmView8::Shape(t52_b1.GetValidCol()), GmView8::Stride(N));  // softmax_long.pto:6:19
+                TLOAD(t52_b1, e_ownGm8);  // softmax_long.pto:6:19
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileC3B1 c3_b1;  // softmax_long.pto:6:19
                 TASSIGN(c3_b1, 14400);  // softmax_long.pto:6:19
-                TileT56B1 t56_b1(min_i64(N - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // softmax_long.pto:6:19
-                TASSIGN(t56_b1, 14432);  // softmax_long.pto:6:19
-                TileT57B1 t57_b1(min_i64(N - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // softmax_long.pto:6:19
-                TASSIGN(t57_b1, 16480);  // softmax_long.pto:6:19
+                TileT55B1 t55_b1(min_i64(N - (_g51_db * 2 + 1 + _g51_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t55_b1, 14432);  // softmax_long.pto:6:19
+                TileT56B1 t56_b1(min_i64(N - (_g51_db * 2 + 1 + _g51_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t56_b1, 16480);  // softmax_long.pto:6:19
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t57_b1, t53_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-                TCVT(c3_b1, t51, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-                TileT59B1 t59_b1(min_i64(N - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // softmax_long.pto:6:19
-                TASSIGN(t59_b1, 20576);  // softmax_long.pto:6:19
+                TCVT(t56_b1, t52_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+                TCVT(c3_b1, t50, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+                TileT58B1 t58_b1(min_i64(N - (_g51_db * 2 + 1 + _g51_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t58_b1, 20576);  // softmax_long.pto:6:19
                 pipe_barrier(PIPE_V);
                 TileView1 view10;  // softmax_long.pto:6:19
                 TASSIGN(view10, 14400);  // softmax_long.pto:6:19
                 TileTmp2 tmp11;  // softmax_long.pto:6:19
                 TASSIGN(tmp11, 24704);  // softmax_long.pto:6:19
-                TROWEXPANDDIV(t59_b1, t57_b1, view10, tmp11);  // softmax_long.pto:6:19
+                TROWEXPANDDIV(t58_b1, t56_b1, view10, tmp11);  // softmax_long.pto:6:19
                 pipe_barrier(PIPE_V);
-                TCVT(t56_b1, t59_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+                TCVT(t55_b1, t58_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-                GmView9 yGm9(y + b * N + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView9::Shape(t56_b1.GetValidCol()), GmView9::Stride(N));  // softmax_long.pto:6:19
-                TSTORE(yGm9, t56_b1);  // softmax_long.pto:6:19
+                GmView9 yGm9(y + b * N + (_g51_db * 2 + 1 + _g51_dr) * 1024, GmView9::Shape(t55_b1.GetValidCol()), GmView9::Stride(N));  // softmax_long.pto:6:19
+                TSTORE(yGm9, t55_b1);  // softmax_long.pto:6:19
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);

@@ -30,38 +30,38 @@ extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ hal
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT24 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT33 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT21B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT18 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT23 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT32 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT20B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1MaxB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1SafeB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1DiffB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1AlphaB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1SafeF16B0 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT32B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT21B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT31B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT35B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT20B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1MaxB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1SafeB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1DiffB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1AlphaB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1SafeF16B1 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT32B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT38 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT40B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT31B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT35B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT37 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT39B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT39B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, half, 16, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor>;
@@ -72,39 +72,39 @@ extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ hal
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax_long.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ half* row = x + b * N;  // softmax_long.pto:4:15
-        TileT19 t19;  // softmax_long.pto:5:23
-        TASSIGN(t19, 0);  // softmax_long.pto:5:23
-        TEXPANDS(t19, -__builtin_inff());  // softmax_long.pto:5:23
-        TileT24 t24;  // softmax_long.pto:5:23
-        TASSIGN(t24, 32);  // softmax_long.pto:5:23
-        TileT33 t33;  // softmax_long.pto:6:23
-        TASSIGN(t33, 64);  // softmax_long.pto:6:23
-        TEXPANDS(t33, 0.0f);  // softmax_long.pto:6:23
+        TileT18 t18;  // softmax_long.pto:5:23
+        TASSIGN(t18, 0);  // softmax_long.pto:5:23
+        TEXPANDS(t18, -__builtin_inff());  // softmax_long.pto:5:23
+        TileT23 t23;  // softmax_long.pto:5:23
+        TASSIGN(t23, 32);  // softmax_long.pto:5:23
+        TileT32 t32;  // softmax_long.pto:6:23
+        TASSIGN(t32, 64);  // softmax_long.pto:6:23
+        TEXPANDS(t32, 0.0f);  // softmax_long.pto:6:23
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k20_db = 0; _k20_db < ((N + 1023) / 1024 + 1) / 2; ++_k20_db) {  // softmax_long.pto:5:23
+        for (int64_t _k19_db = 0; _k19_db < ((N + 1023) / 1024 + 1) / 2; ++_k19_db) {  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TileT21B0 t21_b0(min_i64(N - _k20_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t21_b0, 96);  // softmax_long.pto:5:23
+            TileT20B0 t20_b0(min_i64(N - _k19_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
+            TASSIGN(t20_b0, 96);  // softmax_long.pto:5:23
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView0 rowGm0(row + _k20_db * 2 * 1024, GmView0::Shape(t21_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t21_b0, rowGm0);  // softmax_long.pto:5:23
+            GmView0 rowGm0(row + _k19_db * 2 * 1024, GmView0::Shape(t20_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+            TLOAD(t20_b0, rowGm0);  // softmax_long.pto:5:23
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT22B0 t22_b0(min_i64(N - _k20_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t22_b0, 2144);  // softmax_long.pto:5:23
+            TileT21B0 t21_b0(min_i64(N - _k19_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
+            TASSIGN(t21_b0, 2144);  // softmax_long.pto:5:23
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t22_b0, t21_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            TileT23B0 t23_b0;  // softmax_long.pto:5:23
-            TASSIGN(t23_b0, 6240);  // softmax_long.pto:5:23
+            TCVT(t21_b0, t20_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+            TileT22B0 t22_b0;  // softmax_long.pto:5:23
+            TASSIGN(t22_b0, 6240);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // softmax_long.pto:5:23
             TASSIGN(tmp0, 16544);  // softmax_long.pto:5:23
-            TROWMAX(t23_b0, t22_b0, tmp0);  // softmax_long.pto:5:23
+            TROWMAX(t22_b0, t21_b0, tmp0);  // softmax_long.pto:5:23
             TileOnline1MaxB0 online1_max_b0;  // softmax_long.pto:5:23
             TASSIGN(online1_max_b0, 2144);  // softmax_long.pto:5:23
             TileOnline1SafeB0 online1_safe_b0;  // softmax_long.pto:5:23
@@ -114,61 +114,61 @@ extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ hal
             TileOnline1AlphaB0 online1_alpha_b0;  // softmax_long.pto:5:23
             TASSIGN(online1_alpha_b0, 2240);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMAX(online1_max_b0, t19, t23_b0);  // softmax_long.pto:5:23
+            TMAX(online1_max_b0, t18, t22_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TMAXS(online1_safe_b0, online1_max_b0, -65504.0f);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TSUB(online1_diff_b0, t19, online1_safe_b0);  // softmax_long.pto:5:23
+            TSUB(online1_diff_b0, t18, online1_safe_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TEXP(online1_alpha_b0, online1_diff_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMUL(t33, t33, online1_alpha_b0);  // softmax_long.pto:5:23
+            TMUL(t32, t32, online1_alpha_b0);  // softmax_long.pto:5:23
             TileOnline1SafeF16B0 online1_safe_f16_b0;  // softmax_long.pto:5:23
             TASSIGN(online1_safe_f16_b0, 2144);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TCVT(online1_safe_f16_b0, online1_safe_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMAX(t19, t19, t23_b0);  // softmax_long.pto:5:23
-            TileT32B0 t32_b0(min_i64(N - _k20_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t32_b0, 2176);  // softmax_long.pto:5:13
+            TMAX(t18, t18, t22_b0);  // softmax_long.pto:5:23
+            TileT31B0 t31_b0(min_i64(N - _k19_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
+            TASSIGN(t31_b0, 2176);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
             TileView1 view1;  // softmax_long.pto:5:13
             TASSIGN(view1, 2144);  // softmax_long.pto:5:13
             TileTmp2 tmp2;  // softmax_long.pto:5:13
             TASSIGN(tmp2, 16544);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t32_b0, t21_b0, view1, tmp2);  // softmax_long.pto:5:13
-            TileT36B0 t36_b0(min_i64(N - _k20_db * 2 * 1024, 1024));  // softmax_long.pto:6:23
-            TASSIGN(t36_b0, 4224);  // softmax_long.pto:6:23
+            TROWEXPANDEXPDIF(t31_b0, t20_b0, view1, tmp2);  // softmax_long.pto:5:13
+            TileT35B0 t35_b0(min_i64(N - _k19_db * 2 * 1024, 1024));  // softmax_long.pto:6:23
+            TASSIGN(t35_b0, 4224);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TCVT(t36_b0, t32_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-            TileT37B0 t37_b0;  // softmax_long.pto:6:23
-            TASSIGN(t37_b0, 96);  // softmax_long.pto:6:23
+            TCVT(t35_b0, t31_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+            TileT36B0 t36_b0;  // softmax_long.pto:6:23
+            TASSIGN(t36_b0, 96);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // softmax_long.pto:6:23
             TASSIGN(tmp3, 16544);  // softmax_long.pto:6:23
-            TROWSUM(t37_b0, t36_b0, tmp3);  // softmax_long.pto:6:23
+            TROWSUM(t36_b0, t35_b0, tmp3);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TADD(t33, t33, t37_b0);  // softmax_long.pto:6:23
+            TADD(t32, t32, t36_b0);  // softmax_long.pto:6:23
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k20_dr = 0; _k20_dr < min_i64((N + 1023) / 1024 - (_k20_db * 2 + 1), 1); ++_k20_dr) {  // softmax_long.pto:5:23
-                TileT21B1 t21_b1(min_i64(N - (_k20_db * 2 + 1 + _k20_dr) * 1024, 1024));  // softmax_long.pto:5:23
-                TASSIGN(t21_b1, 8320);  // softmax_long.pto:5:23
+            for (int64_t _k19_dr = 0; _k19_dr < min_i64((N + 1023) / 1024 - (_k19_db * 2 + 1), 1); ++_k19_dr) {  // softmax_long.pto:5:23
+                TileT20B1 t20_b1(min_i64(N - (_k19_db * 2 + 1 + _k19_dr) * 1024, 1024));  // softmax_long.pto:5:23
+                TASSIGN(t20_b1, 8320);  // softmax_long.pto:5:23
                 using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-                GmView1 rowGm1(row + (_k20_db * 2 + 1 + _k20_dr) * 1024, GmView1::Shape(t21_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
-                TLOAD(t21_b1, rowGm1);  // softmax_long.pto:5:23
+                GmView1 rowGm1(row + (_k19_db * 2 + 1 + _k19_dr) * 1024, GmView1::Shape(t20_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
+                TLOAD(t20_b1, rowGm1);  // softmax_long.pto:5:23
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT22B1 t22_b1(min_i64(N - (_k20_db * 2 + 1 + _k20_dr) * 1024, 1024));  // softmax_long.pto:5:23
-                TASSIGN(t22_b1, 10368);  // softmax_long.pto:5:23
+                TileT21B1 t21_b1(min_i64(N - (_k19_db * 2 + 1 + _k19_dr) * 1024, 1024));  // softmax_long.pto:5:23
+                TASSIGN(t21_b1, 10368);  // softmax_long.pto:5:23
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t22_b1, t21_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-                TileT23B1 t23_b1;  // softmax_long.pto:5:23
-                TASSIGN(t23_b1, 14464);  // softmax_long.pto:5:23
+                TCVT(t21_b1, t20_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+                TileT22B1 t22_b1;  // softmax_long.pto:5:23
+                TASSIGN(t22_b1, 14464);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp4;  // softmax_long.pto:5:23
                 TASSIGN(tmp4, 16544);  // softmax_long.pto:5:23
-                TROWMAX(t23_b1, t22_b1, tmp4);  // softmax_long.pto:5:23
+                TROWMAX(t22_b1, t21_b1, tmp4);  // softmax_long.pto:5:23
                 TileOnline1MaxB1 online1_max_b1;  // softmax_long.pto:5:23
                 TASSIGN(online1_max_b1, 10368);  // softmax_long.pto:5:23
                 TileOnline1SafeB1 online1_safe_b1;  // softmax_long.pto:5:23
@@ -178,41 +178,41 @@ extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ hal
                 TileOnline1AlphaB1 online1_alpha_b1;  // softmax_long.pto:5:23
                 TASSIGN(online1_alpha_b1, 10464);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
-                TMAX(online1_max_b1, t19, t23_b1);  // softmax_long.pto:5:23
+                TMAX(online1_max_b1, t18, t22_b1);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
                 TMAXS(online1_safe_b1, online1_max_b1, -65504.0f);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
-                TSUB(online1_diff_b1, t19, online1_safe_b1);  // softmax_long.pto:5:23
+                TSUB(online1_diff_b1, t18, online1_safe_b1);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
                 TEXP(online1_alpha_b1, online1_diff_b1);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
-                TMUL(t33, t33, online1_alpha_b1);  // softmax_long.pto:5:23
+                TMUL(t32, t32, online1_alpha_b1);  // softmax_long.pto:5:23
                 TileOnline1SafeF16B1 online1_safe_f16_b1;  // softmax_long.pto:5:23
                 TASSIGN(online1_safe_f16_b1, 10368);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
                 TCVT(online1_safe_f16_b1, online1_safe_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
-                TMAX(t19, t19, t23_b1);  // softmax_long.pto:5:23
-                TileT32B1 t32_b1(min_i64(N - (_k20_db * 2 + 1 + _k20_dr) * 1024, 1024));  // softmax_long.pto:5:13
-                TASSIGN(t32_b1, 10400);  // softmax_long.pto:5:13
+                TMAX(t18, t18, t22_b1);  // softmax_long.pto:5:23
+                TileT31B1 t31_b1(min_i64(N - (_k19_db * 2 + 1 + _k19_dr) * 1024, 1024));  // softmax_long.pto:5:13
+                TASSIGN(t31_b1, 10400);  // softmax_long.pto:5:13
                 pipe_barrier(PIPE_V);
                 TileView1 view5;  // softmax_long.pto:5:13
                 TASSIGN(view5, 10368);  // softmax_long.pto:5:13
                 TileTmp2 tmp6;  // softmax_long.pto:5:13
                 TASSIGN(tmp6, 16544);  // softmax_long.pto:5:13
-                TROWEXPANDEXPDIF(t32_b1, t21_b1, view5, tmp6);  // softmax_long.pto:5:13
-                TileT36B1 t36_b1(min_i64(N - (_k20_db * 2 + 1 + _k20_dr) * 1024, 1024));  // softmax_long.pto:6:23
-                TASSIGN(t36_b1, 12448);  // softmax_long.pto:6:23
+                TROWEXPANDEXPDIF(t31_b1, t20_b1, view5, tmp6);  // softmax_long.pto:5:13
+                TileT35B1 t35_b1(min_i64(N - (_k19_db * 2 + 1 + _k19_dr) * 1024, 1024));  // softmax_long.pto:6:23
+                TASSIGN(t35_b1, 12448);  // softmax_long.pto:6:23
                 pipe_barrier(PIPE_V);
-                TCVT(t36_b1, t32_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-                TileT37B1 t37_b1;  // softmax_long.pto:6:23
-                TASSIGN(t37_b1, 8320);  // softmax_long.pto:6:23
+                TCVT(t35_b1, t31_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+                TileT36B1 t36_b1;  // softmax_long.pto:6:23
+                TASSIGN(t36_b1, 8320);  // softmax_long.pto:6:23
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp7;  // softmax_long.pto:6:23
                 TASSIGN(tmp7, 16544);  // softmax_long.pto:6:23
-                TROWSUM(t37_b1, t36_b1, tmp7);  // softmax_long.pto:6:23
+                TROWSUM(t36_b1, t35_b1, tmp7);  // softmax_long.pto:6:23
                 pipe_barrier(PIPE_V);
-                TADD(t33, t33, t37_b1);  // softmax_long.pto:6:23
+                TADD(t32, t32, t36_b1);  // softmax_long.pto:6:23
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
@@ -223,11 +223,11 @@ extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ hal
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        TCVT(t24, t19, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-        TileT38 t38;  // softmax_long.pto:6:23
-        TASSIGN(t38, 0);  // softmax_long.pto:6:23
+        TCVT(t23, t18, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+        TileT37 t37;  // softmax_long.pto:6:23
+        TASSIGN(t37, 0);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
-        TCVT(t38, t33, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+        TCVT(t37, t32, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -237,69 +237,69 @@ extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ hal
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g39_db = 0; _g39_db < ((N + 1023) / 1024 + 1) / 2; ++_g39_db) {  // softmax_long.pto:6:19
+        for (int64_t _g38_db = 0; _g38_db < ((N + 1023) / 1024 + 1) / 2; ++_g38_db) {  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TileT40B0 t40_b0(min_i64(N - _g39_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t40_b0, 64);  // softmax_long.pto:6:19
-            TileT26Re1B0 t26_re1_b0(min_i64(N - _g39_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t26_re1_b0, 2112);  // softmax_long.pto:5:17
+            TileT39B0 t39_b0(min_i64(N - _g38_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t39_b0, 64);  // softmax_long.pto:6:19
+            TileT25Re1B0 t25_re1_b0(min_i64(N - _g38_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t25_re1_b0, 2112);  // softmax_long.pto:5:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView2 rowGm2(row + _g39_db * 2 * 1024, GmView2::Shape(t26_re1_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t26_re1_b0, rowGm2);  // softmax_long.pto:5:17
+            GmView2 rowGm2(row + _g38_db * 2 * 1024, GmView2::Shape(t25_re1_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
+            TLOAD(t25_re1_b0, rowGm2);  // softmax_long.pto:5:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileView1 view8;  // softmax_long.pto:5:13
             TASSIGN(view8, 32);  // softmax_long.pto:5:13
             TileTmp2 tmp9;  // softmax_long.pto:5:13
             TASSIGN(tmp9, 16544);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t40_b0, t26_re1_b0, view8, tmp9);  // softmax_long.pto:5:13
-            TileT43B0 t43_b0(min_i64(N - _g39_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t43_b0, 2112);  // softmax_long.pto:6:19
+            TROWEXPANDEXPDIF(t39_b0, t25_re1_b0, view8, tmp9);  // softmax_long.pto:5:13
+            TileT42B0 t42_b0(min_i64(N - _g38_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t42_b0, 2112);  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
             TileView1 view10;  // softmax_long.pto:6:19
             TASSIGN(view10, 0);  // softmax_long.pto:6:19
             TileTmp2 tmp11;  // softmax_long.pto:6:19
             TASSIGN(tmp11, 16544);  // softmax_long.pto:6:19
-            TROWEXPANDDIV(t43_b0, t40_b0, view10, tmp11);  // softmax_long.pto:6:19
+            TROWEXPANDDIV(t42_b0, t39_b0, view10, tmp11);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView3 yGm3(y + b * N + _g39_db * 2 * 1024, GmView3::Shape(t43_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm3, t43_b0);  // softmax_long.pto:6:19
+            GmView3 yGm3(y + b * N + _g38_db * 2 * 1024, GmView3::Shape(t42_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
+            TSTORE(yGm3, t42_b0);  // softmax_long.pto:6:19
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g39_dr = 0; _g39_dr < min_i64((N + 1023) / 1024 - (_g39_db * 2 + 1), 1); ++_g39_dr) {  // softmax_long.pto:6:19
-                TileT40B1 t40_b1(min_i64(N - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // softmax_long.pto:6:19
-                TASSIGN(t40_b1, 4160);  // softmax_long.pto:6:19
-                TileT26Re1B1 t26_re1_b1(min_i64(N - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // softmax_long.pto:5:17
-                TASSIGN(t26_re1_b1, 6208);  // softmax_long.pto:5:17
+            for (int64_t _g38_dr = 0; _g38_dr < min_i64((N + 1023) / 1024 - (_g38_db * 2 + 1), 1); ++_g38_dr) {  // softmax_long.pto:6:19
+                TileT39B1 t39_b1(min_i64(N - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t39_b1, 4160);  // softmax_long.pto:6:19
+                TileT25Re1B1 t25_re1_b1(min_i64(N - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t25_re1_b1, 6208);  // softmax_long.pto:5:17
                 using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-                GmView4 rowGm4(row + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView4::Shape(t26_re1_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
-                TLOAD(t26_re1_b1, rowGm4);  // softmax_long.pto:5:17
+                GmView4 rowGm4(row + (_g38_db * 2 + 1 + _g38_dr) * 1024, GmView4::Shape(t25_re1_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
+                TLOAD(t25_re1_b1, rowGm4);  // softmax_long.pto:5:17
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileView1 view12;  // softmax_long.pto:5:13
                 TASSIGN(view12, 32);  // softmax_long.pto:5:13
                 TileTmp2 tmp13;  // softmax_long.pto:5:13
                 TASSIGN(tmp13, 16544);  // softmax_long.pto:5:13
-                TROWEXPANDEXPDIF(t40_b1, t26_re1_b1, view12, tmp13);  // softmax_long.pto:5:13
-                TileT43B1 t43_b1(min_i64(N - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // softmax_long.pto:6:19
-                TASSIGN(t43_b1, 6208);  // softmax_long.pto:6:19
+                TROWEXPANDEXPDIF(t39_b1, t25_re1_b1, view12, tmp13);  // softmax_long.pto:5:13
+                TileT42B1 t42_b1(min_i64(N - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t42_b1, 6208);  // softmax_long.pto:6:19
                 pipe_barrier(PIPE_V);
                 TileView1 view14;  // softmax_long.pto:6:19
                 TASSIGN(view14, 0);  // softmax_long.pto:6:19
                 TileTmp2 tmp15;  // softmax_long.pto:6:19
                 TASSIGN(tmp15, 16544);  // softmax_long.pto:6:19
-                TROWEXPANDDIV(t43_b1, t40_b1, view14, tmp15);  // softmax_long.pto:6:19
+                TROWEXPANDDIV(t42_b1, t39_b1, view14, tmp15);  // softmax_long.pto:6:19
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-                GmView5 yGm5(y + b * N + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView5::Shape(t43_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:6:19
-                TSTORE(yGm5, t43_b1);  // softmax_long.pto:6:19
+                GmView5 yGm5(y + b * N + (_g38_db * 2 + 1 + _g38_dr) * 1024, GmView5::Shape(t42_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:6:19
+                TSTORE(yGm5, t42_b1);  // softmax_long.pto:6:19
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);

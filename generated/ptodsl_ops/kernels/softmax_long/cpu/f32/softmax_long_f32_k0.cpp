@@ -83,9 +83,9 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:9
-        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t13.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:6:9
-        TSTORE(yGm1, t13);  // softmax_long.pto:6:9
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t13.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:6:19
+        TSTORE(yGm1, t13);  // softmax_long.pto:6:19
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -30,30 +30,30 @@ extern "C" __global__ AICORE void softmax_long_f32_k1(__gm__ float* x, __gm__ fl
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT27 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT26 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT16B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1MaxB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1SafeB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1DiffB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1AlphaB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT26B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT25B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT16B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1MaxB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1SafeB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1DiffB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1AlphaB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT26B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT32B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT20Re1B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT20Re1B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT31B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re1B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT31B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19Re1B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
@@ -64,33 +64,33 @@ extern "C" __global__ AICORE void softmax_long_f32_k1(__gm__ float* x, __gm__ fl
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax_long.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ float* row = x + b * N;  // softmax_long.pto:4:15
-        TileT15 t15;  // softmax_long.pto:5:23
-        TASSIGN(t15, 0);  // softmax_long.pto:5:23
-        TEXPANDS(t15, -__builtin_inff());  // softmax_long.pto:5:23
-        TileT27 t27;  // softmax_long.pto:6:23
-        TASSIGN(t27, 32);  // softmax_long.pto:6:23
-        TEXPANDS(t27, 0.0f);  // softmax_long.pto:6:23
+        TileT14 t14;  // softmax_long.pto:5:23
+        TASSIGN(t14, 0);  // softmax_long.pto:5:23
+        TEXPANDS(t14, -__builtin_inff());  // softmax_long.pto:5:23
+        TileT26 t26;  // softmax_long.pto:6:23
+        TASSIGN(t26, 32);  // softmax_long.pto:6:23
+        TEXPANDS(t26, 0.0f);  // softmax_long.pto:6:23
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k16_db = 0; _k16_db < ((N + 1023) / 1024 + 1) / 2; ++_k16_db) {  // softmax_long.pto:5:23
+        for (int64_t _k15_db = 0; _k15_db < ((N + 1023) / 1024 + 1) / 2; ++_k15_db) {  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TileT17B0 t17_b0(min_i64(N - _k16_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t17_b0, 64);  // softmax_long.pto:5:23
+            TileT16B0 t16_b0(min_i64(N - _k15_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
+            TASSIGN(t16_b0, 64);  // softmax_long.pto:5:23
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView0 rowGm0(row + _k16_db * 2 * 1024, GmView0::Shape(t17_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t17_b0, rowGm0);  // softmax_long.pto:5:23
+            GmView0 rowGm0(row + _k15_db * 2 * 1024, GmView0::Shape(t16_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+            TLOAD(t16_b0, rowGm0);  // softmax_long.pto:5:23
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT18B0 t18_b0;  // softmax_long.pto:5:23
-            TASSIGN(t18_b0, 4160);  // softmax_long.pto:5:23
+            TileT17B0 t17_b0;  // softmax_long.pto:5:23
+            TASSIGN(t17_b0, 4160);  // softmax_long.pto:5:23
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // softmax_long.pto:5:23
             TASSIGN(tmp0, 16640);  // softmax_long.pto:5:23
-            TROWMAX(t18_b0, t17_b0, tmp0);  // softmax_long.pto:5:23
+            TROWMAX(t17_b0, t16_b0, tmp0);  // softmax_long.pto:5:23
             TileOnline1MaxB0 online1_max_b0;  // softmax_long.pto:5:23
             TASSIGN(online1_max_b0, 4192);  // softmax_long.pto:5:23
             TileOnline1SafeB0 online1_safe_b0;  // softmax_long.pto:5:23
@@ -100,49 +100,49 @@ extern "C" __global__ AICORE void softmax_long_f32_k1(__gm__ float* x, __gm__ fl
             TileOnline1AlphaB0 online1_alpha_b0;  // softmax_long.pto:5:23
             TASSIGN(online1_alpha_b0, 4288);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMAX(online1_max_b0, t15, t18_b0);  // softmax_long.pto:5:23
+            TMAX(online1_max_b0, t14, t17_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TMAXS(online1_safe_b0, online1_max_b0, -3.4028234663852886e+38f);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TSUB(online1_diff_b0, t15, online1_safe_b0);  // softmax_long.pto:5:23
+            TSUB(online1_diff_b0, t14, online1_safe_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TEXP(online1_alpha_b0, online1_diff_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMUL(t27, t27, online1_alpha_b0);  // softmax_long.pto:5:23
+            TMUL(t26, t26, online1_alpha_b0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
-            TMAX(t15, t15, t18_b0);  // softmax_long.pto:5:23
-            TileT26B0 t26_b0(min_i64(N - _k16_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t26_b0, 4256);  // softmax_long.pto:5:13
+            TMAX(t14, t14, t17_b0);  // softmax_long.pto:5:23
+            TileT25B0 t25_b0(min_i64(N - _k15_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
+            TASSIGN(t25_b0, 4256);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
             TileView1 view1;  // softmax_long.pto:5:13
             TASSIGN(view1, 4224);  // softmax_long.pto:5:13
             TileTmp2 tmp2;  // softmax_long.pto:5:13
             TASSIGN(tmp2, 16640);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t26_b0, t17_b0, view1, tmp2);  // softmax_long.pto:5:13
-            TileT30B0 t30_b0;  // softmax_long.pto:6:23
-            TASSIGN(t30_b0, 64);  // softmax_long.pto:6:23
+            TROWEXPANDEXPDIF(t25_b0, t16_b0, view1, tmp2);  // softmax_long.pto:5:13
+            TileT29B0 t29_b0;  // softmax_long.pto:6:23
+            TASSIGN(t29_b0, 64);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // softmax_long.pto:6:23
             TASSIGN(tmp3, 16640);  // softmax_long.pto:6:23
-            TROWSUM(t30_b0, t26_b0, tmp3);  // softmax_long.pto:6:23
+            TROWSUM(t29_b0, t25_b0, tmp3);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TADD(t27, t27, t30_b0);  // softmax_long.pto:6:23
+            TADD(t26, t26, t29_b0);  // softmax_long.pto:6:23
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k16_dr = 0; _k16_dr < min_i64((N + 1023) / 1024 - (_k16_db * 2 + 1), 1); ++_k16_dr) {  // softmax_long.pto:5:23
-                TileT17B1 t17_b1(min_i64(N - (_k16_db * 2 + 1 + _k16_dr) * 1024, 1024));  // softmax_long.pto:5:23
-                TASSIGN(t17_b1, 8352);  // softmax_long.pto:5:23
+            for (int64_t _k15_dr = 0; _k15_dr < min_i64((N + 1023) / 1024 - (_k15_db * 2 + 1), 1); ++_k15_dr) {  // softmax_long.pto:5:23
+                TileT16B1 t16_b1(min_i64(N - (_k15_db * 2 + 1 + _k15_dr) * 1024, 1024));  // softmax_long.pto:5:23
+                TASSIGN(t16_b1, 8352);  // softmax_long.pto:5:23
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-                GmView1 rowGm1(row + (_k16_db * 2 + 1 + _k16_dr) * 1024, GmView1::Shape(t17_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
-                TLOAD(t17_b1, rowGm1);  // softmax_long.pto:5:23
+                GmView1 rowGm1(row + (_k15_db * 2 + 1 + _k15_dr) * 1024, GmView1::Shape(t16_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
+                TLOAD(t16_b1, rowGm1);  // softmax_long.pto:5:23
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT18B1 t18_b1;  // softmax_long.pto:5:23
-                TASSIGN(t18_b1, 12448);  // softmax_long.pto:5:23
+                TileT17B1 t17_b1;  // softmax_long.pto:5:23
+                TASSIGN(t17_b1, 12448);  // softmax_long.pto:5:23
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp0 tmp4;  // softmax_long.pto:5:23
                 TASSIGN(tmp4, 16640);  // softmax_long.pto:5:23
-                TROWMAX(t18_b1, t17_b1, tmp4);  // softmax_long.pto:5:23
+                TROWMAX(t17_b1, t16_b1, tmp4);  // softmax_long.pto:5:23
                 TileOnline1MaxB1 online1_max_b1;  // softmax_long.pto:5:23
                 TASSIGN(online1_max_b1, 12480);  // softmax_long.pto:5:23
                 TileOnline1SafeB1 online1_safe_b1;  // softmax_long.pto:5:23
@@ -152,33 +152,33 @@ extern "C" __global__ AICORE void softmax_long_f32_k1(__gm__ float* x, __gm__ fl
                 TileOnline1AlphaB1 online1_alpha_b1;  // softmax_long.pto:5:23
                 TASSIGN(online1_alpha_b1, 12576);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
-                TMAX(online1_max_b1, t15, t18_b1);  // softmax_long.pto:5:23
+                TMAX(online1_max_b1, t14, t17_b1);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
                 TMAXS(online1_safe_b1, online1_max_b1, -3.4028234663852886e+38f);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
-                TSUB(online1_diff_b1, t15, online1_safe_b1);  // softmax_long.pto:5:23
+                TSUB(online1_diff_b1, t14, online1_safe_b1);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
                 TEXP(online1_alpha_b1, online1_diff_b1);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
-                TMUL(t27, t27, online1_alpha_b1);  // softmax_long.pto:5:23
+                TMUL(t26, t26, online1_alpha_b1);  // softmax_long.pto:5:23
                 pipe_barrier(PIPE_V);
-                TMAX(t15, t15, t18_b1);  // softmax_long.pto:5:23
-                TileT26B1 t26_b1(min_i64(N - (_k16_db * 2 + 1 + _k16_dr) * 1024, 1024));  // softmax_long.pto:5:13
-                TASSIGN(t26_b1, 12544);  // softmax_long.pto:5:13
+                TMAX(t14, t14, t17_b1);  // softmax_long.pto:5:23
+                TileT25B1 t25_b1(min_i64(N - (_k15_db * 2 + 1 + _k15_dr) * 1024, 1024));  // softmax_long.pto:5:13
+                TASSIGN(t25_b1, 12544);  // softmax_long.pto:5:13
                 pipe_barrier(PIPE_V);
                 TileView1 view5;  // softmax_long.pto:5:13
                 TASSIGN(view5, 12512);  // softmax_long.pto:5:13
                 TileTmp2 tmp6;  // softmax_long.pto:5:13
                 TASSIGN(tmp6, 16640);  // softmax_long.pto:5:13
-                TROWEXPANDEXPDIF(t26_b1, t17_b1, view5, tmp6);  // softmax_long.pto:5:13
-                TileT30B1 t30_b1;  // softmax_long.pto:6:23
-                TASSIGN(t30_b1, 8352);  // softmax_long.pto:6:23
+                TROWEXPANDEXPDIF(t25_b1, t16_b1, view5, tmp6);  // softmax_long.pto:5:13
+                TileT29B1 t29_b1;  // softmax_long.pto:6:23
+                TASSIGN(t29_b1, 8352);  // softmax_long.pto:6:23
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp7;  // softmax_long.pto:6:23
                 TASSIGN(tmp7, 16640);  // softmax_long.pto:6:23
-                TROWSUM(t30_b1, t26_b1, tmp7);  // softmax_long.pto:6:23
+                TROWSUM(t29_b1, t25_b1, tmp7);  // softmax_long.pto:6:23
                 pipe_barrier(PIPE_V);
-                TADD(t27, t27, t30_b1);  // softmax_long.pto:6:23
+                TADD(t26, t26, t29_b1);  // softmax_long.pto:6:23
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
@@ -197,69 +197,69 @@ extern "C" __global__ AICORE void softmax_long_f32_k1(__gm__ float* x, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        for (int64_t _g31_db = 0; _g31_db < ((N + 1023) / 1024 + 1) / 2; ++_g31_db) {  // softmax_long.pto:6:19
+        for (int64_t _g30_db = 0; _g30_db < ((N + 1023) / 1024 + 1) / 2; ++_g30_db) {  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TileT32B0 t32_b0(min_i64(N - _g31_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t32_b0, 64);  // softmax_long.pto:6:19
-            TileT20Re1B0 t20_re1_b0(min_i64(N - _g31_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t20_re1_b0, 4160);  // softmax_long.pto:5:17
+            TileT31B0 t31_b0(min_i64(N - _g30_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t31_b0, 64);  // softmax_long.pto:6:19
+            TileT19Re1B0 t19_re1_b0(min_i64(N - _g30_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
+            TASSIGN(t19_re1_b0, 4160);  // softmax_long.pto:5:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView2 rowGm2(row + _g31_db * 2 * 1024, GmView2::Shape(t20_re1_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t20_re1_b0, rowGm2);  // softmax_long.pto:5:17
+            GmView2 rowGm2(row + _g30_db * 2 * 1024, GmView2::Shape(t19_re1_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
+            TLOAD(t19_re1_b0, rowGm2);  // softmax_long.pto:5:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileView1 view8;  // softmax_long.pto:5:13
             TASSIGN(view8, 0);  // softmax_long.pto:5:13
             TileTmp2 tmp9;  // softmax_long.pto:5:13
             TASSIGN(tmp9, 16640);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t32_b0, t20_re1_b0, view8, tmp9);  // softmax_long.pto:5:13
-            TileT35B0 t35_b0(min_i64(N - _g31_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t35_b0, 4160);  // softmax_long.pto:6:19
+            TROWEXPANDEXPDIF(t31_b0, t19_re1_b0, view8, tmp9);  // softmax_long.pto:5:13
+            TileT34B0 t34_b0(min_i64(N - _g30_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
+            TASSIGN(t34_b0, 4160);  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
             TileView1 view10;  // softmax_long.pto:6:19
             TASSIGN(view10, 32);  // softmax_long.pto:6:19
             TileTmp2 tmp11;  // softmax_long.pto:6:19
             TASSIGN(tmp11, 16640);  // softmax_long.pto:6:19
-            TROWEXPANDDIV(t35_b0, t32_b0, view10, tmp11);  // softmax_long.pto:6:19
+            TROWEXPANDDIV(t34_b0, t31_b0, view10, tmp11);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView3 yGm3(y + b * N + _g31_db * 2 * 1024, GmView3::Shape(t35_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm3, t35_b0);  // softmax_long.pto:6:19
+            GmView3 yGm3(y + b * N + _g30_db * 2 * 1024, GmView3::Shape(t34_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
+            TSTORE(yGm3, t34_b0);  // softmax_long.pto:6:19
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g31_dr = 0; _g31_dr < min_i64((N + 1023) / 1024 - (_g31_db * 2 + 1), 1); ++_g31_dr) {  // softmax_long.pto:6:19
-                TileT32B1 t32_b1(min_i64(N - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // softmax_long.pto:6:19
-                TASSIGN(t32_b1, 8256);  // softmax_long.pto:6:19
-                TileT20Re1B1 t20_re1_b1(min_i64(N - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // softmax_long.pto:5:17
-                TASSIGN(t20_re1_b1, 12352);  // softmax_long.pto:5:17
+            for (int64_t _g30_dr = 0; _g30_dr < min_i64((N + 1023) / 1024 - (_g30_db * 2 + 1), 1); ++_g30_dr) {  // softmax_long.pto:6:19
+                TileT31B1 t31_b1(min_i64(N - (_g30_db * 2 + 1 + _g30_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t31_b1, 8256);  // softmax_long.pto:6:19
+                TileT19Re1B1 t19_re1_b1(min_i64(N - (_g30_db * 2 + 1 + _g30_dr) * 1024, 1024));  // softmax_long.pto:5:17
+                TASSIGN(t19_re1_b1, 12352);  // softmax_long.pto:5:17
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-                GmView4 rowGm4(row + (_g31_db * 2 + 1 + _g31_dr) * 1024, GmView4::Shape(t20_re1_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
-                TLOAD(t20_re1_b1, rowGm4);  // softmax_long.pto:5:17
+                GmView4 rowGm4(row + (_g30_db * 2 + 1 + _g30_dr) * 1024, GmView4::Shape(t19_re1_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
+                TLOAD(t19_re1_b1, rowGm4);  // softmax_long.pto:5:17
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileView1 view12;  // softmax_long.pto:5:13
                 TASSIGN(view12, 0);  // softmax_long.pto:5:13
                 TileTmp2 tmp13;  // softmax_long.pto:5:13
                 TASSIGN(tmp13, 16640);  // softmax_long.pto:5:13
-                TROWEXPANDEXPDIF(t32_b1, t20_re1_b1, view12, tmp13);  // softmax_long.pto:5:13
-                TileT35B1 t35_b1(min_i64(N - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // softmax_long.pto:6:19
-                TASSIGN(t35_b1, 12352);  // softmax_long.pto:6:19
+                TROWEXPANDEXPDIF(t31_b1, t19_re1_b1, view12, tmp13);  // softmax_long.pto:5:13
+                TileT34B1 t34_b1(min_i64(N - (_g30_db * 2 + 1 + _g30_dr) * 1024, 1024));  // softmax_long.pto:6:19
+                TASSIGN(t34_b1, 12352);  // softmax_long.pto:6:19
                 pipe_barrier(PIPE_V);
                 TileView1 view14;  // softmax_long.pto:6:19
                 TASSIGN(view14, 32);  // softmax_long.pto:6:19
                 TileTmp2 tmp15;  // softmax_long.pto:6:19
                 TASSIGN(tmp15, 16640);  // softmax_long.pto:6:19
-                TROWEXPANDDIV(t35_b1, t32_b1, view14, tmp15);  // softmax_long.pto:6:19
+                TROWEXPANDDIV(t34_b1, t31_b1, view14, tmp15);  // softmax_long.pto:6:19
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-                GmView5 yGm5(y + b * N + (_g31_db * 2 + 1 + _g31_dr) * 1024, GmView5::Shape(t35_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:6:19
-                TSTORE(yGm5, t35_b1);  // softmax_long.pto:6:19
+                GmView5 yGm5(y + b * N + (_g30_db * 2 + 1 + _g30_dr) * 1024, GmView5::Shape(t34_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:6:19
+                TSTORE(yGm5, t34_b1);  // softmax_long.pto:6:19
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);

@@ -70,7 +70,7 @@ extern "C" int sqrt_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, int
 #endif
     try {
     {  // sqrt.pto:3:12
-        const int64_t sqrt_bf16_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // sqrt.pto:3:12
+        const int64_t sqrt_bf16_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1);  // sqrt.pto:3:12
         bool sqrt_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t sqrt_bf16_k0_block = 0; sqrt_bf16_k0_block < sqrt_bf16_k0_blocks; ++sqrt_bf16_k0_block) {  // sqrt.pto:3:12

@@ -70,7 +70,7 @@ extern "C" int sqrt_f32(float* x, float* y, int64_t M, int64_t N, int poison)
 #endif
     try {
     {  // sqrt.pto:3:12
-        const int64_t sqrt_f32_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // sqrt.pto:3:12
+        const int64_t sqrt_f32_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1);  // sqrt.pto:3:12
         bool sqrt_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t sqrt_f32_k0_block = 0; sqrt_f32_k0_block < sqrt_f32_k0_blocks; ++sqrt_f32_k0_block) {  // sqrt.pto:3:12

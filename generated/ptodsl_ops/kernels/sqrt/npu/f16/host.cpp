@@ -232,7 +232,7 @@ extern "C" int sqrt_f16(int32_t device, void* stream, half* x, half* y, int64_t 
         return -1;
     }
     {  // sqrt.pto:3:12
-        const int64_t sqrt_f16_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // sqrt.pto:3:12
+        const int64_t sqrt_f16_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1);  // sqrt.pto:3:12
         sqrt_f16_k0_launch(sqrt_f16_k0_blocks, ptodsl_stream, x, y, M, N);  // sqrt.pto:3:12
         if (!launched("the launch of sqrt_f16_k0")) {  // sqrt.pto:3:12
             return -1;  // sqrt.pto:3:12

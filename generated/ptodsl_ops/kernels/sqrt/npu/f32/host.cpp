@@ -232,7 +232,7 @@ extern "C" int sqrt_f32(int32_t device, void* stream, float* x, float* y, int64_
         return -1;
     }
     {  // sqrt.pto:3:12
-        const int64_t sqrt_f32_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // sqrt.pto:3:12
+        const int64_t sqrt_f32_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1)), 1)), 1);  // sqrt.pto:3:12
         sqrt_f32_k0_launch(sqrt_f32_k0_blocks, ptodsl_stream, x, y, M, N);  // sqrt.pto:3:12
         if (!launched("the launch of sqrt_f32_k0")) {  // sqrt.pto:3:12
             return -1;  // sqrt.pto:3:12

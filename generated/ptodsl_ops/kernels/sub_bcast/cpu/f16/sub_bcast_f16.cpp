@@ -70,7 +70,7 @@ extern "C" int sub_bcast_f16(half* x, half* m, half* y, int64_t C, int64_t R, in
 #endif
     try {
     {  // sub_bcast.pto:3:12
-        const int64_t sub_bcast_f16_k0_blocks = max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(48 / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1);  // sub_bcast.pto:3:12
+        const int64_t sub_bcast_f16_k0_blocks = max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(48 / max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1)), 1)), 1);  // sub_bcast.pto:3:12
         bool sub_bcast_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t sub_bcast_f16_k0_block = 0; sub_bcast_f16_k0_block < sub_bcast_f16_k0_blocks; ++sub_bcast_f16_k0_block) {  // sub_bcast.pto:3:12

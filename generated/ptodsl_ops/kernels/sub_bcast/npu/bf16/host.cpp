@@ -232,7 +232,7 @@ extern "C" int sub_bcast_bf16(int32_t device, void* stream, bfloat16_t* x, bfloa
         return -1;
     }
     {  // sub_bcast.pto:3:12
-        const int64_t sub_bcast_bf16_k0_blocks = max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(48 / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1);  // sub_bcast.pto:3:12
+        const int64_t sub_bcast_bf16_k0_blocks = max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(48 / max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1)), 1)), 1);  // sub_bcast.pto:3:12
         sub_bcast_bf16_k0_launch(sub_bcast_bf16_k0_blocks, ptodsl_stream, m, x, y, C, R);  // sub_bcast.pto:3:12
         if (!launched("the launch of sub_bcast_bf16_k0")) {  // sub_bcast.pto:3:12
             return -1;  // sub_bcast.pto:3:12

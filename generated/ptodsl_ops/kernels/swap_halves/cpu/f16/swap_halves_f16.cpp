@@ -12,9 +12,10 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void swap_halves_f16_k0(__gm__ half* x, __gm__ half* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void swap_halves_f16_k0p1(__gm__ half* x, __gm__ half* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void swap_halves_f16_k0p2(__gm__ half* x, __gm__ half* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void swap_halves_f16_k0(__gm__ half* x, int64_t D, int64_t R, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void swap_halves_f16_k1(__gm__ half* x, __gm__ half* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void swap_halves_f16_k1p1(__gm__ half* x, __gm__ half* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void swap_halves_f16_k1p2(__gm__ half* x, __gm__ half* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -71,82 +72,110 @@ extern "C" int swap_halves_f16(half* x, int64_t D, int64_t R, int poison)
     pto::cpu::clear_failure();
 #endif
     try {
-    std::vector<unsigned char> old_bytes = workspace((R * D) * static_cast<int64_t>(sizeof(half)), poison);  // swap_halves.pto:5:11
-    half* old = reinterpret_cast<half*>(old_bytes.data());  // swap_halves.pto:5:11
-    {  // swap_halves.pto:5:11
-        const int64_t swap_halves_f16_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
-        bool swap_halves_f16_k0_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t swap_halves_f16_k0_block = 0; swap_halves_f16_k0_block < swap_halves_f16_k0_blocks; ++swap_halves_f16_k0_block) {  // swap_halves.pto:5:11
-            try {
-                start_launch(poison);  // swap_halves.pto:5:11
-                swap_halves_f16_k0(x, old, R, D, swap_halves_f16_k0_block, swap_halves_f16_k0_blocks);  // swap_halves.pto:5:11
+    if (D >= 2 && D <= 6144) {  // swap_halves.pto:7:11
+        {  // swap_halves.pto:7:11
+            const int64_t swap_halves_f16_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(((R + 7) / 8 + 47) / 48, 1)), 1);  // swap_halves.pto:7:11
+            bool swap_halves_f16_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t swap_halves_f16_k0_block = 0; swap_halves_f16_k0_block < swap_halves_f16_k0_blocks; ++swap_halves_f16_k0_block) {  // swap_halves.pto:7:11
+                try {
+                    start_launch(poison);  // swap_halves.pto:7:11
+                    swap_halves_f16_k0(x, D, R, swap_halves_f16_k0_block, swap_halves_f16_k0_blocks);  // swap_halves.pto:7:11
 #ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
+                } catch (const pto::cpu::Failure&) {
 #endif
-            } catch (const std::bad_alloc&) {
+                } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                swap_halves_f16_k0_block_no_memory = true;
+                    swap_halves_f16_k0_block_no_memory = true;
+                }
             }
-        }
-        if (swap_halves_f16_k0_block_no_memory) {
-            throw std::bad_alloc();
-        }
+            if (swap_halves_f16_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
 #ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
         }
-#endif
-    }
-    {  // swap_halves.pto:5:11
-        const int64_t swap_halves_f16_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D - D / 2 + 63) / 64, ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D - D / 2 + 63) / 64, ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
-        bool swap_halves_f16_k0p1_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t swap_halves_f16_k0p1_block = 0; swap_halves_f16_k0p1_block < swap_halves_f16_k0p1_blocks; ++swap_halves_f16_k0p1_block) {  // swap_halves.pto:5:11
-            try {
-                start_launch(poison);  // swap_halves.pto:5:11
-                swap_halves_f16_k0p1(x, old, R, D, swap_halves_f16_k0p1_block, swap_halves_f16_k0p1_blocks);  // swap_halves.pto:5:11
+    } else {
+        std::vector<unsigned char> old_bytes = workspace((R * D) * static_cast<int64_t>(sizeof(half)), poison);  // swap_halves.pto:7:11
+        half* old = reinterpret_cast<half*>(old_bytes.data());  // swap_halves.pto:7:11
+        {  // swap_halves.pto:7:11
+            const int64_t swap_halves_f16_k1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1)), 1)), 1);  // swap_halves.pto:7:11
+            bool swap_halves_f16_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t swap_halves_f16_k1_block = 0; swap_halves_f16_k1_block < swap_halves_f16_k1_blocks; ++swap_halves_f16_k1_block) {  // swap_halves.pto:7:11
+                try {
+                    start_launch(poison);  // swap_halves.pto:7:11
+                    swap_halves_f16_k1(x, old, R, D, swap_halves_f16_k1_block, swap_halves_f16_k1_blocks);  // swap_halves.pto:7:11
 #ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
+                } catch (const pto::cpu::Failure&) {
 #endif
-            } catch (const std::bad_alloc&) {
+                } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                swap_halves_f16_k0p1_block_no_memory = true;
+                    swap_halves_f16_k1_block_no_memory = true;
+                }
             }
-        }
-        if (swap_halves_f16_k0p1_block_no_memory) {
-            throw std::bad_alloc();
-        }
+            if (swap_halves_f16_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
 #ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
         }
-#endif
-    }
-    {  // swap_halves.pto:5:11
-        const int64_t swap_halves_f16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D / 2 + 63) / 64, ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D / 2 + 63) / 64, ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
-        bool swap_halves_f16_k0p2_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t swap_halves_f16_k0p2_block = 0; swap_halves_f16_k0p2_block < swap_halves_f16_k0p2_blocks; ++swap_halves_f16_k0p2_block) {  // swap_halves.pto:5:11
-            try {
-                start_launch(poison);  // swap_halves.pto:5:11
-                swap_halves_f16_k0p2(x, old, R, D, swap_halves_f16_k0p2_block, swap_halves_f16_k0p2_blocks);  // swap_halves.pto:5:11
+        {  // swap_halves.pto:7:11
+            const int64_t swap_halves_f16_k1p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D - D / 2 + 63) / 64, max_i64(ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((D - D / 2 + 63) / 64, max_i64(ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1)), 1)), 1);  // swap_halves.pto:7:11
+            bool swap_halves_f16_k1p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t swap_halves_f16_k1p1_block = 0; swap_halves_f16_k1p1_block < swap_halves_f16_k1p1_blocks; ++swap_halves_f16_k1p1_block) {  // swap_halves.pto:7:11
+                try {
+                    start_launch(poison);  // swap_halves.pto:7:11
+                    swap_halves_f16_k1p1(x, old, R, D, swap_halves_f16_k1p1_block, swap_halves_f16_k1p1_blocks);  // swap_halves.pto:7:11
 #ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
+                } catch (const pto::cpu::Failure&) {
 #endif
-            } catch (const std::bad_alloc&) {
+                } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                swap_halves_f16_k0p2_block_no_memory = true;
+                    swap_halves_f16_k1p1_block_no_memory = true;
+                }
             }
-        }
-        if (swap_halves_f16_k0p2_block_no_memory) {
-            throw std::bad_alloc();
-        }
+            if (swap_halves_f16_k1p1_block_no_memory) {
+                throw std::bad_alloc();
+            }
 #ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
 #endif
+        }
+        {  // swap_halves.pto:7:11
+            const int64_t swap_halves_f16_k1p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D / 2 + 63) / 64, max_i64(ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((D / 2 + 63) / 64, max_i64(ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1)), 1)), 1);  // swap_halves.pto:7:11
+            bool swap_halves_f16_k1p2_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t swap_halves_f16_k1p2_block = 0; swap_halves_f16_k1p2_block < swap_halves_f16_k1p2_blocks; ++swap_halves_f16_k1p2_block) {  // swap_halves.pto:7:11
+                try {
+                    start_launch(poison);  // swap_halves.pto:7:11
+                    swap_halves_f16_k1p2(x, old, R, D, swap_halves_f16_k1p2_block, swap_halves_f16_k1p2_blocks);  // swap_halves.pto:7:11
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    swap_halves_f16_k1p2_block_no_memory = true;
+                }
+            }
+            if (swap_halves_f16_k1p2_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

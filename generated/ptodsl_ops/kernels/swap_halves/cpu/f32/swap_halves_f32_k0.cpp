@@ -20,58 +20,59 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
-{
-    return b > a ? b : a;
-}
-
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, int64_t D, int64_t R, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D)
+extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, int64_t D, int64_t R)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT2B0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, float, 8, 1536, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 8, 1536, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 8, 3072, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // swap_halves.pto:5:11
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _top0_fit = 0; _top0_fit < 1; ++_top0_fit) {  // swap_halves.pto:7:11
+        __gm__ float* v1_fit = x + D / 2;  // swap_halves.pto:8:20
+        __gm__ float* v2_fit = x;  // swap_halves.pto:8:38
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_db = 0; _g1_f_db < (max_i64(min_i64(ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (R + 7) / 8 - block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0) * max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0) + 1) / 2; ++_g1_f_db) {  // swap_halves.pto:5:11
-            TileT2B0 t2_b0(min_i64(R - (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8, 8), min_i64(D - (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, 64));  // swap_halves.pto:5:11
-            TASSIGN(t2_b0, 0);  // swap_halves.pto:5:11
+        for (int64_t _g0 = block_index * ceil_div((R + 7) / 8, block_count); _g0 < block_index * ceil_div((R + 7) / 8, block_count) + min_i64(ceil_div((R + 7) / 8, block_count), (R + 7) / 8 - block_index * ceil_div((R + 7) / 8, block_count)); ++_g0) {  // swap_halves.pto:8:12
+            pipe_barrier(PIPE_V);
+            TileT1 t1(min_i64(R - _g0 * 8, 8), D - D / 2);  // swap_halves.pto:8:12
+            TASSIGN(t1, 0);  // swap_halves.pto:8:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
-            GmView0 xGm0(x + (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8 * D + (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(D));  // swap_halves.pto:5:11
-            TLOAD(t2_b0, xGm0);  // swap_halves.pto:5:11
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:8:12
+            GmView0 v1_fitGm0(v1_fit + _g0 * 8 * D, GmView0::Shape(t1.GetValidRow(), t1.GetValidCol()), GmView0::Stride(D));  // swap_halves.pto:8:12
+            TLOAD(t1, v1_fitGm0);  // swap_halves.pto:8:12
+            TileT2 t2(min_i64(R - _g0 * 8, 8), D / 2);  // swap_halves.pto:8:12
+            TASSIGN(t2, 49152);  // swap_halves.pto:8:12
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:8:12
+            GmView1 v2_fitGm1(v2_fit + _g0 * 8 * D, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(D));  // swap_halves.pto:8:12
+            TLOAD(t2, v2_fitGm1);  // swap_halves.pto:8:12
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT3 t3(min_i64(R - _g0 * 8, 8), D);  // swap_halves.pto:8:12
+            TASSIGN(t3, 98304);  // swap_halves.pto:8:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCONCAT(t3, t1, t2);  // swap_halves.pto:8:12
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
-            GmView1 oldGm1(old + (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8 * D + (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView1::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView1::Stride(D));  // swap_halves.pto:5:11
-            TSTORE(oldGm1, t2_b0);  // swap_halves.pto:5:11
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:8:12
+            GmView2 xGm2(x + _g0 * 8 * D, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(D));  // swap_halves.pto:8:12
+            TSTORE(xGm2, t3);  // swap_halves.pto:8:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(max_i64(min_i64(ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (R + 7) / 8 - block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0) * max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // swap_halves.pto:5:11
-                TileT2B1 t2_b1(min_i64(R - (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8, 8), min_i64(D - (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, 64));  // swap_halves.pto:5:11
-                TASSIGN(t2_b1, 2048);  // swap_halves.pto:5:11
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
-                GmView2 xGm2(x + (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8 * D + (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(D));  // swap_halves.pto:5:11
-                TLOAD(t2_b1, xGm2);  // swap_halves.pto:5:11
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
-                GmView3 oldGm3(old + (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8 * D + (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(D));  // swap_halves.pto:5:11
-                TSTORE(oldGm3, t2_b1);  // swap_halves.pto:5:11
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        __gm__ float* v1 = old + D / 2;  // swap_halves.pto:6:20
-        __gm__ float* v2 = old;  // swap_halves.pto:6:38
     }
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/swap_halves_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches swap_halves_bf16_k0 on an NPU stream (vector core).
-extern "C" void swap_halves_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* old, int64_t R, int64_t D)
+extern "C" void swap_halves_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, int64_t D, int64_t R)
 {
-    swap_halves_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)old, R, D);
+    swap_halves_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)x, D, R);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/swap_halves_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches swap_halves_f16_k0 on an NPU stream (vector core).
-extern "C" void swap_halves_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* old, int64_t R, int64_t D)
+extern "C" void swap_halves_f16_k0_launch(uint32_t block_dim, void* stream, half* x, int64_t D, int64_t R)
 {
-    swap_halves_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)x, (__gm__ half*)old, R, D);
+    swap_halves_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)x, D, R);
 }

@@ -14,9 +14,10 @@
 #include <utility>
 #include <vector>
 
-extern "C" void swap_halves_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* old, int64_t R, int64_t D);
-extern "C" void swap_halves_f32_k0p1_launch(uint32_t block_dim, void* stream, float* x, float* old, int64_t R, int64_t D);
-extern "C" void swap_halves_f32_k0p2_launch(uint32_t block_dim, void* stream, float* x, float* old, int64_t R, int64_t D);
+extern "C" void swap_halves_f32_k0_launch(uint32_t block_dim, void* stream, float* x, int64_t D, int64_t R);
+extern "C" void swap_halves_f32_k1_launch(uint32_t block_dim, void* stream, float* x, float* old, int64_t R, int64_t D);
+extern "C" void swap_halves_f32_k1p1_launch(uint32_t block_dim, void* stream, float* x, float* old, int64_t R, int64_t D);
+extern "C" void swap_halves_f32_k1p2_launch(uint32_t block_dim, void* stream, float* x, float* old, int64_t R, int64_t D);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -233,30 +234,40 @@ extern "C" int swap_halves_f32(int32_t device, void* stream, float* x, int64_t D
     if (ptodsl_failed) {
         return -1;
     }
-    DeviceWorkspace old_bytes((R * D) * static_cast<int64_t>(sizeof(float)), poison);  // swap_halves.pto:5:11
-    if (ptodsl_failed) {  // swap_halves.pto:5:11
-        return -1;  // swap_halves.pto:5:11
-    }
-    float* old = reinterpret_cast<float*>(old_bytes.data());  // swap_halves.pto:5:11
-    {  // swap_halves.pto:5:11
-        const int64_t swap_halves_f32_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
-        swap_halves_f32_k0_launch(swap_halves_f32_k0_blocks, ptodsl_stream, x, old, R, D);  // swap_halves.pto:5:11
-        if (!launched("the launch of swap_halves_f32_k0")) {  // swap_halves.pto:5:11
-            return -1;  // swap_halves.pto:5:11
+    if (D >= 2 && D <= 3072) {  // swap_halves.pto:7:11
+        {  // swap_halves.pto:7:11
+            const int64_t swap_halves_f32_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(((R + 7) / 8 + 47) / 48, 1)), 1);  // swap_halves.pto:7:11
+            swap_halves_f32_k0_launch(swap_halves_f32_k0_blocks, ptodsl_stream, x, D, R);  // swap_halves.pto:7:11
+            if (!launched("the launch of swap_halves_f32_k0")) {  // swap_halves.pto:7:11
+                return -1;  // swap_halves.pto:7:11
+            }
         }
-    }
-    {  // swap_halves.pto:5:11
-        const int64_t swap_halves_f32_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D - D / 2 + 63) / 64, ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D - D / 2 + 63) / 64, ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
-        swap_halves_f32_k0p1_launch(swap_halves_f32_k0p1_blocks, ptodsl_stream, x, old, R, D);  // swap_halves.pto:5:11
-        if (!launched("the launch of swap_halves_f32_k0p1")) {  // swap_halves.pto:5:11
-            return -1;  // swap_halves.pto:5:11
+    } else {
+        DeviceWorkspace old_bytes((R * D) * static_cast<int64_t>(sizeof(float)), poison);  // swap_halves.pto:7:11
+        if (ptodsl_failed) {  // swap_halves.pto:7:11
+            return -1;  // swap_halves.pto:7:11
         }
-    }
-    {  // swap_halves.pto:5:11
-        const int64_t swap_halves_f32_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D / 2 + 63) / 64, ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D / 2 + 63) / 64, ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
-        swap_halves_f32_k0p2_launch(swap_halves_f32_k0p2_blocks, ptodsl_stream, x, old, R, D);  // swap_halves.pto:5:11
-        if (!launched("the launch of swap_halves_f32_k0p2")) {  // swap_halves.pto:5:11
-            return -1;  // swap_halves.pto:5:11
+        float* old = reinterpret_cast<float*>(old_bytes.data());  // swap_halves.pto:7:11
+        {  // swap_halves.pto:7:11
+            const int64_t swap_halves_f32_k1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1)), 1)), 1);  // swap_halves.pto:7:11
+            swap_halves_f32_k1_launch(swap_halves_f32_k1_blocks, ptodsl_stream, x, old, R, D);  // swap_halves.pto:7:11
+            if (!launched("the launch of swap_halves_f32_k1")) {  // swap_halves.pto:7:11
+                return -1;  // swap_halves.pto:7:11
+            }
+        }
+        {  // swap_halves.pto:7:11
+            const int64_t swap_halves_f32_k1p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D - D / 2 + 63) / 64, max_i64(ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((D - D / 2 + 63) / 64, max_i64(ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1)), 1)), 1);  // swap_halves.pto:7:11
+            swap_halves_f32_k1p1_launch(swap_halves_f32_k1p1_blocks, ptodsl_stream, x, old, R, D);  // swap_halves.pto:7:11
+            if (!launched("the launch of swap_halves_f32_k1p1")) {  // swap_halves.pto:7:11
+                return -1;  // swap_halves.pto:7:11
+            }
+        }
+        {  // swap_halves.pto:7:11
+            const int64_t swap_halves_f32_k1p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D / 2 + 63) / 64, max_i64(ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((D / 2 + 63) / 64, max_i64(ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1)), 1)), 1);  // swap_halves.pto:7:11
+            swap_halves_f32_k1p2_launch(swap_halves_f32_k1p2_blocks, ptodsl_stream, x, old, R, D);  // swap_halves.pto:7:11
+            if (!launched("the launch of swap_halves_f32_k1p2")) {  // swap_halves.pto:7:11
+                return -1;  // swap_halves.pto:7:11
+            }
         }
     }
     return call.finish();

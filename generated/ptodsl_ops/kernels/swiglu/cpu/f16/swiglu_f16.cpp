@@ -70,7 +70,7 @@ extern "C" int swiglu_f16(half* a, half* b, half* y, int64_t M, int64_t N, int p
 #endif
     try {
     {  // swiglu.pto:3:12
-        const int64_t swiglu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1);  // swiglu.pto:3:12
+        const int64_t swiglu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1);  // swiglu.pto:3:12
         bool swiglu_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t swiglu_f16_k0_block = 0; swiglu_f16_k0_block < swiglu_f16_k0_blocks; ++swiglu_f16_k0_block) {  // swiglu.pto:3:12

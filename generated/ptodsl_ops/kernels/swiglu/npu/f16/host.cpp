@@ -232,7 +232,7 @@ extern "C" int swiglu_f16(int32_t device, void* stream, half* a, half* b, half* 
         return -1;
     }
     {  // swiglu.pto:3:12
-        const int64_t swiglu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1))), 1);  // swiglu.pto:3:12
+        const int64_t swiglu_f16_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(ceil_div((M + 3) / 4, max_i64(48 / max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64((M + 3) / 4, 1), (N + 511) / 512), 1)), 1)), 1);  // swiglu.pto:3:12
         swiglu_f16_k0_launch(swiglu_f16_k0_blocks, ptodsl_stream, a, b, y, M, N);  // swiglu.pto:3:12
         if (!launched("the launch of swiglu_f16_k0")) {  // swiglu.pto:3:12
             return -1;  // swiglu.pto:3:12

@@ -70,7 +70,7 @@ extern "C" int transpose2d_f32(float* x, float* y, int64_t M, int64_t N, int poi
 #endif
     try {
     {  // transpose2d.pto:3:12
-        const int64_t transpose2d_f32_k0_blocks = max_i64(ceil_div((N + 31) / 32, max_i64(ceil_div((N + 31) / 32, max_i64(48 / max_i64(ceil_div((M + 63) / 64, ceil_div((M + 63) / 64, max_i64(min_i64(48 / max_i64((N + 31) / 32, 1), (M + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 63) / 64, ceil_div((M + 63) / 64, max_i64(min_i64(48 / max_i64((N + 31) / 32, 1), (M + 63) / 64), 1))), 1);  // transpose2d.pto:3:12
+        const int64_t transpose2d_f32_k0_blocks = max_i64(ceil_div((N + 31) / 32, max_i64(ceil_div((N + 31) / 32, max_i64(48 / max_i64(ceil_div((M + 63) / 64, max_i64(ceil_div((M + 63) / 64, max_i64(min_i64(48 / max_i64((N + 31) / 32, 1), (M + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 63) / 64, max_i64(ceil_div((M + 63) / 64, max_i64(min_i64(48 / max_i64((N + 31) / 32, 1), (M + 63) / 64), 1)), 1)), 1);  // transpose2d.pto:3:12
         bool transpose2d_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t transpose2d_f32_k0_block = 0; transpose2d_f32_k0_block < transpose2d_f32_k0_blocks; ++transpose2d_f32_k0_block) {  // transpose2d.pto:3:12

@@ -232,7 +232,7 @@ extern "C" int transpose2d_f16(int32_t device, void* stream, half* x, half* y, i
         return -1;
     }
     {  // transpose2d.pto:3:12
-        const int64_t transpose2d_f16_k0_blocks = max_i64(ceil_div((N + 31) / 32, max_i64(ceil_div((N + 31) / 32, max_i64(48 / max_i64(ceil_div((M + 63) / 64, ceil_div((M + 63) / 64, max_i64(min_i64(48 / max_i64((N + 31) / 32, 1), (M + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 63) / 64, ceil_div((M + 63) / 64, max_i64(min_i64(48 / max_i64((N + 31) / 32, 1), (M + 63) / 64), 1))), 1);  // transpose2d.pto:3:12
+        const int64_t transpose2d_f16_k0_blocks = max_i64(ceil_div((N + 31) / 32, max_i64(ceil_div((N + 31) / 32, max_i64(48 / max_i64(ceil_div((M + 63) / 64, max_i64(ceil_div((M + 63) / 64, max_i64(min_i64(48 / max_i64((N + 31) / 32, 1), (M + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 63) / 64, max_i64(ceil_div((M + 63) / 64, max_i64(min_i64(48 / max_i64((N + 31) / 32, 1), (M + 63) / 64), 1)), 1)), 1);  // transpose2d.pto:3:12
         transpose2d_f16_k0_launch(transpose2d_f16_k0_blocks, ptodsl_stream, x, y, N, M);  // transpose2d.pto:3:12
         if (!launched("the launch of transpose2d_f16_k0")) {  // transpose2d.pto:3:12
             return -1;  // transpose2d.pto:3:12

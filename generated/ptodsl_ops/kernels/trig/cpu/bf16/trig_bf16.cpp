@@ -70,7 +70,7 @@ extern "C" int trig_bf16(bfloat16_t* x, bfloat16_t* s, bfloat16_t* c, int64_t M,
 #endif
     try {
     {  // trig.pto:4:12
-        const int64_t trig_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // trig.pto:4:12
+        const int64_t trig_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // trig.pto:4:12
         bool trig_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t trig_bf16_k0_block = 0; trig_bf16_k0_block < trig_bf16_k0_blocks; ++trig_bf16_k0_block) {  // trig.pto:4:12

@@ -232,7 +232,7 @@ extern "C" int trig_f32(int32_t device, void* stream, float* x, float* s, float*
         return -1;
     }
     {  // trig.pto:4:12
-        const int64_t trig_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // trig.pto:4:12
+        const int64_t trig_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // trig.pto:4:12
         trig_f32_k0_launch(trig_f32_k0_blocks, ptodsl_stream, x, s, c, M, N);  // trig.pto:4:12
         if (!launched("the launch of trig_f32_k0")) {  // trig.pto:4:12
             return -1;  // trig.pto:4:12

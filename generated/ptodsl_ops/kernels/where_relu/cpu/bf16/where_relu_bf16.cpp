@@ -70,7 +70,7 @@ extern "C" int where_relu_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t 
 #endif
     try {
     {  // where_relu.pto:3:18
-        const int64_t where_relu_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // where_relu.pto:3:18
+        const int64_t where_relu_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // where_relu.pto:3:18
         bool where_relu_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t where_relu_bf16_k0_block = 0; where_relu_bf16_k0_block < where_relu_bf16_k0_blocks; ++where_relu_bf16_k0_block) {  // where_relu.pto:3:18

@@ -232,7 +232,7 @@ extern "C" int where_relu_bf16(int32_t device, void* stream, bfloat16_t* x, bflo
         return -1;
     }
     {  // where_relu.pto:3:18
-        const int64_t where_relu_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1))), 1);  // where_relu.pto:3:18
+        const int64_t where_relu_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, max_i64(48 / max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 255) / 256, max_i64(ceil_div((N + 255) / 256, max_i64(min_i64(48 / max_i64((M + 7) / 8, 1), (N + 255) / 256), 1)), 1)), 1);  // where_relu.pto:3:18
         where_relu_bf16_k0_launch(where_relu_bf16_k0_blocks, ptodsl_stream, x, y, M, N);  // where_relu.pto:3:18
         if (!launched("the launch of where_relu_bf16_k0")) {  // where_relu.pto:3:18
             return -1;  // where_relu.pto:3:18
