@@ -503,3 +503,12 @@ def test_a_tensor_rotated_in_place_from_a_clone_of_it():
     assert "o3 = clone(y3)" in program.pto()
     outcome = run_programs([program], ("sim", "cpu"))[0]
     assert outcome.kind == "ok", outcome
+
+
+def test_loops_in_turn_reuse_the_event_ids_the_loop_before_let_go():
+    """Seed 7831732 (of `ptodsl fuzz --count 2000 --seed 7830000`) was refused with E0612: a split
+    accumulation unrolled by 4 then by 2 needed 9 MTE2 -> MTE3 event ids, since the colouring
+    counted a loop's flags live up to and including the op after its drain (the next loop's
+    prime) and gave the second loop fresh ids. Its intervals are half-open now."""
+    outcome = run_programs([generate(7831732, ALL_FEATURES)], ("sim", "cpu"))[0]
+    assert outcome.kind == "ok", outcome

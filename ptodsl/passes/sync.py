@@ -267,7 +267,9 @@ def _colour(pairs, func: Func, ctx: PassContext) -> None:
     for start, end, src, dst, ops in sorted(pairs, key=lambda p: (p[0], p[1])):
         space = ("cross", "") if is_cross(src, dst) else (src, dst)
         limit = ctx.target.cross_core_flags if space[0] == "cross" else ctx.target.max_event_ids
-        live = [(e, i) for (e, i) in active.get(space, []) if e >= start]
+        # half-open intervals: a pair whose last wait sits right before the op a new pair starts
+        # at (a loop's drain, then the next loop's prime) has let its id go by then
+        live = [(e, i) for (e, i) in active.get(space, []) if e > start]
         used = {i for _, i in live}
         event = next(i for i in range(len(used) + 1) if i not in used)
         if event >= limit:
