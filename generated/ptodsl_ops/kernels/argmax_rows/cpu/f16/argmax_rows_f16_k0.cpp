@@ -90,13 +90,13 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k5_db = 0; _k5_db < (max_i64((N + 127) / 128 - 1, 0) + 1) / 2; ++_k5_db) {  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileT6B0 t6_b0(min_i64(M - _g0 * 8, 8), min_i64(N - (1 + _k5_db * 2) * 128, 128));  // argmax_rows.pto:3:15
             TASSIGN(t6_b0, 512);  // argmax_rows.pto:3:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
             GmView1 xGm1(x + _g0 * 8 * N + (1 + _k5_db * 2) * 128, GmView1::Shape(t6_b0.GetValidRow(), t6_b0.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:3:15
             TLOAD(t6_b0, xGm1);  // argmax_rows.pto:3:15
@@ -149,9 +149,9 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
             TileTmp5 tmp14;  // argmax_rows.pto:3:15
             TASSIGN(tmp14, 12800);  // argmax_rows.pto:3:15
             TSEL(view10, view13, view11, view12, tmp14);  // argmax_rows.pto:3:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k5_dr = 0; _k5_dr < min_i64(max_i64((N + 127) / 128 - 1, 0) - (_k5_db * 2 + 1), 1); ++_k5_dr) {  // argmax_rows.pto:3:15
                 TileT6B1 t6_b1(min_i64(M - _g0 * 8, 8), min_i64(N - (_k5_db * 2 + _k5_dr + 2) * 128, 128));  // argmax_rows.pto:3:15
                 TASSIGN(t6_b1, 6656);  // argmax_rows.pto:3:15
@@ -208,10 +208,10 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
                 TASSIGN(tmp27, 12800);  // argmax_rows.pto:3:15
                 TSEL(view23, view26, view24, view25, tmp27);  // argmax_rows.pto:3:15
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -90,13 +90,13 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0p2(__gm__ half* x, __gm__ in
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k18_db = 0; _k18_db < (max_i64((N + 127) / 128 - 1, 0) + 1) / 2; ++_k18_db) {  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TileT19B0 t19_b0(min_i64(M - _g13 * 8, 8), min_i64(N - (1 + _k18_db * 2) * 128, 128));  // argmax_rows.pto:4:15
             TASSIGN(t19_b0, 512);  // argmax_rows.pto:4:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
             GmView1 xGm1(x + _g13 * 8 * N + (1 + _k18_db * 2) * 128, GmView1::Shape(t19_b0.GetValidRow(), t19_b0.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:4:15
             TLOAD(t19_b0, xGm1);  // argmax_rows.pto:4:15
@@ -149,9 +149,9 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0p2(__gm__ half* x, __gm__ in
             TileTmp5 tmp14;  // argmax_rows.pto:4:15
             TASSIGN(tmp14, 12800);  // argmax_rows.pto:4:15
             TSEL(view10, view13, view11, view12, tmp14);  // argmax_rows.pto:4:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k18_dr = 0; _k18_dr < min_i64(max_i64((N + 127) / 128 - 1, 0) - (_k18_db * 2 + 1), 1); ++_k18_dr) {  // argmax_rows.pto:4:15
                 TileT19B1 t19_b1(min_i64(M - _g13 * 8, 8), min_i64(N - (_k18_db * 2 + _k18_dr + 2) * 128, 128));  // argmax_rows.pto:4:15
                 TASSIGN(t19_b1, 6656);  // argmax_rows.pto:4:15
@@ -208,10 +208,10 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0p2(__gm__ half* x, __gm__ in
                 TASSIGN(tmp27, 12800);  // argmax_rows.pto:4:15
                 TSEL(view23, view26, view24, view25, tmp27);  // argmax_rows.pto:4:15
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -77,13 +77,13 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0p2(__gm__ int32_t* x, __gm__
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k15_db = 0; _k15_db < (max_i64((N + 127) / 128 - 1, 0) + 1) / 2; ++_k15_db) {  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TileT16B0 t16_b0(min_i64(M - _g11 * 8, 8), min_i64(N - (1 + _k15_db * 2) * 128, 128));  // argmax_rows.pto:4:15
             TASSIGN(t16_b0, 0);  // argmax_rows.pto:4:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
             GmView1 xGm1(x + _g11 * 8 * N + (1 + _k15_db * 2) * 128, GmView1::Shape(t16_b0.GetValidRow(), t16_b0.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:4:15
             TLOAD(t16_b0, xGm1);  // argmax_rows.pto:4:15
@@ -131,9 +131,9 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0p2(__gm__ int32_t* x, __gm__
             TileTmp3 tmp14;  // argmax_rows.pto:4:15
             TASSIGN(tmp14, 9728);  // argmax_rows.pto:4:15
             TSEL(view10, view13, view11, view12, tmp14);  // argmax_rows.pto:4:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k15_dr = 0; _k15_dr < min_i64(max_i64((N + 127) / 128 - 1, 0) - (_k15_db * 2 + 1), 1); ++_k15_dr) {  // argmax_rows.pto:4:15
                 TileT16B1 t16_b1(min_i64(M - _g11 * 8, 8), min_i64(N - (_k15_db * 2 + _k15_dr + 2) * 128, 128));  // argmax_rows.pto:4:15
                 TASSIGN(t16_b1, 5120);  // argmax_rows.pto:4:15
@@ -185,10 +185,10 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0p2(__gm__ int32_t* x, __gm__
                 TASSIGN(tmp27, 9728);  // argmax_rows.pto:4:15
                 TSEL(view23, view26, view24, view25, tmp27);  // argmax_rows.pto:4:15
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

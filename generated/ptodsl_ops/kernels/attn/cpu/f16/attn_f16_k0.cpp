@@ -113,25 +113,25 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
                 TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t8, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t8, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t9, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t10, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
@@ -141,13 +141,13 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t2, t2, t9, t11);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -319,9 +319,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -337,10 +337,10 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
                 TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
                 TASSIGN(t38_aiv0, 0);  // online_softmax_attn.pto:15:29
@@ -392,28 +392,28 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
             TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
             TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
             GmView21 vj_firstGm21(vj_first + _g41 * 64, GmView21::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:15:22
             TLOAD(t45, vj_firstGm21);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t46, t45);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
             GmView22 t5_firstGm22(t5_first + _qb0 * 64 * 64, GmView22::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
             TLOAD(t43, t5_firstGm22);  // online_softmax_attn.pto:15:22
@@ -422,14 +422,14 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t42, t44, t46);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
@@ -441,10 +441,10 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t49, t48);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
                 GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
                 TLOAD(t50, vj_firstGm24);  // online_softmax_attn.pto:15:22
@@ -458,17 +458,17 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TMATMUL_ACC(t42, t42, t49, t51);  // online_softmax_attn.pto:15:22
             }
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
             GmView25 accGm25(acc + _qb0 * 64 * D + _g41 * 64, GmView25::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:15:22
             TSTORE(accGm25, t42);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -525,25 +525,25 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
                 TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t8, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t8, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t9, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t10, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
@@ -553,13 +553,13 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t2, t2, t9, t11);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -591,31 +591,31 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             }
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag_dev(3);
+        wait_flag_dev(2);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
             TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
             TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
             GmView21 vj_firstGm21(vj_first + _g41 * 64, GmView21::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:15:22
             TLOAD(t45, vj_firstGm21);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t46, t45);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
             GmView22 t5_firstGm22(t5_first + _qb0 * 64 * 64, GmView22::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
             TLOAD(t43, t5_firstGm22);  // online_softmax_attn.pto:15:22
@@ -624,14 +624,14 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t42, t44, t46);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
@@ -643,10 +643,10 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t49, t48);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
                 GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
                 TLOAD(t50, vj_firstGm24);  // online_softmax_attn.pto:15:22
@@ -660,17 +660,17 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TMATMUL_ACC(t42, t42, t49, t51);  // online_softmax_attn.pto:15:22
             }
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
             GmView25 accGm25(acc + _qb0 * 64 * D + _g41 * 64, GmView25::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:15:22
             TSTORE(accGm25, t42);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -907,9 +907,9 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -929,10 +929,10 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
                 TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
                 TASSIGN(t38_aiv0, 0);  // online_softmax_attn.pto:15:29
@@ -993,7 +993,7 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22

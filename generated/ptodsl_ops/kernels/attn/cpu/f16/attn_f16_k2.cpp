@@ -215,25 +215,25 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                     TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t70, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t70, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t71, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t71, t70);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t72, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t72, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
@@ -243,13 +243,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t73, t72);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t64, t64, t71, t73);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -445,8 +445,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(p_1_u2c0Gm16, t103_aiv1);  // online_softmax_attn.pto:19:17
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
@@ -488,7 +488,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
                     TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
@@ -502,8 +502,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
                     GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView19::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
                     TLOAD(t111_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
                     TROWSUM(t112_aiv0, t111_aiv0, tmp4);  // online_softmax_attn.pto:20:32
@@ -513,8 +513,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
                         GmView20 p_1_u2c0Gm20(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _k110 * 64, GmView20::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
                         TLOAD(t111_aiv1, p_1_u2c0Gm20);  // online_softmax_attn.pto:20:32
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
                         TROWSUM(t112_aiv1, t111_aiv1, tmp5);  // online_softmax_attn.pto:20:32
@@ -522,7 +522,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
@@ -547,14 +547,14 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -565,7 +565,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t122_aiv0, 4608);  // online_softmax_attn.pto:21:22
                     TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t122_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                     GmView23 accGm23(acc + _g74 * 16 * D + _g118 * 64, GmView23::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t119_aiv0, accGm23);  // online_softmax_attn.pto:21:22
@@ -578,13 +578,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                     GmView24 t13_u2c0Gm24(t13_u2c0 + _g74 * 16 * D + _g118 * 64, GmView24::Shape(t122_aiv0.GetValidRow(), t122_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
                     TSTORE(t13_u2c0Gm24, t122_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
@@ -604,23 +604,23 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(t13_u2c0Gm26, t122_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
                     TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t125_aiv0, 0);  // online_softmax_attn.pto:21:43
@@ -678,28 +678,28 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
                 TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
                 TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView31 vj_u2c0Gm31(vj_u2c0 + _g128 * 64, GmView31::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t132, vj_u2c0Gm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t133, t132);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView32 t15_u2c0Gm32(t15_u2c0 + _qb2 * 64 * 64, GmView32::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t130, t15_u2c0Gm32);  // online_softmax_attn.pto:21:36
@@ -708,14 +708,14 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t131, t130);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t129, t131, t133);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
@@ -727,10 +727,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t136, t135);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView34 vj_u2c0Gm34(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView34::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t137, vj_u2c0Gm34);  // online_softmax_attn.pto:21:36
@@ -744,21 +744,21 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t129, t129, t136, t138);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView35::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
                 TSTORE(t14_u2c0Gm35, t129);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -856,7 +856,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -864,9 +864,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             __gm__ half* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                 TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
@@ -899,25 +899,25 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView48 qGm48(q + _qb2 * 64 * D + _k153 * 64, GmView48::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t154, qGm48);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t155, t154);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView49 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView49 kj_u2c1Gm49(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView49::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t156, kj_u2c1Gm49);  // online_softmax_attn.pto:10:13
@@ -927,13 +927,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t157, t156);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t148, t148, t155, t157);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -944,35 +944,35 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
                 TASSIGN(t163_aiv0, 0);  // online_softmax_attn.pto:17:32
                 TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t163_aiv1, 256);  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
                     TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -990,11 +990,11 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView51 t0_u2c1Gm51(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView51::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t160_aiv0, t0_u2c1Gm51);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView52 s_u2c1Gm52(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView52::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u2c1Gm52, t161_aiv0);  // online_softmax_attn.pto:10:13
@@ -1008,11 +1008,11 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                         GmView53 t0_u2c1Gm53(t0_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView53::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t160_aiv1, t0_u2c1Gm53);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                         GmView54 s_u2c1Gm54(s_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView54::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c1Gm54, t161_aiv1);  // online_softmax_attn.pto:10:13
@@ -1024,10 +1024,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT168Aiv0 t168_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
                 TASSIGN(t168_aiv0, 512);  // online_softmax_attn.pto:17:21
                 TileT168Aiv1 t168_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
@@ -1044,19 +1044,19 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t177_aiv0, 2048);  // online_softmax_attn.pto:18:21
                 TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
                 TASSIGN(t177_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                 GmView55 mGm55(m + _g158 * 16, GmView55::Shape(t168_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
                 TLOAD(t168_aiv0, mGm55);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TMAX(t170_aiv0, t168_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                 GmView56 m_new_u2c1Gm56(m_new_u2c1 + _g158 * 16, GmView56::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
                 TSTORE(m_new_u2c1Gm56, t170_aiv0);  // online_softmax_attn.pto:17:21
@@ -1070,11 +1070,11 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                     GmView57 mGm57(m + _g158 * 16 + 8, GmView57::Shape(t168_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
                     TLOAD(t168_aiv1, mGm57);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TMAX(t170_aiv1, t168_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                     GmView58 m_new_u2c1Gm58(m_new_u2c1 + _g158 * 16 + 8, GmView58::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
                     TSTORE(m_new_u2c1Gm58, t170_aiv1);  // online_softmax_attn.pto:17:21
@@ -1086,7 +1086,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
                     TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
@@ -1100,15 +1100,15 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
                     GmView59 s_u2c1Gm59(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView59::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                     TLOAD(t180_aiv0, s_u2c1Gm59);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileTmp1 tmp10(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:19:17
                     TASSIGN(tmp10, 12288);  // online_softmax_attn.pto:19:17
                     TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
                     GmView60 p_1_u2c1Gm60(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView60::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                     TSTORE(p_1_u2c1Gm60, t187_aiv0);  // online_softmax_attn.pto:19:17
@@ -1116,24 +1116,24 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
                         GmView61 s_u2c1Gm61(s_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView61::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t180_aiv1, s_u2c1Gm61);  // online_softmax_attn.pto:19:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
                         TASSIGN(tmp11, 12288);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp11, t170_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
                         GmView62 p_1_u2c1Gm62(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView62::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u2c1Gm62, t187_aiv1);  // online_softmax_attn.pto:19:17
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 TileT189Aiv0 t189_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t189_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT189Aiv1 t189_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
@@ -1146,13 +1146,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t193_aiv0, 1024);  // online_softmax_attn.pto:20:32
                 TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t193_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
                 GmView63 lGm63(l + _g158 * 16, GmView63::Shape(t189_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
                 TLOAD(t189_aiv0, lGm63);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TMUL(t191_aiv0, t189_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -1170,10 +1170,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
                     TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
@@ -1187,8 +1187,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
                     GmView65 p_1_u2c1Gm65(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView65::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
                     TLOAD(t195_aiv0, p_1_u2c1Gm65);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp12, 12288);  // online_softmax_attn.pto:20:32
                     TROWSUM(t196_aiv0, t195_aiv0, tmp12);  // online_softmax_attn.pto:20:32
@@ -1198,8 +1198,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
                         GmView66 p_1_u2c1Gm66(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _k194 * 64, GmView66::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
                         TLOAD(t195_aiv1, p_1_u2c1Gm66);  // online_softmax_attn.pto:20:32
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp13, 12288);  // online_softmax_attn.pto:20:32
                         TROWSUM(t196_aiv1, t195_aiv1, tmp13);  // online_softmax_attn.pto:20:32
@@ -1207,39 +1207,39 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
                 TASSIGN(t200_aiv1, 256);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
                 GmView67 lGm67(l + _g158 * 16, GmView67::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
                 TSTORE(lGm67, t200_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:20:20
                     TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
                     GmView68 lGm68(l + _g158 * 16 + 8, GmView68::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
                     TSTORE(lGm68, t200_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -1250,7 +1250,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t206_aiv0, 4608);  // online_softmax_attn.pto:21:22
                     TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t206_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                     GmView69 accGm69(acc + _g158 * 16 * D + _g202 * 64, GmView69::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t203_aiv0, accGm69);  // online_softmax_attn.pto:21:22
@@ -1263,13 +1263,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                     GmView70 t13_u2c1Gm70(t13_u2c1 + _g158 * 16 * D + _g202 * 64, GmView70::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
                     TSTORE(t13_u2c1Gm70, t206_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:22
                         using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
@@ -1289,23 +1289,23 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(t13_u2c1Gm72, t206_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
                     TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t209_aiv0, 0);  // online_softmax_attn.pto:21:43
@@ -1318,11 +1318,11 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
                     GmView73 p_1_u2c1Gm73(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView73::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TLOAD(t209_aiv0, p_1_u2c1Gm73);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TCVT(t210_aiv0, t209_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView74 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
                     GmView74 t15_u2c1Gm74(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView74::Shape(t210_aiv0.GetValidRow(), t210_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TSTORE(t15_u2c1Gm74, t210_aiv0);  // online_softmax_attn.pto:21:43
@@ -1330,61 +1330,61 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
                         GmView75 p_1_u2c1Gm75(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView75::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t209_aiv1, p_1_u2c1Gm75);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TCVT(t210_aiv1, t209_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         using GmView76 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
                         GmView76 t15_u2c1Gm76(t15_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView76::Shape(t210_aiv1.GetValidRow(), t210_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t15_u2c1Gm76, t210_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
                 TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
                 TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView77 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView77 vj_u2c1Gm77(vj_u2c1 + _g212 * 64, GmView77::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t216, vj_u2c1Gm77);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t217, t216);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
                 TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView78 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView78 t15_u2c1Gm78(t15_u2c1 + _qb2 * 64 * 64, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t214, t15_u2c1Gm78);  // online_softmax_attn.pto:21:36
@@ -1393,14 +1393,14 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t215, t214);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t213, t215, t217);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                     TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
@@ -1412,10 +1412,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t220, t219);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView80 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView80 vj_u2c1Gm80(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView80::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView80::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t221, vj_u2c1Gm80);  // online_softmax_attn.pto:21:36
@@ -1429,27 +1429,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t213, t213, t220, t222);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView81 t14_u2c1Gm81(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView81::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView81::Stride(D));  // online_softmax_attn.pto:21:36
                 TSTORE(t14_u2c1Gm81, t213);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1609,25 +1609,25 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                     TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t70, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t70, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t71, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t71, t70);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t72, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t72, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
@@ -1637,13 +1637,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t73, t72);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t64, t64, t71, t73);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -1686,31 +1686,31 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(7);
+            wait_flag_dev(6);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
                 TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
                 TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView31 vj_u2c0Gm31(vj_u2c0 + _g128 * 64, GmView31::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t132, vj_u2c0Gm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t133, t132);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView32 t15_u2c0Gm32(t15_u2c0 + _qb2 * 64 * 64, GmView32::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t130, t15_u2c0Gm32);  // online_softmax_attn.pto:21:36
@@ -1719,14 +1719,14 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t131, t130);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t129, t131, t133);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
@@ -1738,10 +1738,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t136, t135);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView34 vj_u2c0Gm34(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView34::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t137, vj_u2c0Gm34);  // online_softmax_attn.pto:21:36
@@ -1755,20 +1755,20 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t129, t129, t136, t138);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView35::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
                 TSTORE(t14_u2c0Gm35, t129);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
@@ -1782,9 +1782,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             __gm__ half* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
             wait_flag_dev(3);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                 TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
@@ -1817,25 +1817,25 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView48 qGm48(q + _qb2 * 64 * D + _k153 * 64, GmView48::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t154, qGm48);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t155, t154);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView49 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView49 kj_u2c1Gm49(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView49::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t156, kj_u2c1Gm49);  // online_softmax_attn.pto:10:13
@@ -1845,13 +1845,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t157, t156);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t148, t148, t155, t157);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -1894,31 +1894,31 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             wait_flag_dev(5);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(7);
+            wait_flag_dev(6);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
                 TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
                 TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView77 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView77 vj_u2c1Gm77(vj_u2c1 + _g212 * 64, GmView77::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t216, vj_u2c1Gm77);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t217, t216);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
                 TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView78 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView78 t15_u2c1Gm78(t15_u2c1 + _qb2 * 64 * 64, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t214, t15_u2c1Gm78);  // online_softmax_attn.pto:21:36
@@ -1927,14 +1927,14 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t215, t214);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t213, t215, t217);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                     TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
@@ -1946,10 +1946,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t220, t219);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView80 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView80 vj_u2c1Gm80(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView80::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView80::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t221, vj_u2c1Gm80);  // online_softmax_attn.pto:21:36
@@ -1963,17 +1963,17 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t213, t213, t220, t222);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView81 t14_u2c1Gm81(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView81::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView81::Stride(D));  // online_softmax_attn.pto:21:36
                 TSTORE(t14_u2c1Gm81, t213);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -2264,8 +2264,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
@@ -2317,7 +2317,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
                     TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
@@ -2333,8 +2333,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView19::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
                         TLOAD(t111_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:20:32
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
@@ -2350,8 +2350,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             GmView20 p_1_u2c0Gm20(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _k110 * 64, GmView20::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
                             TLOAD(t111_aiv1, p_1_u2c0Gm20);  // online_softmax_attn.pto:20:32
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                             TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
@@ -2363,7 +2363,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
@@ -2396,14 +2396,14 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -2414,7 +2414,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t122_aiv0, 4608);  // online_softmax_attn.pto:21:22
                     TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t122_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                         GmView23 accGm23(acc + _g74 * 16 * D + _g118 * 64, GmView23::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
@@ -2431,7 +2431,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
@@ -2439,7 +2439,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(t13_u2c0Gm24, t122_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
@@ -2465,23 +2465,23 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
                     TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t125_aiv0, 0);  // online_softmax_attn.pto:21:43
@@ -2548,7 +2548,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
@@ -2673,7 +2673,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -2688,27 +2688,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             wait_flag_dev(4);
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag_dev(6);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
                 TASSIGN(t163_aiv0, 0);  // online_softmax_attn.pto:17:32
                 TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t163_aiv1, 256);  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
@@ -2718,10 +2718,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
                     TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -2741,13 +2741,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         GmView51 t0_u2c1Gm51(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView51::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t160_aiv0, t0_u2c1Gm51);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                         GmView52 s_u2c1Gm52(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView52::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
@@ -2769,13 +2769,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             GmView53 t0_u2c1Gm53(t0_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView53::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TLOAD(t160_aiv1, t0_u2c1Gm53);  // online_softmax_attn.pto:10:13
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (!ptodsl_aiv0) {
                             TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (!ptodsl_aiv0) {
                             using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                             GmView54 s_u2c1Gm54(s_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView54::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
@@ -2793,10 +2793,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT168Aiv0 t168_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
                 TASSIGN(t168_aiv0, 512);  // online_softmax_attn.pto:17:21
                 TileT168Aiv1 t168_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
@@ -2813,23 +2813,23 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t177_aiv0, 2048);  // online_softmax_attn.pto:18:21
                 TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
                 TASSIGN(t177_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
                     using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                     GmView55 mGm55(m + _g158 * 16, GmView55::Shape(t168_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
                     TLOAD(t168_aiv0, mGm55);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
                     TMAX(t170_aiv0, t168_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
                 }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
                     using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                     GmView56 m_new_u2c1Gm56(m_new_u2c1 + _g158 * 16, GmView56::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -2851,13 +2851,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         GmView57 mGm57(m + _g158 * 16 + 8, GmView57::Shape(t168_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
                         TLOAD(t168_aiv1, mGm57);  // online_softmax_attn.pto:17:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (!ptodsl_aiv0) {
                         TMAX(t170_aiv1, t168_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (!ptodsl_aiv0) {
                         using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                         GmView58 m_new_u2c1Gm58(m_new_u2c1 + _g158 * 16 + 8, GmView58::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -2875,7 +2875,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
                     TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
@@ -2891,8 +2891,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         GmView59 s_u2c1Gm59(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView59::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t180_aiv0, s_u2c1Gm59);  // online_softmax_attn.pto:19:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp10(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:19:17
                         TASSIGN(tmp10, 12288);  // online_softmax_attn.pto:19:17
@@ -2900,8 +2900,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
                         GmView60 p_1_u2c1Gm60(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView60::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
@@ -2913,8 +2913,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             GmView61 s_u2c1Gm61(s_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView61::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                             TLOAD(t180_aiv1, s_u2c1Gm61);  // online_softmax_attn.pto:19:21
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
                             TASSIGN(tmp11, 12288);  // online_softmax_attn.pto:19:17
@@ -2922,8 +2922,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                             TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (!ptodsl_aiv0) {
                             using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
                             GmView62 p_1_u2c1Gm62(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView62::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
@@ -2931,10 +2931,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 TileT189Aiv0 t189_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t189_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT189Aiv1 t189_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
@@ -2947,15 +2947,15 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t193_aiv0, 1024);  // online_softmax_attn.pto:20:32
                 TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t193_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 if (ptodsl_aiv0) {
                     using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
                     GmView63 lGm63(l + _g158 * 16, GmView63::Shape(t189_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
                     TLOAD(t189_aiv0, lGm63);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 if (ptodsl_aiv0) {
                     TMUL(t191_aiv0, t189_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
                 }
@@ -2981,10 +2981,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
                     TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
@@ -3000,8 +3000,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         GmView65 p_1_u2c1Gm65(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView65::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
                         TLOAD(t195_aiv0, p_1_u2c1Gm65);  // online_softmax_attn.pto:20:32
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp12, 12288);  // online_softmax_attn.pto:20:32
@@ -3017,8 +3017,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             GmView66 p_1_u2c1Gm66(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _k194 * 64, GmView66::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
                             TLOAD(t195_aiv1, p_1_u2c1Gm66);  // online_softmax_attn.pto:20:32
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
                             TASSIGN(tmp13, 12288);  // online_softmax_attn.pto:20:32
@@ -3030,7 +3030,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
@@ -3039,9 +3039,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 if (ptodsl_aiv0) {
                     TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
                     using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
                     GmView67 lGm67(l + _g158 * 16, GmView67::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
@@ -3052,8 +3052,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     if (!ptodsl_aiv0) {
                         TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (!ptodsl_aiv0) {
                         using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
                         GmView68 lGm68(l + _g158 * 16 + 8, GmView68::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
@@ -3062,15 +3062,15 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -3081,7 +3081,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t206_aiv0, 4608);  // online_softmax_attn.pto:21:22
                     TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t206_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                         GmView69 accGm69(acc + _g158 * 16 * D + _g202 * 64, GmView69::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
@@ -3098,7 +3098,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
@@ -3106,7 +3106,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(t13_u2c1Gm70, t206_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
@@ -3132,23 +3132,23 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
                     TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t209_aiv0, 0);  // online_softmax_attn.pto:21:43
@@ -3163,13 +3163,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         GmView73 p_1_u2c1Gm73(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView73::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t209_aiv0, p_1_u2c1Gm73);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TCVT(t210_aiv0, t209_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView74 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
                         GmView74 t15_u2c1Gm74(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView74::Shape(t210_aiv0.GetValidRow(), t210_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
@@ -3181,13 +3181,13 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             GmView75 p_1_u2c1Gm75(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView75::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TLOAD(t209_aiv1, p_1_u2c1Gm75);  // online_softmax_attn.pto:21:43
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (!ptodsl_aiv0) {
                             TCVT(t210_aiv1, t209_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (!ptodsl_aiv0) {
                             using GmView76 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
                             GmView76 t15_u2c1Gm76(t15_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView76::Shape(t210_aiv1.GetValidRow(), t210_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
@@ -3195,40 +3195,40 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag_dev(6);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);

@@ -163,25 +163,25 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
                     TileT322 t322(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView2 qGm2(q + _qb4 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT323 t323(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT324 t324(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
@@ -191,13 +191,13 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t325, t324);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -387,8 +387,8 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
@@ -430,7 +430,7 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
                     TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
@@ -444,8 +444,8 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
                     GmView19 p_1_lastGm19(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView19::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
                     TLOAD(t363_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
                     TROWSUM(t364_aiv0, t363_aiv0, tmp4);  // online_softmax_attn.pto:20:32
@@ -455,8 +455,8 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
                         GmView20 p_1_lastGm20(p_1_last + (_g326 * 16 + 8) * 64 + _k362 * 64, GmView20::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
                         TLOAD(t363_aiv1, p_1_lastGm20);  // online_softmax_attn.pto:20:32
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
                         TROWSUM(t364_aiv1, t363_aiv1, tmp5);  // online_softmax_attn.pto:20:32
@@ -464,7 +464,7 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         TADD(t361_aiv1, t361_aiv1, t364_aiv1);  // online_softmax_attn.pto:20:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
@@ -489,14 +489,14 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -507,7 +507,7 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t374_aiv0, 4608);  // online_softmax_attn.pto:21:22
                     TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t374_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                     GmView23 accGm23(acc + _g326 * 16 * D + _g370 * 64, GmView23::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t371_aiv0, accGm23);  // online_softmax_attn.pto:21:22
@@ -520,13 +520,13 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                     GmView24 t13_lastGm24(t13_last + _g326 * 16 * D + _g370 * 64, GmView24::Shape(t374_aiv0.GetValidRow(), t374_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
                     TSTORE(t13_lastGm24, t374_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
@@ -546,23 +546,23 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(t13_lastGm26, t374_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
                     TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t377_aiv0, 0);  // online_softmax_attn.pto:21:43
@@ -620,28 +620,28 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
                 TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
                 TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView31 vj_lastGm31(vj_last + _g380 * 64, GmView31::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t384, vj_lastGm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t385, t384);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
                 TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView32 t15_lastGm32(t15_last + _qb4 * 64 * 64, GmView32::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t382, t15_lastGm32);  // online_softmax_attn.pto:21:36
@@ -650,14 +650,14 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t383, t382);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t381, t383, t385);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                     TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
@@ -669,10 +669,10 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t388, t387);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView34 vj_lastGm34(vj_last + _k386 * 64 * D + _g380 * 64, GmView34::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t389, vj_lastGm34);  // online_softmax_attn.pto:21:36
@@ -686,17 +686,17 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t381, t381, t388, t390);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g380 * 64, GmView35::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
                 TSTORE(t14_lastGm35, t381);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -704,9 +704,9 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -792,9 +792,9 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     GmView45 mGm45(m + _g391 * 16 + 8, GmView45::Shape(t397_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
                     TSTORE(mGm45, t397_aiv1);  // online_softmax_attn.pto:22:13
                 }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -955,25 +955,25 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
                     TileT322 t322(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView2 qGm2(q + _qb4 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT323 t323(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT324 t324(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
@@ -983,13 +983,13 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t325, t324);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -1031,31 +1031,31 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(3);
+            wait_flag_dev(2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
                 TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
                 TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView31 vj_lastGm31(vj_last + _g380 * 64, GmView31::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t384, vj_lastGm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t385, t384);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
                 TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView32 t15_lastGm32(t15_last + _qb4 * 64 * 64, GmView32::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t382, t15_lastGm32);  // online_softmax_attn.pto:21:36
@@ -1064,14 +1064,14 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t383, t382);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t381, t383, t385);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                     TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
@@ -1083,10 +1083,10 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t388, t387);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView34 vj_lastGm34(vj_last + _k386 * 64 * D + _g380 * 64, GmView34::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t389, vj_lastGm34);  // online_softmax_attn.pto:21:36
@@ -1100,17 +1100,17 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t381, t381, t388, t390);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g380 * 64, GmView35::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
                 TSTORE(t14_lastGm35, t381);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
                 for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
@@ -1401,8 +1401,8 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
@@ -1454,7 +1454,7 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
                     TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
@@ -1470,8 +1470,8 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         GmView19 p_1_lastGm19(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView19::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
                         TLOAD(t363_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:20:32
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
@@ -1487,8 +1487,8 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                             GmView20 p_1_lastGm20(p_1_last + (_g326 * 16 + 8) * 64 + _k362 * 64, GmView20::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
                             TLOAD(t363_aiv1, p_1_lastGm20);  // online_softmax_attn.pto:20:32
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                             TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
@@ -1500,7 +1500,7 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
@@ -1533,14 +1533,14 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -1551,7 +1551,7 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t374_aiv0, 4608);  // online_softmax_attn.pto:21:22
                     TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t374_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                         GmView23 accGm23(acc + _g326 * 16 * D + _g370 * 64, GmView23::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
@@ -1568,7 +1568,7 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
@@ -1576,7 +1576,7 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(t13_lastGm24, t374_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
@@ -1602,23 +1602,23 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
                     TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t377_aiv0, 0);  // online_softmax_attn.pto:21:43
@@ -1685,7 +1685,7 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                 }
@@ -1698,9 +1698,9 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag_dev(2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1806,9 +1806,9 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(mGm45, t397_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);

@@ -153,25 +153,25 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                     TileT238 t238(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t238, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 64, GmView2::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t238, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t239, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t239, t238);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT240 t240(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t240, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView3 kj_u1c0Gm3(kj_u1c0 + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240.GetValidRow(), t240.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t240, kj_u1c0Gm3);  // online_softmax_attn.pto:10:13
@@ -181,13 +181,13 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t241, t240);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t232, t232, t239, t241);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -375,8 +375,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(p_1_u1c0Gm16, t271_aiv1);  // online_softmax_attn.pto:19:17
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
@@ -418,7 +418,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
                     TileT279Aiv0 t279_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
@@ -432,8 +432,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
                     GmView19 p_1_u1c0Gm19(p_1_u1c0 + _g242 * 16 * 64 + _k278 * 64, GmView19::Shape(t279_aiv0.GetValidRow(), t279_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
                     TLOAD(t279_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
                     TROWSUM(t280_aiv0, t279_aiv0, tmp4);  // online_softmax_attn.pto:20:32
@@ -443,8 +443,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
                         GmView20 p_1_u1c0Gm20(p_1_u1c0 + (_g242 * 16 + 8) * 64 + _k278 * 64, GmView20::Shape(t279_aiv1.GetValidRow(), t279_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
                         TLOAD(t279_aiv1, p_1_u1c0Gm20);  // online_softmax_attn.pto:20:32
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
                         TROWSUM(t280_aiv1, t279_aiv1, tmp5);  // online_softmax_attn.pto:20:32
@@ -452,7 +452,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TADD(t277_aiv1, t277_aiv1, t280_aiv1);  // online_softmax_attn.pto:20:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT284Aiv0 t284_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t284_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT284Aiv1 t284_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
@@ -477,14 +477,14 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -495,7 +495,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t290_aiv0, 4608);  // online_softmax_attn.pto:21:22
                     TileT290Aiv1 t290_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t290_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                     GmView23 accGm23(acc + _g242 * 16 * D + _g286 * 64, GmView23::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t287_aiv0, accGm23);  // online_softmax_attn.pto:21:22
@@ -508,13 +508,13 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t290_aiv0, t287_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                     GmView24 t13_u1c0Gm24(t13_u1c0 + _g242 * 16 * D + _g286 * 64, GmView24::Shape(t290_aiv0.GetValidRow(), t290_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
                     TSTORE(t13_u1c0Gm24, t290_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
@@ -534,17 +534,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(t13_u1c0Gm26, t290_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
                     TileT293Aiv0 t293_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t293_aiv0, 0);  // online_softmax_attn.pto:21:43
@@ -589,28 +589,28 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
                 TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
                 TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView31 vj_u1c0Gm31(vj_u1c0 + _g296 * 64, GmView31::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t300, vj_u1c0Gm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t301, t300);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT297 t297(min_i64(S - _qb3 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
                 TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView32 t15_u1c0Gm32(t15_u1c0 + _qb3 * 64 * 64, GmView32::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t298, t15_u1c0Gm32);  // online_softmax_attn.pto:21:36
@@ -619,14 +619,14 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t299, t298);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t297, t299, t301);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                     TileT303 t303(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
@@ -638,10 +638,10 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t304, t303);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT305 t305(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView34 vj_u1c0Gm34(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView34::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t305, vj_u1c0Gm34);  // online_softmax_attn.pto:21:36
@@ -655,17 +655,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t297, t297, t304, t306);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView35 t14_u1c0Gm35(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView35::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
                 TSTORE(t14_u1c0Gm35, t297);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -834,25 +834,25 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                     TileT238 t238(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t238, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 64, GmView2::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t238, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t239, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t239, t238);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT240 t240(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t240, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView3 kj_u1c0Gm3(kj_u1c0 + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240.GetValidRow(), t240.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t240, kj_u1c0Gm3);  // online_softmax_attn.pto:10:13
@@ -862,13 +862,13 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t241, t240);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t232, t232, t239, t241);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -910,31 +910,31 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(3);
+            wait_flag_dev(2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
                 TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
                 TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView31 vj_u1c0Gm31(vj_u1c0 + _g296 * 64, GmView31::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t300, vj_u1c0Gm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t301, t300);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT297 t297(min_i64(S - _qb3 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
                 TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView32 t15_u1c0Gm32(t15_u1c0 + _qb3 * 64 * 64, GmView32::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t298, t15_u1c0Gm32);  // online_softmax_attn.pto:21:36
@@ -943,14 +943,14 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t299, t298);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t297, t299, t301);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                     TileT303 t303(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
@@ -962,10 +962,10 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t304, t303);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT305 t305(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView34 vj_u1c0Gm34(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView34::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t305, vj_u1c0Gm34);  // online_softmax_attn.pto:21:36
@@ -979,17 +979,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t297, t297, t304, t306);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView35 t14_u1c0Gm35(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView35::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
                 TSTORE(t14_u1c0Gm35, t297);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g307 = _qb3 * 4; _g307 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g307) {  // online_softmax_attn.pto:21:22
                 for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
@@ -1272,8 +1272,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
@@ -1325,7 +1325,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
                     TileT279Aiv0 t279_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
@@ -1341,8 +1341,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         GmView19 p_1_u1c0Gm19(p_1_u1c0 + _g242 * 16 * 64 + _k278 * 64, GmView19::Shape(t279_aiv0.GetValidRow(), t279_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
                         TLOAD(t279_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:20:32
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
@@ -1358,8 +1358,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             GmView20 p_1_u1c0Gm20(p_1_u1c0 + (_g242 * 16 + 8) * 64 + _k278 * 64, GmView20::Shape(t279_aiv1.GetValidRow(), t279_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
                             TLOAD(t279_aiv1, p_1_u1c0Gm20);  // online_softmax_attn.pto:20:32
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                             TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
@@ -1371,7 +1371,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT284Aiv0 t284_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
                 TASSIGN(t284_aiv0, 0);  // online_softmax_attn.pto:20:20
                 TileT284Aiv1 t284_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
@@ -1404,14 +1404,14 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
@@ -1422,7 +1422,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t290_aiv0, 4608);  // online_softmax_attn.pto:21:22
                     TileT290Aiv1 t290_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
                     TASSIGN(t290_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
                         GmView23 accGm23(acc + _g242 * 16 * D + _g286 * 64, GmView23::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
@@ -1439,7 +1439,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t290_aiv0, t287_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
@@ -1447,7 +1447,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(t13_u1c0Gm24, t290_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
@@ -1473,17 +1473,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID6);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
                     TileT293Aiv0 t293_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
                     TASSIGN(t293_aiv0, 0);  // online_softmax_attn.pto:21:43
@@ -1533,7 +1533,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                 }

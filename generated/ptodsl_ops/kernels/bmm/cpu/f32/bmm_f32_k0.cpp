@@ -75,13 +75,13 @@ extern "C" __global__ AICORE void bmm_f32_k0(__gm__ float* b, __gm__ float* a, _
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     for (int64_t _g2 = max_i64(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) - (_b0 * max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1) + _b1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1) + _g3 * max_i64((M + 255) / 256, 1)), 0); _g2 < min_i64(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), B * H * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count)) - (_b0 * max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1) + _b1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1) + _g3 * max_i64((M + 255) / 256, 1)), (M + 255) / 256); ++_g2) {  // bmm.pto:4:12
                         TileT4 t4(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
                         TASSIGN(t4, 0);  // bmm.pto:4:12
                         TileT5 t5(min_i64(M - _g2 * 256, 256), min_i64(K, 32));  // bmm.pto:4:12
                         TASSIGN(t5, 0);  // bmm.pto:4:12
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
                         GmView1 aGm1(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K, GmView1::Shape(min_i64(M - _g2 * 256, 256), min_i64(K, 32)), GmView1::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
                         TLOAD(t5, aGm1);  // bmm.pto:4:12
@@ -92,35 +92,35 @@ extern "C" __global__ AICORE void bmm_f32_k0(__gm__ float* b, __gm__ float* a, _
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         TMOV(t6, t5);  // bmm.pto:4:12
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL(t4, t6, t8);  // bmm.pto:4:12
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _k9_db = 0; _k9_db < (max_i64((K + 31) / 32 - 1, 0) + 1) / 2; ++_k9_db) {  // bmm.pto:4:12
                             TileT10B0 t10_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
                             TASSIGN(t10_b0, 0);  // bmm.pto:4:12
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
                             GmView2 aGm2(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (1 + _k9_db * 2) * 32, GmView2::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32)), GmView2::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
                             TLOAD(t10_b0, aGm2);  // bmm.pto:4:12
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT11B0 t11_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
                             TASSIGN(t11_b0, 0);  // bmm.pto:4:12
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TMOV(t11_b0, t10_b0);  // bmm.pto:4:12
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             TileT12B0 t12_b0(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
                             TASSIGN(t12_b0, 32768);  // bmm.pto:4:12
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
                             GmView3 bGm3(b + _b1 * (N * K) + (1 + _k9_db * 2) * 32 * N + _g3 * 128, GmView3::Shape(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView3::Stride(N * K, N));  // bmm.pto:4:12
                             TLOAD(t12_b0, bGm3);  // bmm.pto:4:12
@@ -130,12 +130,12 @@ extern "C" __global__ AICORE void bmm_f32_k0(__gm__ float* b, __gm__ float* a, _
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TMOV(t13_b0, t12_b0);  // bmm.pto:4:12
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t4, t4, t11_b0, t13_b0);  // bmm.pto:4:12
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // bmm.pto:4:12
                                 TileT10B1 t10_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
                                 TASSIGN(t10_b1, 49152);  // bmm.pto:4:12
@@ -161,17 +161,17 @@ extern "C" __global__ AICORE void bmm_f32_k0(__gm__ float* b, __gm__ float* a, _
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 TMATMUL_ACC(t4, t4, t11_b1, t13_b1);  // bmm.pto:4:12
                             }
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         }
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
                         GmView6 cGm6(c + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView6::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView6::Stride(N * M * H, N * M, N));  // bmm.pto:4:12
@@ -183,7 +183,7 @@ extern "C" __global__ AICORE void bmm_f32_k0(__gm__ float* b, __gm__ float* a, _
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

@@ -64,16 +64,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) + 1) / 2; ++_g0_db) {  // ffn.pto:5:9
             TileT2B0 t2_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32, 32));  // ffn.pto:5:9
             TASSIGN(t2_b0, 0);  // ffn.pto:5:9
             TileT3B0 t3_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32, 32));  // ffn.pto:5:9
             TASSIGN(t3_b0, 0);  // ffn.pto:5:9
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:5:9
             GmView1 xGm1(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32 * 64, GmView1::Shape(t3_b0.GetValidRow()));  // ffn.pto:5:9
             TLOAD(t3_b0, xGm1);  // ffn.pto:5:9
@@ -85,7 +85,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
             TMOV(t4_b0, t3_b0);  // ffn.pto:5:9
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2_b0, t4_b0, t6);  // ffn.pto:5:9
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -96,7 +96,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
             TSTORE(hGm2, t2_b0);  // ffn.pto:5:9
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // ffn.pto:5:9
                 TileT2B1 t2_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
@@ -122,14 +122,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }

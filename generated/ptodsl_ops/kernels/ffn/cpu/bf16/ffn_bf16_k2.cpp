@@ -86,28 +86,28 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k22_db = 0; _k22_db < 2; ++_k22_db) {  // ffn.pto:7:16
             TileT23B0 t23_b0(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 128) + 192, 64));  // ffn.pto:7:16
             TASSIGN(t23_b0, 0);  // ffn.pto:7:16
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
             GmView2 t1Gm2(t1 + _g16 * 32 * 256 + (1 + _k22_db * 2) * 64, GmView2::Shape(t23_b0.GetValidRow(), t23_b0.GetValidCol()));  // ffn.pto:7:16
             TLOAD(t23_b0, t1Gm2);  // ffn.pto:7:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TileT24B0 t24_b0(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 128) + 192, 64));  // ffn.pto:7:16
             TASSIGN(t24_b0, 0);  // ffn.pto:7:16
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t24_b0, t23_b0);  // ffn.pto:7:16
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT25B0 t25_b0(min_i64(-(_k22_db * 128) + 192, 64));  // ffn.pto:7:16
             TASSIGN(t25_b0, 4096);  // ffn.pto:7:16
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
             GmView3 w2Gm3(w2 + (1 + _k22_db * 2) * 64 * 64, GmView3::Shape(t25_b0.GetValidRow()));  // ffn.pto:7:16
             TLOAD(t25_b0, w2Gm3);  // ffn.pto:7:16
@@ -117,12 +117,12 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t26_b0, t25_b0);  // ffn.pto:7:16
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL_ACC(t17, t17, t24_b0, t26_b0);  // ffn.pto:7:16
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             for (int64_t _k22_dr = 0; _k22_dr < min_i64(-(_k22_db * 2) + 2, 1); ++_k22_dr) {  // ffn.pto:7:16
                 TileT23B1 t23_b1(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 128) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
                 TASSIGN(t23_b1, 12288);  // ffn.pto:7:16
@@ -148,14 +148,14 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t17, t17, t24_b1, t26_b1);  // ffn.pto:7:16
             }
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         }
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);

@@ -86,28 +86,28 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k47_db = 0; _k47_db < 2; ++_k47_db) {  // ffn.pto:9:16
             TileT48B0 t48_b0(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 128) + 192, 64));  // ffn.pto:9:16
             TASSIGN(t48_b0, 0);  // ffn.pto:9:16
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
             GmView2 t3Gm2(t3 + _g41 * 32 * 256 + (1 + _k47_db * 2) * 64, GmView2::Shape(t48_b0.GetValidRow(), t48_b0.GetValidCol()));  // ffn.pto:9:16
             TLOAD(t48_b0, t3Gm2);  // ffn.pto:9:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TileT49B0 t49_b0(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 128) + 192, 64));  // ffn.pto:9:16
             TASSIGN(t49_b0, 0);  // ffn.pto:9:16
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t49_b0, t48_b0);  // ffn.pto:9:16
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT50B0 t50_b0(min_i64(-(_k47_db * 128) + 192, 64));  // ffn.pto:9:16
             TASSIGN(t50_b0, 4096);  // ffn.pto:9:16
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
             GmView3 w2Gm3(w2 + (1 + _k47_db * 2) * 64 * 64, GmView3::Shape(t50_b0.GetValidRow()));  // ffn.pto:9:16
             TLOAD(t50_b0, w2Gm3);  // ffn.pto:9:16
@@ -117,12 +117,12 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t51_b0, t50_b0);  // ffn.pto:9:16
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL_ACC(t42, t42, t49_b0, t51_b0);  // ffn.pto:9:16
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             for (int64_t _k47_dr = 0; _k47_dr < min_i64(-(_k47_db * 2) + 2, 1); ++_k47_dr) {  // ffn.pto:9:16
                 TileT48B1 t48_b1(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 128) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
                 TASSIGN(t48_b1, 12288);  // ffn.pto:9:16
@@ -148,14 +148,14 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t42, t42, t49_b1, t51_b1);  // ffn.pto:9:16
             }
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         }
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);

@@ -150,12 +150,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
@@ -164,7 +164,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t77_aiv0, 36864);  // flash_attn.pto:18:32
             TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
             TASSIGN(t77_aiv1, 37888);  // flash_attn.pto:18:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TEXPANDS(t77_aiv0, -__builtin_inff());  // flash_attn.pto:18:32
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:18:32
                 TEXPANDS(t77_aiv1, -__builtin_inff());  // flash_attn.pto:18:32
@@ -194,25 +194,25 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k67 = 1; _k67 < (D + 127) / 128; ++_k67) {  // flash_attn.pto:11:13
                 TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t68, 16384);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView8 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
                 GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 128, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t68, qGm8);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t69, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t69, t68);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 TileT70 t70(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t70, 16384);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                 GmView9 kjGm9(kj + _k67 * 128, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
@@ -222,17 +222,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t71, t70);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 TMATMUL_ACC(t62, t62, t69, t71);  // flash_attn.pto:11:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
@@ -291,9 +291,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
             GmView11 t0Gm11(t0 + _qb2 * 64 * 64, GmView11::Shape(t74_aiv0.GetValidRow(), t74_aiv0.GetValidCol()));  // flash_attn.pto:11:13
             TLOAD(t74_aiv0, t0Gm11);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t75_aiv0, t74_aiv0, scale);  // flash_attn.pto:11:13
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
@@ -346,8 +346,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
                 GmView13 t0Gm13(t0 + (_qb2 * 64 + 32) * 64, GmView13::Shape(t74_aiv1.GetValidRow(), t74_aiv1.GetValidCol()));  // flash_attn.pto:11:13
                 TLOAD(t74_aiv1, t0Gm13);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t75_aiv1, t74_aiv1, scale);  // flash_attn.pto:11:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp4;  // flash_attn.pto:18:32
@@ -396,10 +396,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
@@ -429,7 +429,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t130, t129);  // flash_attn.pto:22:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -471,9 +471,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView19 t14Gm19(t14 + _qb2 * 64 * D + _g125 * 64, GmView19::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
                 TSTORE(t14Gm19, t126);  // flash_attn.pto:22:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -488,9 +488,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             GmView20 t14Gm20(t14 + _qb2 * 64 * D, GmView20::Shape(t138_aiv0.GetValidRow(), t138_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:22
             TLOAD(t138_aiv0, t14Gm20);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TADD(held2_aiv0, t119_aiv0, t138_aiv0);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -500,23 +500,23 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
                 GmView21 t14Gm21(t14 + (_qb2 * 64 + 32) * D, GmView21::Shape(t138_aiv1.GetValidRow(), t138_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
                 TLOAD(t138_aiv1, t14Gm21);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TADD(held2_aiv1, t119_aiv1, t138_aiv1);  // flash_attn.pto:22:22
                 TMULS(held0_aiv1, t84_aiv1, 1.0f);  // flash_attn.pto:23:13
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -621,25 +621,25 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k67 = 1; _k67 < (D + 127) / 128; ++_k67) {  // flash_attn.pto:11:13
                 TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t68, 16384);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView8 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
                 GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 128, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t68, qGm8);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
                 TASSIGN(t69, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t69, t68);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 TileT70 t70(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
                 TASSIGN(t70, 16384);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                 GmView9 kjGm9(kj + _k67 * 128, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
@@ -649,18 +649,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t71, t70);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 TMATMUL_ACC(t62, t62, t69, t71);  // flash_attn.pto:11:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             }
             wait_flag_dev(0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
@@ -673,11 +673,11 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag_dev(3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
@@ -707,7 +707,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t130, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t130, t129);  // flash_attn.pto:22:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -749,12 +749,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView19 t14Gm19(t14 + _qb2 * 64 * D + _g125 * 64, GmView19::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
                 TSTORE(t14Gm19, t126);  // flash_attn.pto:22:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -855,10 +855,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
@@ -867,7 +867,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t77_aiv0, 36864);  // flash_attn.pto:18:32
             TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
             TASSIGN(t77_aiv1, 37888);  // flash_attn.pto:18:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
                 TEXPANDS(t77_aiv0, -__builtin_inff());  // flash_attn.pto:18:32
             }
@@ -933,9 +933,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 GmView11 t0Gm11(t0 + _qb2 * 64 * 64, GmView11::Shape(t74_aiv0.GetValidRow(), t74_aiv0.GetValidCol()));  // flash_attn.pto:11:13
                 TLOAD(t74_aiv0, t0Gm11);  // flash_attn.pto:11:13
             }
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
                 TMULS(t75_aiv0, t74_aiv0, scale);  // flash_attn.pto:11:13
             }
@@ -1019,8 +1019,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                     GmView13 t0Gm13(t0 + (_qb2 * 64 + 32) * 64, GmView13::Shape(t74_aiv1.GetValidRow(), t74_aiv1.GetValidCol()));  // flash_attn.pto:11:13
                     TLOAD(t74_aiv1, t0Gm13);  // flash_attn.pto:11:13
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
                     TMULS(t75_aiv1, t74_aiv1, scale);  // flash_attn.pto:11:13
                 }
@@ -1105,7 +1105,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t138_aiv0, 36864);  // flash_attn.pto:22:22
             TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
             TASSIGN(t138_aiv1, 53248);  // flash_attn.pto:22:22
-            wait_flag_dev(4);
+            wait_flag_dev(3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             if (ptodsl_aiv0) {
                 using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
@@ -1113,9 +1113,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TLOAD(t138_aiv0, t14Gm20);  // flash_attn.pto:22:22
             }
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             if (ptodsl_aiv0) {
                 TADD(held2_aiv0, t119_aiv0, t138_aiv0);  // flash_attn.pto:22:22
             }
@@ -1131,8 +1131,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                     GmView21 t14Gm21(t14 + (_qb2 * 64 + 32) * D, GmView21::Shape(t138_aiv1.GetValidRow(), t138_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
                     TLOAD(t138_aiv1, t14Gm21);  // flash_attn.pto:22:22
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
                     TADD(held2_aiv1, t119_aiv1, t138_aiv1);  // flash_attn.pto:22:22
                     TMULS(held0_aiv1, t84_aiv1, 1.0f);  // flash_attn.pto:23:13
@@ -1140,15 +1140,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             }
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag_dev(1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -158,25 +158,25 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k149 = 1; _k149 < (D + 127) / 128; ++_k149) {  // flash_attn.pto:11:13
                     TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 128, 128));  // flash_attn.pto:11:13
                     TASSIGN(t150, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
                     GmView2 qGm2(q + _qb3 * 64 * D + _k149 * 128, GmView2::Shape(t150.GetValidRow(), t150.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
                     TLOAD(t150, qGm2);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TileT151 t151(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 128, 128));  // flash_attn.pto:11:13
                     TASSIGN(t151, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t151, t150);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT152 t152(min_i64(D - _k149 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                     TASSIGN(t152, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                     GmView3 kj_lastGm3(kj_last + _g143 * 64 * D + _k149 * 128, GmView3::Shape(t152.GetValidRow(), t152.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                     TLOAD(t152, kj_lastGm3);  // flash_attn.pto:11:13
@@ -186,13 +186,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t153, t152);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                     TMATMUL_ACC(t144, t144, t151, t153);  // flash_attn.pto:11:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
@@ -343,7 +343,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TSTORE(p_1_lastGm14, t183_aiv1);  // flash_attn.pto:20:17
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT185Aiv0 t185_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:20
             TASSIGN(t185_aiv0, 0);  // flash_attn.pto:21:20
@@ -382,7 +382,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
                 TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
@@ -503,28 +503,28 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g207 = 0; _g207 < (D + 63) / 64; ++_g207) {  // flash_attn.pto:22:36
                 TileT208 t208(min_i64(S - _qb3 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t208, 0);  // flash_attn.pto:22:36
                 TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t209, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
                 GmView27 t15_lastGm27(t15_last + _qb3 * 64 * 64, GmView27::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:36
                 TLOAD(t209, t15_lastGm27);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT210 t210(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t210, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t210, t209);  // flash_attn.pto:22:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT211 t211(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t211, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView28 vj_lastGm28(vj_last + _g207 * 64, GmView28::Shape(t211.GetValidRow(), t211.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:22:36
                 TLOAD(t211, vj_lastGm28);  // flash_attn.pto:22:36
@@ -533,14 +533,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t212, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t212, t211);  // flash_attn.pto:22:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t208, t210, t212);  // flash_attn.pto:22:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k213 = 1; _k213 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k213) {  // flash_attn.pto:22:36
                     TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t214, 0);  // flash_attn.pto:22:36
@@ -552,10 +552,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t215, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t215, t214);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t216, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                     GmView30 vj_lastGm30(vj_last + _k213 * 64 * D + _g207 * 64, GmView30::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:22:36
                     TLOAD(t216, vj_lastGm30);  // flash_attn.pto:22:36
@@ -569,17 +569,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TMATMUL_ACC(t208, t208, t215, t217);  // flash_attn.pto:22:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView31 t14_lastGm31(t14_last + _qb3 * 64 * D + _g207 * 64, GmView31::Shape(t208.GetValidRow(), t208.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:22:36
                 TSTORE(t14_lastGm31, t208);  // flash_attn.pto:22:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT220Aiv0 t220_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:22:22
             TASSIGN(t220_aiv0, 6144);  // flash_attn.pto:22:22
             TileT220Aiv1 t220_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
@@ -718,25 +718,25 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k149 = 1; _k149 < (D + 127) / 128; ++_k149) {  // flash_attn.pto:11:13
                     TileT150 t150(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 128, 128));  // flash_attn.pto:11:13
                     TASSIGN(t150, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
                     GmView2 qGm2(q + _qb3 * 64 * D + _k149 * 128, GmView2::Shape(t150.GetValidRow(), t150.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
                     TLOAD(t150, qGm2);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TileT151 t151(min_i64(S - _qb3 * 64, 64), min_i64(D - _k149 * 128, 128));  // flash_attn.pto:11:13
                     TASSIGN(t151, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t151, t150);  // flash_attn.pto:11:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT152 t152(min_i64(D - _k149 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g143 * 64, 64));  // flash_attn.pto:11:13
                     TASSIGN(t152, 0);  // flash_attn.pto:11:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                     GmView3 kj_lastGm3(kj_last + _g143 * 64 * D + _k149 * 128, GmView3::Shape(t152.GetValidRow(), t152.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                     TLOAD(t152, kj_lastGm3);  // flash_attn.pto:11:13
@@ -746,13 +746,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t153, t152);  // flash_attn.pto:11:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                     TMATMUL_ACC(t144, t144, t151, t153);  // flash_attn.pto:11:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
@@ -791,28 +791,28 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag_dev(2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g207 = 0; _g207 < (D + 63) / 64; ++_g207) {  // flash_attn.pto:22:36
                 TileT208 t208(min_i64(S - _qb3 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t208, 0);  // flash_attn.pto:22:36
                 TileT209 t209(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t209, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
                 GmView27 t15_lastGm27(t15_last + _qb3 * 64 * 64, GmView27::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:36
                 TLOAD(t209, t15_lastGm27);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT210 t210(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
                 TASSIGN(t210, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t210, t209);  // flash_attn.pto:22:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT211 t211(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t211, 0);  // flash_attn.pto:22:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView28 vj_lastGm28(vj_last + _g207 * 64, GmView28::Shape(t211.GetValidRow(), t211.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:22:36
                 TLOAD(t211, vj_lastGm28);  // flash_attn.pto:22:36
@@ -821,14 +821,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t212, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t212, t211);  // flash_attn.pto:22:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t208, t210, t212);  // flash_attn.pto:22:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k213 = 1; _k213 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k213) {  // flash_attn.pto:22:36
                     TileT214 t214(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t214, 0);  // flash_attn.pto:22:36
@@ -840,10 +840,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t215, 0);  // flash_attn.pto:22:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t215, t214);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k213 * 64, 64), min_i64(D - _g207 * 64, 64));  // flash_attn.pto:22:36
                     TASSIGN(t216, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                     GmView30 vj_lastGm30(vj_last + _k213 * 64 * D + _g207 * 64, GmView30::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:22:36
                     TLOAD(t216, vj_lastGm30);  // flash_attn.pto:22:36
@@ -857,18 +857,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     TMATMUL_ACC(t208, t208, t215, t217);  // flash_attn.pto:22:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView31 t14_lastGm31(t14_last + _qb3 * 64 * D + _g207 * 64, GmView31::Shape(t208.GetValidRow(), t208.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:22:36
                 TSTORE(t14_lastGm31, t208);  // flash_attn.pto:22:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:22:22
             }
         }
@@ -1108,7 +1108,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     }
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT185Aiv0 t185_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:21:20
             TASSIGN(t185_aiv0, 0);  // flash_attn.pto:21:20
@@ -1157,7 +1157,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k190 = 0; _k190 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k190) {  // flash_attn.pto:21:32
                 TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k190 * 64, 64));  // flash_attn.pto:21:32
@@ -1324,7 +1324,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t228_aiv0, 108544);  // flash_attn.pto:25:25
             TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:25:25
             TASSIGN(t228_aiv1, 124928);  // flash_attn.pto:25:25
-            wait_flag_dev(3);
+            wait_flag_dev(2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22

@@ -108,16 +108,16 @@ extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g5 = floor_div(block_index * ceil_div((J + 63) / 64 * M, block_count), max_i64(M, 1)); _g5 < ceil_div(block_index * ceil_div((J + 63) / 64 * M, block_count) + min_i64(ceil_div((J + 63) / 64 * M, block_count), (J + 63) / 64 * M - block_index * ceil_div((J + 63) / 64 * M, block_count)), max_i64(M, 1)); ++_g5) {  // gather_last.pto:5:19
             pipe_barrier(PIPE_V);
             TileT6 t6(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
             TASSIGN(t6, 0);  // gather_last.pto:5:19
             TileT7 t7(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
             TASSIGN(t7, 512);  // gather_last.pto:5:19
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView6 = GlobalTensor<int64_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:5:19
             GmView6 colsGm6(cols + _g5 * 64, GmView6::Shape(t6.GetValidCol()));  // gather_last.pto:5:19
             TLOAD(t6, colsGm6);  // gather_last.pto:5:19
@@ -144,10 +144,10 @@ extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

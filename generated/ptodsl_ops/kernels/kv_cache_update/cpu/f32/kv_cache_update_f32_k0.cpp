@@ -91,13 +91,13 @@ extern "C" __global__ AICORE void kv_cache_update_f32_k0(__gm__ float* k, __gm__
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g5_f_db = 0; _g5_f_db < (max_i64(min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)), 0) * 2 + 1) / 2; ++_g5_f_db) {  // kv_cache_update.pto:8:5
             pipe_barrier(PIPE_V);
             TileT6B0 t6_b0(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g5_f_db) * 8, 8));  // kv_cache_update.pto:8:5
             TASSIGN(t6_b0, 0);  // kv_cache_update.pto:8:5
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView6 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:8:5
             GmView6 vGm6(v + (block_index * ceil_div((N + 7) / 8, block_count) + _g5_f_db) * 8 * 128 + _g5_f_db * 2 % 2 * 64, GmView6::Shape(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + _g5_f_db) * 8, 8)));  // kv_cache_update.pto:8:5
             TLOAD(t6_b0, vGm6);  // kv_cache_update.pto:8:5
@@ -111,9 +111,9 @@ extern "C" __global__ AICORE void kv_cache_update_f32_k0(__gm__ float* k, __gm__
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:8:5
             GmView8 v_cacheTable8(v_cache + _g5_f_db * 2 % 2 * 64, GmView8::Shape(S));  // kv_cache_update.pto:8:5
             MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(v_cacheTable8, t6_b0, t7_b0);  // kv_cache_update.pto:8:5
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g5_f_dr = 0; _g5_f_dr < min_i64(max_i64(min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)), 0) * 2 - (_g5_f_db * 2 + 1), 1); ++_g5_f_dr) {  // kv_cache_update.pto:8:5
                 TileT6B1 t6_b1(min_i64(N - (block_index * ceil_div((N + 7) / 8, block_count) + (_g5_f_db * 2 + 1 + _g5_f_dr) / 2) * 8, 8));  // kv_cache_update.pto:8:5
                 TASSIGN(t6_b1, 2080);  // kv_cache_update.pto:8:5
@@ -131,9 +131,9 @@ extern "C" __global__ AICORE void kv_cache_update_f32_k0(__gm__ float* k, __gm__
                 GmView11 v_cacheTable11(v_cache + (_g5_f_db * 2 + 1 + _g5_f_dr) % 2 * 64, GmView11::Shape(S));  // kv_cache_update.pto:8:5
                 MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(v_cacheTable11, t6_b1, t7_b1);  // kv_cache_update.pto:8:5
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -76,14 +76,14 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t r_fit = block_index * ceil_div(R, block_count); r_fit < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r_fit) {  // layernorm.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ bfloat16_t* v0_fit = x + r_fit * H;  // layernorm.pto:4:19
         TileT0 t0(H);  // layernorm.pto:4:14
         TASSIGN(t0, 0);  // layernorm.pto:4:14
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
         GmView2 v0_fitGm2(v0_fit, GmView2::Shape(t0.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
         TLOAD(t0, v0_fitGm2);  // layernorm.pto:4:14
@@ -149,7 +149,7 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __
         pipe_barrier(PIPE_V);
         TCVT(t34, t32, RoundMode::CAST_RINT);  // layernorm.pto:7:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
         GmView3 yGm3(y + r_fit * H, GmView3::Shape(t34.GetValidCol()), GmView3::Stride(H));  // layernorm.pto:7:19
@@ -157,5 +157,5 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

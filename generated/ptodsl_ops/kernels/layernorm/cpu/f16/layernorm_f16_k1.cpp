@@ -229,7 +229,7 @@ extern "C" __global__ AICORE void layernorm_f16_k1(__gm__ half* x, __gm__ half* 
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TMULS(t51, t51, static_cast<float>(1.0 / H));  // layernorm.pto:6:15
         TileT56 t56;  // layernorm.pto:7:34
         TASSIGN(t56, 64);  // layernorm.pto:7:34
@@ -242,7 +242,7 @@ extern "C" __global__ AICORE void layernorm_f16_k1(__gm__ half* x, __gm__ half* 
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);

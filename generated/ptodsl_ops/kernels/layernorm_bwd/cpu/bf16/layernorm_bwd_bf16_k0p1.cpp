@@ -154,10 +154,10 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // layernorm_bwd.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ float* acc_g_part = acc_g_parts + r_part * H;  // layernorm_bwd.pto:16:20
@@ -167,17 +167,17 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             TileT14 t14;  // layernorm_bwd.pto:11:18
             TASSIGN(t14, 0);  // layernorm_bwd.pto:11:18
             TEXPANDS(t14, 0.0f);  // layernorm_bwd.pto:11:18
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g8_db = 0; _g8_db < ((H + 1023) / 1024 + 1) / 2; ++_g8_db) {  // layernorm_bwd.pto:9:14
                 pipe_barrier(PIPE_V);
                 TileT9B0 t9_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
                 TASSIGN(t9_b0, 32);  // layernorm_bwd.pto:9:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
                 GmView2 v0Gm2(v0 + _g8_db * 2 * 1024, GmView2::Shape(t9_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
                 TLOAD(t9_b0, v0Gm2);  // layernorm_bwd.pto:9:14
@@ -196,7 +196,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 TADD(t14, t14, t17_b0);  // layernorm_bwd.pto:11:18
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g8_dr = 0; _g8_dr < min_i64((H + 1023) / 1024 - (_g8_db * 2 + 1), 1); ++_g8_dr) {  // layernorm_bwd.pto:9:14
                     TileT9B1 t9_b1(min_i64(H - (_g8_db * 2 + 1 + _g8_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
                     TASSIGN(t9_b1, 6176);  // layernorm_bwd.pto:9:14
@@ -220,7 +220,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -230,18 +230,18 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TEXPANDS(t27, 0.0f);  // layernorm_bwd.pto:12:22
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g18_db = 0; _g18_db < ((H + 1023) / 1024 + 1) / 2; ++_g18_db) {  // layernorm_bwd.pto:11:13
                 pipe_barrier(PIPE_V);
                 TileT19B0 t19_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
                 TASSIGN(t19_b0, 64);  // layernorm_bwd.pto:11:13
                 TileT9Re1B0 t9_re1_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
                 TASSIGN(t9_re1_b0, 4160);  // layernorm_bwd.pto:9:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
                 GmView4 v0Gm4(v0 + _g18_db * 2 * 1024, GmView4::Shape(t9_re1_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:9:14
                 TLOAD(t9_re1_b0, v0Gm4);  // layernorm_bwd.pto:9:14
@@ -270,7 +270,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 TADD(t27, t27, t30_b0);  // layernorm_bwd.pto:12:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g18_dr = 0; _g18_dr < min_i64((H + 1023) / 1024 - (_g18_db * 2 + 1), 1); ++_g18_dr) {  // layernorm_bwd.pto:11:13
                     TileT19B1 t19_b1(min_i64(H - (_g18_db * 2 + 1 + _g18_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
                     TASSIGN(t19_b1, 8256);  // layernorm_bwd.pto:11:13
@@ -306,10 +306,10 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TMULS(t27, t27, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
             TileT32 t32;  // layernorm_bwd.pto:12:22
             TASSIGN(t32, 64);  // layernorm_bwd.pto:12:22
@@ -327,15 +327,15 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g35_db = 0; _g35_db < ((H + 1023) / 1024 + 1) / 2; ++_g35_db) {  // layernorm_bwd.pto:13:16
                 pipe_barrier(PIPE_V);
                 TileT36B0 t36_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
@@ -344,11 +344,11 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 TASSIGN(t19_re3_b0, 4192);  // layernorm_bwd.pto:11:13
                 TileT9Re1Re3B0 t9_re1_re3_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
                 TASSIGN(t9_re1_re3_b0, 8288);  // layernorm_bwd.pto:9:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
                 GmView6 v0Gm6(v0 + _g35_db * 2 * 1024, GmView6::Shape(t9_re1_re3_b0.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:9:14
                 TLOAD(t9_re1_re3_b0, v0Gm6);  // layernorm_bwd.pto:9:14
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 TCVT(t19_re3_b0, t9_re1_re3_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
@@ -367,15 +367,15 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 TileTmp2 tmp11;  // layernorm_bwd.pto:13:16
                 TASSIGN(tmp11, 32832);  // layernorm_bwd.pto:13:16
                 TROWEXPANDMUL(t39_b0, t36_b0, view10, tmp11);  // layernorm_bwd.pto:13:16
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                 using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
                 GmView7 xhatGm7(xhat + _g35_db * 2 * 1024, GmView7::Shape(t39_b0.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:13:16
                 TSTORE(xhatGm7, t39_b0);  // layernorm_bwd.pto:13:16
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 TileT41B0 t41_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
                 TASSIGN(t41_b0, 96);  // layernorm_bwd.pto:14:18
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -403,12 +403,12 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 TCVT(t44_b0, t12_re2_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 TileT47B0 t47_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
                 TASSIGN(t47_b0, 10336);  // layernorm_bwd.pto:14:14
                 pipe_barrier(PIPE_V);
                 TCOLEXPANDMUL(t47_b0, t44_b0, t42_b0);  // layernorm_bwd.pto:14:14
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 TileT51B0 t51_b0;  // layernorm_bwd.pto:15:38
                 TASSIGN(t51_b0, 96);  // layernorm_bwd.pto:15:38
                 pipe_barrier(PIPE_V);
@@ -417,9 +417,9 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 TROWSUM(t51_b0, t47_b0, tmp12);  // layernorm_bwd.pto:15:38
                 pipe_barrier(PIPE_V);
                 TADD(t48, t48, t51_b0);  // layernorm_bwd.pto:15:38
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g35_dr = 0; _g35_dr < min_i64((H + 1023) / 1024 - (_g35_db * 2 + 1), 1); ++_g35_dr) {  // layernorm_bwd.pto:13:16
@@ -450,8 +450,8 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     TASSIGN(tmp16, 32832);  // layernorm_bwd.pto:13:16
                     TROWEXPANDMUL(t39_b1, t36_b1, view15, tmp16);  // layernorm_bwd.pto:13:16
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                     using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
                     GmView11 xhatGm11(xhat + (_g35_db * 2 + 1 + _g35_dr) * 1024, GmView11::Shape(t39_b1.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:13:16
                     TSTORE(xhatGm11, t39_b1);  // layernorm_bwd.pto:13:16
@@ -495,24 +495,24 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     pipe_barrier(PIPE_V);
                     TADD(t48, t48, t51_b1);  // layernorm_bwd.pto:15:38
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TMULS(t48, t48, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
             TileT61 t61;  // layernorm_bwd.pto:15:78
@@ -520,42 +520,42 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             pipe_barrier(PIPE_V);
             TEXPANDS(t61, 0.0f);  // layernorm_bwd.pto:15:78
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g52_db = 0; _g52_db < ((H + 1023) / 1024 + 1) / 2; ++_g52_db) {  // layernorm_bwd.pto:15:33
                 pipe_barrier(PIPE_V);
                 TileT53B0 t53_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
                 TASSIGN(t53_b0, 96);  // layernorm_bwd.pto:15:33
                 TileT41Re4B0 t41_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
                 TASSIGN(t41_re4_b0, 4192);  // layernorm_bwd.pto:14:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
                 GmView14 gammaGm14(gamma + _g52_db * 2 * 1024, GmView14::Shape(t41_re4_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
                 TLOAD(t41_re4_b0, gammaGm14);  // layernorm_bwd.pto:14:18
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 TileT42Re4B0 t42_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
                 TASSIGN(t42_re4_b0, 6240);  // layernorm_bwd.pto:14:18
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 TCVT(t42_re4_b0, t41_re4_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 TileT44Re4B0 t44_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
                 TASSIGN(t44_re4_b0, 10336);  // layernorm_bwd.pto:14:14
                 TileT12Re2Re4B0 t12_re2_re4_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
                 TASSIGN(t12_re2_re4_b0, 4192);  // layernorm_bwd.pto:10:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
                 GmView15 v1Gm15(v1 + _g52_db * 2 * 1024, GmView15::Shape(t12_re2_re4_b0.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:10:13
                 TLOAD(t12_re2_re4_b0, v1Gm15);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 TCVT(t44_re4_b0, t12_re2_re4_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
                 pipe_barrier(PIPE_V);
                 TCOLEXPANDMUL(t53_b0, t44_re4_b0, t42_re4_b0);  // layernorm_bwd.pto:14:14
@@ -567,28 +567,28 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 TileTmp2 tmp19;  // layernorm_bwd.pto:15:33
                 TASSIGN(tmp19, 32832);  // layernorm_bwd.pto:15:33
                 TROWEXPANDSUB(t56_b0, t53_b0, view18, tmp19);  // layernorm_bwd.pto:15:33
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
                 GmView16 t10Gm16(t10 + _g52_db * 2 * 1024, GmView16::Shape(t56_b0.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:15:33
                 TSTORE(t10Gm16, t56_b0);  // layernorm_bwd.pto:15:33
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 TileT59B0 t59_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
                 TASSIGN(t59_b0, 4192);  // layernorm_bwd.pto:15:83
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
                 GmView17 xhatGm17(xhat + _g52_db * 2 * 1024, GmView17::Shape(t59_b0.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:15:83
                 TLOAD(t59_b0, xhatGm17);  // layernorm_bwd.pto:15:83
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT60B0 t60_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
                 TASSIGN(t60_b0, 8288);  // layernorm_bwd.pto:15:83
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                 TMUL(t60_b0, t53_b0, t59_b0);  // layernorm_bwd.pto:15:83
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 TileT64B0 t64_b0;  // layernorm_bwd.pto:15:78
                 TASSIGN(t64_b0, 96);  // layernorm_bwd.pto:15:78
                 pipe_barrier(PIPE_V);
@@ -608,22 +608,22 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
                     GmView18 gammaGm18(gamma + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView18::Shape(t41_re4_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
                     TLOAD(t41_re4_b1, gammaGm18);  // layernorm_bwd.pto:14:18
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                     TileT42Re4B1 t42_re4_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
                     TASSIGN(t42_re4_b1, 20576);  // layernorm_bwd.pto:14:18
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                     TCVT(t42_re4_b1, t41_re4_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     TileT44Re4B1 t44_re4_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
                     TASSIGN(t44_re4_b1, 24672);  // layernorm_bwd.pto:14:14
                     TileT12Re2Re4B1 t12_re2_re4_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
                     TASSIGN(t12_re2_re4_b1, 18528);  // layernorm_bwd.pto:10:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
                     GmView19 v1Gm19(v1 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView19::Shape(t12_re2_re4_b1.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:10:13
                     TLOAD(t12_re2_re4_b1, v1Gm19);  // layernorm_bwd.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                     TCVT(t44_re4_b1, t12_re2_re4_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
                     pipe_barrier(PIPE_V);
                     TCOLEXPANDMUL(t53_b1, t44_re4_b1, t42_re4_b1);  // layernorm_bwd.pto:14:14
@@ -635,25 +635,25 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     TileTmp2 tmp22;  // layernorm_bwd.pto:15:33
                     TASSIGN(tmp22, 32832);  // layernorm_bwd.pto:15:33
                     TROWEXPANDSUB(t56_b1, t53_b1, view21, tmp22);  // layernorm_bwd.pto:15:33
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
                     GmView20 t10Gm20(t10 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView20::Shape(t56_b1.GetValidCol()), GmView20::Stride(H));  // layernorm_bwd.pto:15:33
                     TSTORE(t10Gm20, t56_b1);  // layernorm_bwd.pto:15:33
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     TileT59B1 t59_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
                     TASSIGN(t59_b1, 18528);  // layernorm_bwd.pto:15:83
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
                     GmView21 xhatGm21(xhat + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView21::Shape(t59_b1.GetValidCol()), GmView21::Stride(H));  // layernorm_bwd.pto:15:83
                     TLOAD(t59_b1, xhatGm21);  // layernorm_bwd.pto:15:83
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                     TileT60B1 t60_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
                     TASSIGN(t60_b1, 22624);  // layernorm_bwd.pto:15:83
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                     TMUL(t60_b1, t53_b1, t59_b1);  // layernorm_bwd.pto:15:83
                     TileT64B1 t64_b1;  // layernorm_bwd.pto:15:78
                     TASSIGN(t64_b1, 14432);  // layernorm_bwd.pto:15:78
@@ -670,31 +670,31 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TMULS(t61, t61, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g65_db = 0; _g65_db < ((H + 1023) / 1024 + 1) / 2; ++_g65_db) {  // layernorm_bwd.pto:15:71
                 pipe_barrier(PIPE_V);
                 TileT66B0 t66_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
                 TASSIGN(t66_b0, 64);  // layernorm_bwd.pto:15:71
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView22 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
                 GmView22 xhatGm22(xhat + _g65_db * 2 * 1024, GmView22::Shape(t66_b0.GetValidCol()), GmView22::Stride(H));  // layernorm_bwd.pto:15:71
                 TLOAD(t66_b0, xhatGm22);  // layernorm_bwd.pto:15:71
@@ -709,7 +709,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 TROWEXPANDMUL(t69_b0, t66_b0, view24, tmp25);  // layernorm_bwd.pto:15:71
                 TileT71B0 t71_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
                 TASSIGN(t71_b0, 8256);  // layernorm_bwd.pto:15:33
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
                 GmView23 t10Gm23(t10 + _g65_db * 2 * 1024, GmView23::Shape(t71_b0.GetValidCol()), GmView23::Stride(H));  // layernorm_bwd.pto:15:33
                 TLOAD(t71_b0, t10Gm23);  // layernorm_bwd.pto:15:33
@@ -717,7 +717,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT73B0 t73_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
                 TASSIGN(t73_b0, 12352);  // layernorm_bwd.pto:15:33
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TSUB(t73_b0, t71_b0, t69_b0);  // layernorm_bwd.pto:15:33
@@ -740,12 +740,12 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
                 GmView24 dxGm24(dx + r * H + _g65_db * 2 * 1024, GmView24::Shape(t81_b0.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:15:20
                 TSTORE(dxGm24, t81_b0);  // layernorm_bwd.pto:15:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT83B0 t83_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
                 TASSIGN(t83_b0, 4160);  // layernorm_bwd.pto:16:28
                 TileT12Re5B0 t12_re5_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
                 TASSIGN(t12_re5_b0, 8256);  // layernorm_bwd.pto:10:13
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
                 GmView25 v1Gm25(v1 + _g65_db * 2 * 1024, GmView25::Shape(t12_re5_b0.GetValidCol()), GmView25::Stride(H));  // layernorm_bwd.pto:10:13
@@ -761,7 +761,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT87B0 t87_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
                 TASSIGN(t87_b0, 64);  // layernorm_bwd.pto:16:20
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                 GmView26 acc_g_partGm26(acc_g_part + _g65_db * 2 * 1024, GmView26::Shape(t87_b0.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:16:20
@@ -780,7 +780,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 using GmView27 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                 GmView27 acc_g_partsGm27(acc_g_parts + r_part * H + _g65_db * 2 * 1024, GmView27::Shape(t89_b0.GetValidCol()), GmView27::Stride(H));  // layernorm_bwd.pto:16:20
                 TSTORE(acc_g_partsGm27, t89_b0);  // layernorm_bwd.pto:16:20
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 TileT91B0 t91_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
                 TASSIGN(t91_b0, 64);  // layernorm_bwd.pto:17:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -795,17 +795,17 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TADD(t93_b0, t91_b0, t83_b0);  // layernorm_bwd.pto:17:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 using GmView29 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                 GmView29 acc_b_partsGm29(acc_b_parts + r_part * H + _g65_db * 2 * 1024, GmView29::Shape(t93_b0.GetValidCol()), GmView29::Stride(H));  // layernorm_bwd.pto:17:20
                 TSTORE(acc_b_partsGm29, t93_b0);  // layernorm_bwd.pto:17:20
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g65_dr = 0; _g65_dr < min_i64((H + 1023) / 1024 - (_g65_db * 2 + 1), 1); ++_g65_dr) {  // layernorm_bwd.pto:15:71
                     TileT66B1 t66_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
                     TASSIGN(t66_b1, 16448);  // layernorm_bwd.pto:15:71
@@ -852,12 +852,12 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
                     GmView32 dxGm32(dx + r * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView32::Shape(t81_b1.GetValidCol()), GmView32::Stride(H));  // layernorm_bwd.pto:15:20
                     TSTORE(dxGm32, t81_b1);  // layernorm_bwd.pto:15:20
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     TileT83B1 t83_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
                     TASSIGN(t83_b1, 20544);  // layernorm_bwd.pto:16:28
                     TileT12Re5B1 t12_re5_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
                     TASSIGN(t12_re5_b1, 24640);  // layernorm_bwd.pto:10:13
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
                     GmView33 v1Gm33(v1 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView33::Shape(t12_re5_b1.GetValidCol()), GmView33::Stride(H));  // layernorm_bwd.pto:10:13
@@ -911,29 +911,29 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, _
                     GmView37 acc_b_partsGm37(acc_b_parts + r_part * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView37::Shape(t93_b1.GetValidCol()), GmView37::Stride(H));  // layernorm_bwd.pto:17:20
                     TSTORE(acc_b_partsGm37, t93_b1);  // layernorm_bwd.pto:17:20
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -146,10 +146,10 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // layernorm_bwd.pto:8:5
             pipe_barrier(PIPE_V);
             __gm__ float* acc_g_part = acc_g_parts + r_part * H;  // layernorm_bwd.pto:16:20
@@ -159,18 +159,18 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
             TileT14 t14;  // layernorm_bwd.pto:11:18
             TASSIGN(t14, 0);  // layernorm_bwd.pto:11:18
             TEXPANDS(t14, 0.0f);  // layernorm_bwd.pto:11:18
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g8_db = 0; _g8_db < ((H + 1023) / 1024 + 1) / 2; ++_g8_db) {  // layernorm_bwd.pto:9:14
                 pipe_barrier(PIPE_V);
                 TileT9B0 t9_b0(min_i64(H - _g8_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
                 TASSIGN(t9_b0, 32);  // layernorm_bwd.pto:9:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
                 GmView2 v0Gm2(v0 + _g8_db * 2 * 1024, GmView2::Shape(t9_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
                 TLOAD(t9_b0, v0Gm2);  // layernorm_bwd.pto:9:14
@@ -182,7 +182,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TASSIGN(tmp0, 49280);  // layernorm_bwd.pto:11:18
                 TROWSUM(t17_b0, t9_b0, tmp0);  // layernorm_bwd.pto:11:18
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 TADD(t14, t14, t17_b0);  // layernorm_bwd.pto:11:18
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
@@ -205,7 +205,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -218,12 +218,12 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g18_db = 0; _g18_db < ((H + 1023) / 1024 + 1) / 2; ++_g18_db) {  // layernorm_bwd.pto:11:13
                 pipe_barrier(PIPE_V);
                 TileT19B0 t19_b0(min_i64(H - _g18_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
                 TASSIGN(t19_b0, 64);  // layernorm_bwd.pto:11:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
                 GmView4 v0Gm4(v0 + _g18_db * 2 * 1024, GmView4::Shape(t19_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:9:14
                 TLOAD(t19_b0, v0Gm4);  // layernorm_bwd.pto:9:14
@@ -247,7 +247,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TASSIGN(tmp4, 49280);  // layernorm_bwd.pto:12:22
                 TROWSUM(t30_b0, t26_b0, tmp4);  // layernorm_bwd.pto:12:22
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 TADD(t27, t27, t30_b0);  // layernorm_bwd.pto:12:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
@@ -282,9 +282,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TMULS(t27, t27, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
             TileT32 t32;  // layernorm_bwd.pto:12:22
             TASSIGN(t32, 64);  // layernorm_bwd.pto:12:22
@@ -299,14 +299,14 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
             pipe_barrier(PIPE_V);
             TEXPANDS(t48, 0.0f);  // layernorm_bwd.pto:15:38
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g35_db = 0; _g35_db < ((H + 1023) / 1024 + 1) / 2; ++_g35_db) {  // layernorm_bwd.pto:13:16
                 pipe_barrier(PIPE_V);
                 TileT41B0 t41_b0(min_i64(H - _g35_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
                 TASSIGN(t41_b0, 96);  // layernorm_bwd.pto:14:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
                 GmView6 gammaGm6(gamma + _g35_db * 2 * 1024, GmView6::Shape(t41_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
                 TLOAD(t41_b0, gammaGm6);  // layernorm_bwd.pto:14:18
@@ -330,7 +330,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TADD(t48, t48, t51_b0);  // layernorm_bwd.pto:15:38
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g35_dr = 0; _g35_dr < min_i64((H + 1023) / 1024 - (_g35_db * 2 + 1), 1); ++_g35_dr) {  // layernorm_bwd.pto:13:16
                     TileT41B1 t41_b1(min_i64(H - (_g35_db * 2 + 1 + _g35_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
                     TASSIGN(t41_b1, 12384);  // layernorm_bwd.pto:14:18
@@ -359,7 +359,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -373,16 +373,16 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
             TEXPANDS(t61, 0.0f);  // layernorm_bwd.pto:15:78
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g52_db = 0; _g52_db < ((H + 1023) / 1024 + 1) / 2; ++_g52_db) {  // layernorm_bwd.pto:15:33
                 pipe_barrier(PIPE_V);
                 TileT53B0 t53_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
                 TASSIGN(t53_b0, 128);  // layernorm_bwd.pto:15:33
                 TileT41Re5B0 t41_re5_b0(min_i64(H - _g52_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
                 TASSIGN(t41_re5_b0, 4224);  // layernorm_bwd.pto:14:18
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
                 GmView10 gammaGm10(gamma + _g52_db * 2 * 1024, GmView10::Shape(t41_re5_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
                 TLOAD(t41_re5_b0, gammaGm10);  // layernorm_bwd.pto:14:18
@@ -422,7 +422,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TASSIGN(t60_b0, 8320);  // layernorm_bwd.pto:15:83
                 pipe_barrier(PIPE_V);
                 TMUL(t60_b0, t53_b0, t59_b0);  // layernorm_bwd.pto:15:83
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 TileT64B0 t64_b0;  // layernorm_bwd.pto:15:78
                 TASSIGN(t64_b0, 128);  // layernorm_bwd.pto:15:78
                 pipe_barrier(PIPE_V);
@@ -432,7 +432,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TADD(t61, t61, t64_b0);  // layernorm_bwd.pto:15:78
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 pipe_barrier(PIPE_V);
                 for (int64_t _g52_dr = 0; _g52_dr < min_i64((H + 1023) / 1024 - (_g52_db * 2 + 1), 1); ++_g52_dr) {  // layernorm_bwd.pto:15:33
                     TileT53B1 t53_b1(min_i64(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
@@ -486,29 +486,29 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     pipe_barrier(PIPE_V);
                     TADD(t61, t61, t64_b1);  // layernorm_bwd.pto:15:78
                 }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             TMULS(t61, t61, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g65_db = 0; _g65_db < ((H + 1023) / 1024 + 1) / 2; ++_g65_db) {  // layernorm_bwd.pto:15:71
                 pipe_barrier(PIPE_V);
                 TileT66B0 t66_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
@@ -517,20 +517,20 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 TASSIGN(t36_re7_b0, 4224);  // layernorm_bwd.pto:13:16
                 TileT19Re3Re7B0 t19_re3_re7_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
                 TASSIGN(t19_re3_re7_b0, 8320);  // layernorm_bwd.pto:11:13
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
                 GmView16 v0Gm16(v0 + _g65_db * 2 * 1024, GmView16::Shape(t19_re3_re7_b0.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:9:14
                 TLOAD(t19_re3_re7_b0, v0Gm16);  // layernorm_bwd.pto:9:14
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 TileView1 view20;  // layernorm_bwd.pto:11:13
                 TASSIGN(view20, 0);  // layernorm_bwd.pto:11:13
                 TileTmp2 tmp21;  // layernorm_bwd.pto:11:13
                 TASSIGN(tmp21, 49280);  // layernorm_bwd.pto:11:13
                 TROWEXPANDSUB(t36_re7_b0, t19_re3_re7_b0, view20, tmp21);  // layernorm_bwd.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 TileView1 view22;  // layernorm_bwd.pto:13:16
                 TASSIGN(view22, 32);  // layernorm_bwd.pto:13:16
@@ -560,8 +560,8 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
                 GmView18 v1Gm18(v1 + _g65_db * 2 * 1024, GmView18::Shape(t44_re5_re8_b0.GetValidCol()), GmView18::Stride(H));  // layernorm_bwd.pto:10:13
                 TLOAD(t44_re5_re8_b0, v1Gm18);  // layernorm_bwd.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 TCOLEXPANDMUL(t53_re8_b0, t44_re5_re8_b0, t41_re5_re8_b0);  // layernorm_bwd.pto:14:14
                 pipe_barrier(PIPE_V);
                 TileView1 view26;  // layernorm_bwd.pto:15:33
@@ -601,21 +601,21 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 GmView20 acc_g_partGm20(acc_g_part + _g65_db * 2 * 1024, GmView20::Shape(t87_b0.GetValidCol()), GmView20::Stride(H));  // layernorm_bwd.pto:16:20
                 TLOAD(t87_b0, acc_g_partGm20);  // layernorm_bwd.pto:16:20
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 TileT89B0 t89_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
                 TASSIGN(t89_b0, 8320);  // layernorm_bwd.pto:16:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 TADD(t89_b0, t87_b0, t85_b0);  // layernorm_bwd.pto:16:20
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
                 GmView21 acc_g_partsGm21(acc_g_parts + r_part * H + _g65_db * 2 * 1024, GmView21::Shape(t89_b0.GetValidCol()), GmView21::Stride(H));  // layernorm_bwd.pto:16:20
                 TSTORE(acc_g_partsGm21, t89_b0);  // layernorm_bwd.pto:16:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 TileT91B0 t91_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
                 TASSIGN(t91_b0, 128);  // layernorm_bwd.pto:17:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -623,12 +623,12 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 GmView22 acc_b_partGm22(acc_b_part + _g65_db * 2 * 1024, GmView22::Shape(t91_b0.GetValidCol()), GmView22::Stride(H));  // layernorm_bwd.pto:17:20
                 TLOAD(t91_b0, acc_b_partGm22);  // layernorm_bwd.pto:17:20
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT93B0 t93_b0(min_i64(H - _g65_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
                 TASSIGN(t93_b0, 4224);  // layernorm_bwd.pto:17:20
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 TADD(t93_b0, t91_b0, t44_re5_re8_b0);  // layernorm_bwd.pto:17:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -637,11 +637,11 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
                 GmView23 acc_b_partsGm23(acc_b_parts + r_part * H + _g65_db * 2 * 1024, GmView23::Shape(t93_b0.GetValidCol()), GmView23::Stride(H));  // layernorm_bwd.pto:17:20
                 TSTORE(acc_b_partsGm23, t93_b0);  // layernorm_bwd.pto:17:20
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g65_dr = 0; _g65_dr < min_i64((H + 1023) / 1024 - (_g65_db * 2 + 1), 1); ++_g65_dr) {  // layernorm_bwd.pto:15:71
                     TileT66B1 t66_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
@@ -653,8 +653,8 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
                     GmView24 v0Gm24(v0 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView24::Shape(t19_re3_re7_b1.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:9:14
                     TLOAD(t19_re3_re7_b1, v0Gm24);  // layernorm_bwd.pto:9:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileView1 view29;  // layernorm_bwd.pto:11:13
                     TASSIGN(view29, 0);  // layernorm_bwd.pto:11:13
                     TileTmp2 tmp30;  // layernorm_bwd.pto:11:13
@@ -688,8 +688,8 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
                     GmView26 v1Gm26(v1 + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView26::Shape(t44_re5_re8_b1.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:10:13
                     TLOAD(t44_re5_re8_b1, v1Gm26);  // layernorm_bwd.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TCOLEXPANDMUL(t53_re8_b1, t44_re5_re8_b1, t41_re5_re8_b1);  // layernorm_bwd.pto:14:14
                     pipe_barrier(PIPE_V);
                     TileView1 view35;  // layernorm_bwd.pto:15:33
@@ -728,11 +728,11 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     GmView28 acc_g_partGm28(acc_g_part + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView28::Shape(t87_b1.GetValidCol()), GmView28::Stride(H));  // layernorm_bwd.pto:16:20
                     TLOAD(t87_b1, acc_g_partGm28);  // layernorm_bwd.pto:16:20
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileT89B1 t89_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
                     TASSIGN(t89_b1, 32896);  // layernorm_bwd.pto:16:20
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TADD(t89_b1, t87_b1, t85_b1);  // layernorm_bwd.pto:16:20
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -748,11 +748,11 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     GmView30 acc_b_partGm30(acc_b_part + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView30::Shape(t91_b1.GetValidCol()), GmView30::Stride(H));  // layernorm_bwd.pto:17:20
                     TLOAD(t91_b1, acc_b_partGm30);  // layernorm_bwd.pto:17:20
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileT93B1 t93_b1(min_i64(H - (_g65_db * 2 + 1 + _g65_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
                     TASSIGN(t93_b1, 28800);  // layernorm_bwd.pto:17:20
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TADD(t93_b1, t91_b1, t44_re5_re8_b1);  // layernorm_bwd.pto:17:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -761,29 +761,29 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p1(__gm__ float* acc_g, __
                     GmView31 acc_b_partsGm31(acc_b_parts + r_part * H + (_g65_db * 2 + 1 + _g65_dr) * 1024, GmView31::Shape(t93_b1.GetValidCol()), GmView31::Stride(H));  // layernorm_bwd.pto:17:20
                     TSTORE(acc_b_partsGm31, t93_b1);  // layernorm_bwd.pto:17:20
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

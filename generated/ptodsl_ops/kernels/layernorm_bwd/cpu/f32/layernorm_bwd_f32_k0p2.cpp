@@ -132,13 +132,13 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p2(__gm__ float* acc_g, __
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k105_db = 0; _k105_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k105_db) {  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
                 TileT106B0 t106_b0(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
                 TASSIGN(t106_b0, 4096);  // layernorm_bwd.pto:8:5
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
                 GmView4 acc_b_partsGm4(acc_b_parts + _k105_db * 2 * H + _g94 * 1024, GmView4::Shape(t106_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:8:5
                 TLOAD(t106_b0, acc_b_partsGm4);  // layernorm_bwd.pto:8:5
@@ -148,9 +148,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p2(__gm__ float* acc_g, __
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCOLSUM(t107_b0, t106_b0);  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 TADD(t104, t104, t107_b0);  // layernorm_bwd.pto:8:5
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 for (int64_t _k105_dr = 0; _k105_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k105_db * 2 + 1), 1); ++_k105_dr) {  // layernorm_bwd.pto:8:5
                     TileT106B1 t106_b1(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
@@ -166,15 +166,15 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0p2(__gm__ float* acc_g, __
                     pipe_barrier(PIPE_V);
                     TADD(t104, t104, t107_b1);  // layernorm_bwd.pto:8:5
                 }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT109 t109(min_i64(H - _g94 * 1024, 1024));  // layernorm_bwd.pto:8:5
             TASSIGN(t109, 4096);  // layernorm_bwd.pto:8:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
             GmView6 acc_bGm6(acc_b + _g94 * 1024, GmView6::Shape(t109.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:8:5
             TLOAD(t109, acc_bGm6);  // layernorm_bwd.pto:8:5

@@ -73,13 +73,13 @@ extern "C" __global__ AICORE void matmul_bf16_k0(__gm__ bfloat16_t* b, __gm__ bf
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul.pto:3:12
                 TileT2 t2(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul.pto:3:12
                 TASSIGN(t2, 0);  // matmul.pto:3:12
                 TileT3 t3(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul.pto:3:12
                 TASSIGN(t3, 0);  // matmul.pto:3:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                 GmView1 aGm1(a + _g0 * 256 * K, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(K));  // matmul.pto:3:12
                 TLOAD(t3, aGm1);  // matmul.pto:3:12
@@ -90,35 +90,35 @@ extern "C" __global__ AICORE void matmul_bf16_k0(__gm__ bfloat16_t* b, __gm__ bf
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t4, t3);  // matmul.pto:3:12
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t2, t4, t6);  // matmul.pto:3:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k7_db = 0; _k7_db < (max_i64((K + 63) / 64 - 1, 0) + 1) / 2; ++_k7_db) {  // matmul.pto:3:12
                     TileT8B0 t8_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 2) * 64, 64));  // matmul.pto:3:12
                     TASSIGN(t8_b0, 0);  // matmul.pto:3:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                     GmView2 aGm2(a + _g0 * 256 * K + (1 + _k7_db * 2) * 64, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(K));  // matmul.pto:3:12
                     TLOAD(t8_b0, aGm2);  // matmul.pto:3:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TileT9B0 t9_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 2) * 64, 64));  // matmul.pto:3:12
                     TASSIGN(t9_b0, 0);  // matmul.pto:3:12
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t9_b0, t8_b0);  // matmul.pto:3:12
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT10B0 t10_b0(min_i64(K - (1 + _k7_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul.pto:3:12
                     TASSIGN(t10_b0, 32768);  // matmul.pto:3:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                     GmView3 bGm3(b + (1 + _k7_db * 2) * 64 * N + _g1 * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(N));  // matmul.pto:3:12
                     TLOAD(t10_b0, bGm3);  // matmul.pto:3:12
@@ -128,12 +128,12 @@ extern "C" __global__ AICORE void matmul_bf16_k0(__gm__ bfloat16_t* b, __gm__ bf
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t11_b0, t10_b0);  // matmul.pto:3:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t2, t2, t9_b0, t11_b0);  // matmul.pto:3:12
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // matmul.pto:3:12
                         TileT8B1 t8_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64));  // matmul.pto:3:12
                         TASSIGN(t8_b1, 49152);  // matmul.pto:3:12
@@ -159,17 +159,17 @@ extern "C" __global__ AICORE void matmul_bf16_k0(__gm__ bfloat16_t* b, __gm__ bf
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t2, t2, t9_b1, t11_b1);  // matmul.pto:3:12
                     }
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                 GmView6 cGm6(c + _g0 * 256 * N + _g1 * 128, GmView6::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView6::Stride(N));  // matmul.pto:3:12
@@ -178,7 +178,7 @@ extern "C" __global__ AICORE void matmul_bf16_k0(__gm__ bfloat16_t* b, __gm__ bf
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

@@ -69,13 +69,13 @@ extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul.pto:3:12
                 TileT2 t2(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul.pto:3:12
                 TASSIGN(t2, 0);  // matmul.pto:3:12
                 TileT3 t3(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul.pto:3:12
                 TASSIGN(t3, 0);  // matmul.pto:3:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                 GmView1 aGm1(a + _g0 * 256 * K, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(K));  // matmul.pto:3:12
                 TLOAD(t3, aGm1);  // matmul.pto:3:12
@@ -86,32 +86,32 @@ extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t4, t3);  // matmul.pto:3:12
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t2, t4, t6);  // matmul.pto:3:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k7 = 1; _k7 < (K + 63) / 64; ++_k7) {  // matmul.pto:3:12
                     TileT8 t8(min_i64(M - _g0 * 256, 256), min_i64(K - _k7 * 64, 64));  // matmul.pto:3:12
                     TASSIGN(t8, 0);  // matmul.pto:3:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                     GmView2 aGm2(a + _g0 * 256 * K + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(K));  // matmul.pto:3:12
                     TLOAD(t8, aGm2);  // matmul.pto:3:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TileT9 t9(min_i64(M - _g0 * 256, 256), min_i64(K - _k7 * 64, 64));  // matmul.pto:3:12
                     TASSIGN(t9, 0);  // matmul.pto:3:12
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t9, t8);  // matmul.pto:3:12
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT10 t10(min_i64(K - _k7 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul.pto:3:12
                     TASSIGN(t10, 0);  // matmul.pto:3:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                     GmView3 bGm3(b + _k7 * 64 * N + _g1 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // matmul.pto:3:12
                     TLOAD(t10, bGm3);  // matmul.pto:3:12
@@ -121,16 +121,16 @@ extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t11, t10);  // matmul.pto:3:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t2, t2, t9, t11);  // matmul.pto:3:12
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                 GmView4 cGm4(c + _g0 * 256 * N + _g1 * 128, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView4::Stride(N));  // matmul.pto:3:12
@@ -139,7 +139,7 @@ extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

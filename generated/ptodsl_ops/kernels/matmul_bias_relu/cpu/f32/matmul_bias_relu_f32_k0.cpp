@@ -81,13 +81,13 @@ extern "C" __global__ AICORE void matmul_bias_relu_f32_k0(__gm__ float* bias, __
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul_bias_relu.pto:5:17
                 TileT2 t2(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
                 TASSIGN(t2, 0);  // matmul_bias_relu.pto:5:17
                 TileT5 t5(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:5:17
                 TASSIGN(t5, 0);  // matmul_bias_relu.pto:5:17
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
                 GmView2 aGm2(a + _g0 * 256 * K, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(K));  // matmul_bias_relu.pto:5:17
                 TLOAD(t5, aGm2);  // matmul_bias_relu.pto:5:17
@@ -98,32 +98,32 @@ extern "C" __global__ AICORE void matmul_bias_relu_f32_k0(__gm__ float* bias, __
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t6, t5);  // matmul_bias_relu.pto:5:17
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_BIAS(t2, t6, t8, t4);  // matmul_bias_relu.pto:5:17
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k9 = 1; _k9 < (K + 63) / 64; ++_k9) {  // matmul_bias_relu.pto:5:17
                     TileT10 t10(min_i64(M - _g0 * 256, 256), min_i64(K - _k9 * 64, 64));  // matmul_bias_relu.pto:5:17
                     TASSIGN(t10, 0);  // matmul_bias_relu.pto:5:17
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
                     GmView3 aGm3(a + _g0 * 256 * K + _k9 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(K));  // matmul_bias_relu.pto:5:17
                     TLOAD(t10, aGm3);  // matmul_bias_relu.pto:5:17
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TileT11 t11(min_i64(M - _g0 * 256, 256), min_i64(K - _k9 * 64, 64));  // matmul_bias_relu.pto:5:17
                     TASSIGN(t11, 0);  // matmul_bias_relu.pto:5:17
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t11, t10);  // matmul_bias_relu.pto:5:17
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT12 t12(min_i64(K - _k9 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
                     TASSIGN(t12, 0);  // matmul_bias_relu.pto:5:17
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
                     GmView4 bGm4(b + _k9 * 64 * N + _g1 * 128, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(N));  // matmul_bias_relu.pto:5:17
                     TLOAD(t12, bGm4);  // matmul_bias_relu.pto:5:17
@@ -133,16 +133,16 @@ extern "C" __global__ AICORE void matmul_bias_relu_f32_k0(__gm__ float* bias, __
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t13, t12);  // matmul_bias_relu.pto:5:17
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t2, t2, t11, t13);  // matmul_bias_relu.pto:5:17
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
                 GmView5 cGm5(c + _g0 * 256 * N + _g1 * 128, GmView5::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView5::Stride(N));  // matmul_bias_relu.pto:5:17
@@ -151,7 +151,7 @@ extern "C" __global__ AICORE void matmul_bias_relu_f32_k0(__gm__ float* bias, __
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

@@ -68,13 +68,13 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g24 = max_i64(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count) - _g25 * max_i64((K + 255) / 256, 1), 0); _g24 < min_i64(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count), (N + 127) / 128 * ((K + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count)) - _g25 * max_i64((K + 255) / 256, 1), (K + 255) / 256); ++_g24) {  // matmul_bwd.pto:6:18
             TileT26 t26(min_i64(K - _g24 * 256, 256), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
             TASSIGN(t26, 0);  // matmul_bwd.pto:6:18
             TileT27 t27(min_i64(K - _g24 * 256, 256), min_i64(M, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t27, 0);  // matmul_bwd.pto:6:18
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
             GmView1 t5Gm1(t5 + _g24 * 256, GmView1::Shape(t27.GetValidRow(), t27.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:6:18
             TLOAD(t27, t5Gm1);  // matmul_bwd.pto:6:18
@@ -85,32 +85,32 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t28, t27);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t26, t28, t30);  // matmul_bwd.pto:6:18
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k31 = 1; _k31 < (M + 63) / 64; ++_k31) {  // matmul_bwd.pto:6:18
                 TileT32 t32(min_i64(K - _g24 * 256, 256), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t32, 0);  // matmul_bwd.pto:6:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
                 GmView2 t5Gm2(t5 + _k31 * 64 * K + _g24 * 256, GmView2::Shape(t32.GetValidRow(), t32.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:18
                 TLOAD(t32, t5Gm2);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT33 t33(min_i64(K - _g24 * 256, 256), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t33, 0);  // matmul_bwd.pto:6:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t33, t32);  // matmul_bwd.pto:6:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT34 t34(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
                 TASSIGN(t34, 0);  // matmul_bwd.pto:6:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
                 GmView3 dcGm3(dc + _k31 * 64 * N + _g25 * 128, GmView3::Shape(t34.GetValidRow(), t34.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:6:18
                 TLOAD(t34, dcGm3);  // matmul_bwd.pto:6:18
@@ -120,16 +120,16 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t35, t34);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t26, t26, t33, t35);  // matmul_bwd.pto:6:18
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
             GmView4 t4Gm4(t4 + _g24 * 256 * N + _g25 * 128, GmView4::Shape(t26.GetValidRow(), t26.GetValidCol()), GmView4::Stride(N));  // matmul_bwd.pto:6:18
@@ -138,7 +138,7 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

@@ -68,13 +68,13 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k1(__gm__ float* t2, __gm__ flo
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g4 = max_i64(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count) - _g5 * max_i64((M + 255) / 256, 1), 0); _g4 < min_i64(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count), (K + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count)) - _g5 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g4) {  // matmul_bwd.pto:5:18
             TileT6 t6(min_i64(M - _g4 * 256, 256), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
             TASSIGN(t6, 0);  // matmul_bwd.pto:5:18
             TileT7 t7(min_i64(M - _g4 * 256, 256), min_i64(N, 64));  // matmul_bwd.pto:5:18
             TASSIGN(t7, 0);  // matmul_bwd.pto:5:18
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
             GmView1 dcGm1(dc + _g4 * 256 * N, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:5:18
             TLOAD(t7, dcGm1);  // matmul_bwd.pto:5:18
@@ -85,32 +85,32 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k1(__gm__ float* t2, __gm__ flo
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t8, t7);  // matmul_bwd.pto:5:18
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t6, t8, t10);  // matmul_bwd.pto:5:18
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k11 = 1; _k11 < (N + 63) / 64; ++_k11) {  // matmul_bwd.pto:5:18
                 TileT12 t12(min_i64(M - _g4 * 256, 256), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
                 TASSIGN(t12, 0);  // matmul_bwd.pto:5:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
                 GmView2 dcGm2(dc + _g4 * 256 * N + _k11 * 64, GmView2::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView2::Stride(N));  // matmul_bwd.pto:5:18
                 TLOAD(t12, dcGm2);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT13 t13(min_i64(M - _g4 * 256, 256), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
                 TASSIGN(t13, 0);  // matmul_bwd.pto:5:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t13, t12);  // matmul_bwd.pto:5:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT14 t14(min_i64(N - _k11 * 64, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
                 TASSIGN(t14, 0);  // matmul_bwd.pto:5:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
                 GmView3 t2Gm3(t2 + _g5 * 128 * N + _k11 * 64, GmView3::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:5:18
                 TLOAD(t14, t2Gm3);  // matmul_bwd.pto:5:18
@@ -120,16 +120,16 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k1(__gm__ float* t2, __gm__ flo
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t15, t14);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t6, t6, t13, t15);  // matmul_bwd.pto:5:18
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
             GmView4 t1Gm4(t1 + _g4 * 256 * K + _g5 * 128, GmView4::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView4::Stride(K));  // matmul_bwd.pto:5:18
@@ -138,7 +138,7 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k1(__gm__ float* t2, __gm__ flo
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

@@ -73,13 +73,13 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g2 = max_i64(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count) - (_split1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1) + _g3 * max_i64((M + 255) / 256, 1)), 0); _g2 < min_i64(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count), ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count)) - (_split1 * max_i64((M + 255) / 256 * ((N + 127) / 128), 1) + _g3 * max_i64((M + 255) / 256, 1)), (M + 255) / 256); ++_g2) {  // matmul_splitk.pto:5:12
                 TileT4 t4(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
                 TASSIGN(t4, 0);  // matmul_splitk.pto:5:12
                 TileT5 t5(min_i64(M - _g2 * 256, 256), min_i64(K - _split1 * (((K + 63) / 64 + 11) / 12) * 64, 64));  // matmul_splitk.pto:5:12
                 TASSIGN(t5, 0);  // matmul_splitk.pto:5:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
                 GmView1 aGm1(a + _g2 * 256 * K + _split1 * (((K + 63) / 64 + 11) / 12) * 64, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(K));  // matmul_splitk.pto:5:12
                 TLOAD(t5, aGm1);  // matmul_splitk.pto:5:12
@@ -90,35 +90,35 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t6, t5);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t4, t6, t8);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k9_db = 0; _k9_db < (max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) + 1) / 2; ++_k9_db) {  // matmul_splitk.pto:5:12
                     TileT10B0 t10_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
                     TASSIGN(t10_b0, 0);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
                     GmView2 aGm2(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, GmView2::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView2::Stride(K));  // matmul_splitk.pto:5:12
                     TLOAD(t10_b0, aGm2);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TileT11B0 t11_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
                     TASSIGN(t11_b0, 0);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t11_b0, t10_b0);  // matmul_splitk.pto:5:12
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT12B0 t12_b0(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
                     TASSIGN(t12_b0, 32768);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
                     GmView3 bGm3(b + (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64 * N + _g3 * 128, GmView3::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView3::Stride(N));  // matmul_splitk.pto:5:12
                     TLOAD(t12_b0, bGm3);  // matmul_splitk.pto:5:12
@@ -128,12 +128,12 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t13_b0, t12_b0);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t4, t4, t11_b0, t13_b0);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // matmul_splitk.pto:5:12
                         TileT10B1 t10_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
                         TASSIGN(t10_b1, 49152);  // matmul_splitk.pto:5:12
@@ -159,17 +159,17 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t4, t4, t11_b1, t13_b1);  // matmul_splitk.pto:5:12
                     }
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
                 GmView6 _ws0Gm6(_ws0 + (_split1 * ((M + 255) / 256 * 256) + _g2 * 256) * N + _g3 * 128, GmView6::Shape(t4.GetValidRow(), t4.GetValidCol()), GmView6::Stride(N));  // matmul_splitk.pto:5:12
@@ -178,7 +178,7 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

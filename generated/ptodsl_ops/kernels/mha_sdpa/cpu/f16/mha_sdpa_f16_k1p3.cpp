@@ -113,14 +113,14 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k1p3(__gm__ float* t0, __gm__ flo
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g51_db = 0; _g51_db < ((L + 127) / 128 + 1) / 2; ++_g51_db) {  // mha_sdpa.pto:7:9
                     pipe_barrier(PIPE_V);
                     TileT52B0 t52_b0(min_i64(S - _g43 * 16, 16), min_i64(L - _g51_db * 2 * 128, 128));  // mha_sdpa.pto:7:9
                     TASSIGN(t52_b0, 512);  // mha_sdpa.pto:7:9
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
                     GmView2 eGm2(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51_db * 2 * 128, GmView2::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _g51_db * 2 * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
                     TLOAD(t52_b0, eGm2);  // mha_sdpa.pto:7:9
@@ -135,13 +135,13 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k1p3(__gm__ float* t0, __gm__ flo
                     pipe_barrier(PIPE_V);  // mha_sdpa.pto:7:9
                     TROWEXPANDDIV(t55_b0, t52_b0, tmp2);  // mha_sdpa.pto:7:9
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
                     GmView3 pGm3(p + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51_db * 2 * 128, GmView3::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _g51_db * 2 * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
                     TSTORE(pGm3, t55_b0);  // mha_sdpa.pto:7:9
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     for (int64_t _g51_dr = 0; _g51_dr < min_i64((L + 127) / 128 - (_g51_db * 2 + 1), 1); ++_g51_dr) {  // mha_sdpa.pto:7:9
                         TileT52B1 t52_b1(min_i64(S - _g43 * 16, 16), min_i64(L - (_g51_db * 2 + 1 + _g51_dr) * 128, 128));  // mha_sdpa.pto:7:9
@@ -165,12 +165,12 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k1p3(__gm__ float* t0, __gm__ flo
                         TSTORE(pGm5, t55_b1);  // mha_sdpa.pto:7:9
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -72,13 +72,13 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float*
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g2 = max_i64(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1) + _g3 * max_i64((S + 31) / 32, 1)), 0); _g2 < min_i64(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((L + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count)) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1) + _g3 * max_i64((S + 31) / 32, 1)), (S + 31) / 32); ++_g2) {  // mha_sdpa.pto:5:9
                     TileT4 t4(min_i64(S - _g2 * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
                     TASSIGN(t4, 0);  // mha_sdpa.pto:5:9
                     TileT5 t5(min_i64(S - _g2 * 32, 32), min_i64(D, 32));  // mha_sdpa.pto:5:9
                     TASSIGN(t5, 0);  // mha_sdpa.pto:5:9
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
                     GmView1 qGm1(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D, GmView1::Shape(min_i64(S - _g2 * 32, 32), min_i64(D, 32)), GmView1::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                     TLOAD(t5, qGm1);  // mha_sdpa.pto:5:9
@@ -89,35 +89,35 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float*
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t6, t5);  // mha_sdpa.pto:5:9
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t4, t6, t8);  // mha_sdpa.pto:5:9
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k9_db = 0; _k9_db < (max_i64((D + 31) / 32 - 1, 0) + 1) / 2; ++_k9_db) {  // mha_sdpa.pto:5:9
                         TileT10B0 t10_b0(min_i64(S - _g2 * 32, 32), min_i64(D - (1 + _k9_db * 2) * 32, 32));  // mha_sdpa.pto:5:9
                         TASSIGN(t10_b0, 0);  // mha_sdpa.pto:5:9
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
                         GmView2 qGm2(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + (1 + _k9_db * 2) * 32, GmView2::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - (1 + _k9_db * 2) * 32, 32)), GmView2::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                         TLOAD(t10_b0, qGm2);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT11B0 t11_b0(min_i64(S - _g2 * 32, 32), min_i64(D - (1 + _k9_db * 2) * 32, 32));  // mha_sdpa.pto:5:9
                         TASSIGN(t11_b0, 0);  // mha_sdpa.pto:5:9
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t11_b0, t10_b0);  // mha_sdpa.pto:5:9
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         TileT12B0 t12_b0(min_i64(D - (1 + _k9_db * 2) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
                         TASSIGN(t12_b0, 4096);  // mha_sdpa.pto:5:9
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
                         GmView3 kGm3(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + (1 + _k9_db * 2) * 32, GmView3::Shape(min_i64(D - (1 + _k9_db * 2) * 32, 32), min_i64(L - _g3 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
                         TLOAD(t12_b0, kGm3);  // mha_sdpa.pto:5:9
@@ -127,12 +127,12 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float*
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t13_b0, t12_b0);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t4, t4, t11_b0, t13_b0);  // mha_sdpa.pto:5:9
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((D + 31) / 32 - 1, 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // mha_sdpa.pto:5:9
                             TileT10B1 t10_b1(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // mha_sdpa.pto:5:9
                             TASSIGN(t10_b1, 8192);  // mha_sdpa.pto:5:9
@@ -158,17 +158,17 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float*
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t4, t4, t11_b1, t13_b1);  // mha_sdpa.pto:5:9
                         }
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
                     GmView6 t0Gm6(t0 + _b0 * (L * S * H) + _b1 * (L * S) + _g2 * 32 * L + _g3 * 32, GmView6::Shape(min_i64(S - _g2 * 32, 32), min_i64(L - _g3 * 32, 32)), GmView6::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
@@ -177,7 +177,7 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float*
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             }

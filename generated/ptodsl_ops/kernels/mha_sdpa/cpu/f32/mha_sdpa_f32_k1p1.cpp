@@ -113,14 +113,14 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1p1(__gm__ float* t0, __gm__ flo
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g30_db = 0; _g30_db < ((L + 127) / 128 + 1) / 2; ++_g30_db) {  // mha_sdpa.pto:6:13
                     pipe_barrier(PIPE_V);
                     TileT31B0 t31_b0(min_i64(S - _g22 * 16, 16), min_i64(L - _g30_db * 2 * 128, 128));  // mha_sdpa.pto:6:13
                     TASSIGN(t31_b0, 512);  // mha_sdpa.pto:6:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
                     GmView2 sGm2(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30_db * 2 * 128, GmView2::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _g30_db * 2 * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
                     TLOAD(t31_b0, sGm2);  // mha_sdpa.pto:6:13
@@ -135,13 +135,13 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1p1(__gm__ float* t0, __gm__ flo
                     pipe_barrier(PIPE_V);  // mha_sdpa.pto:6:13
                     TROWEXPANDSUB(t34_b0, t31_b0, tmp2);  // mha_sdpa.pto:6:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
                     GmView3 t1Gm3(t1 + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30_db * 2 * 128, GmView3::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _g30_db * 2 * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
                     TSTORE(t1Gm3, t34_b0);  // mha_sdpa.pto:6:13
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     for (int64_t _g30_dr = 0; _g30_dr < min_i64((L + 127) / 128 - (_g30_db * 2 + 1), 1); ++_g30_dr) {  // mha_sdpa.pto:6:13
                         TileT31B1 t31_b1(min_i64(S - _g22 * 16, 16), min_i64(L - (_g30_db * 2 + 1 + _g30_dr) * 128, 128));  // mha_sdpa.pto:6:13
@@ -165,12 +165,12 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1p1(__gm__ float* t0, __gm__ flo
                         TSTORE(t1Gm5, t34_b1);  // mha_sdpa.pto:6:13
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

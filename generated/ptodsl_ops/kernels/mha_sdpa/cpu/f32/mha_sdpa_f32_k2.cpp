@@ -72,13 +72,13 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g64 = max_i64(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1) + _g65 * max_i64((S + 31) / 32, 1)), 0); _g64 < min_i64(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1) + _g65 * max_i64((S + 31) / 32, 1)), (S + 31) / 32); ++_g64) {  // mha_sdpa.pto:8:12
                     TileT66 t66(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                     TASSIGN(t66, 0);  // mha_sdpa.pto:8:12
                     TileT67 t67(min_i64(S - _g64 * 32, 32), min_i64(L, 32));  // mha_sdpa.pto:8:12
                     TASSIGN(t67, 0);  // mha_sdpa.pto:8:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
                     GmView1 t5Gm1(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L, GmView1::Shape(min_i64(S - _g64 * 32, 32), min_i64(L, 32)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
                     TLOAD(t67, t5Gm1);  // mha_sdpa.pto:8:12
@@ -89,35 +89,35 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t68, t67);  // mha_sdpa.pto:8:12
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t66, t68, t70);  // mha_sdpa.pto:8:12
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k71_db = 0; _k71_db < (max_i64((L + 31) / 32 - 1, 0) + 1) / 2; ++_k71_db) {  // mha_sdpa.pto:8:12
                         TileT72B0 t72_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 2) * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t72_b0, 0);  // mha_sdpa.pto:8:12
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
                         GmView2 t5Gm2(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (1 + _k71_db * 2) * 32, GmView2::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 2) * 32, 32)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
                         TLOAD(t72_b0, t5Gm2);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT73B0 t73_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 2) * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t73_b0, 0);  // mha_sdpa.pto:8:12
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t73_b0, t72_b0);  // mha_sdpa.pto:8:12
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         TileT74B0 t74_b0(min_i64(L - (1 + _k71_db * 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t74_b0, 4096);  // mha_sdpa.pto:8:12
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
                         GmView3 vGm3(v + _b62 * (D * L * H) + _b63 * (D * L) + (1 + _k71_db * 2) * 32 * D + _g65 * 32, GmView3::Shape(min_i64(L - (1 + _k71_db * 2) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
                         TLOAD(t74_b0, vGm3);  // mha_sdpa.pto:8:12
@@ -127,12 +127,12 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t75_b0, t74_b0);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t66, t66, t73_b0, t75_b0);  // mha_sdpa.pto:8:12
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         for (int64_t _k71_dr = 0; _k71_dr < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 2 + 1), 1); ++_k71_dr) {  // mha_sdpa.pto:8:12
                             TileT72B1 t72_b1(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32));  // mha_sdpa.pto:8:12
                             TASSIGN(t72_b1, 8192);  // mha_sdpa.pto:8:12
@@ -158,17 +158,17 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t66, t66, t73_b1, t75_b1);  // mha_sdpa.pto:8:12
                         }
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
                     GmView6 oGm6(o + _b62 * (D * S * H) + _b63 * (D * S) + _g64 * 32 * D + _g65 * 32, GmView6::Shape(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32)), GmView6::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:8:12
@@ -177,7 +177,7 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             }

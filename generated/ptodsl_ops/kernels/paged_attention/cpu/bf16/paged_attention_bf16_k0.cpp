@@ -398,7 +398,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView3 kj_assemble_first_ownGm3(kj_assemble_first_own + (16 + _g2 * 16) * 32, GmView3::Shape(t3.GetValidRow()));  // paged_attention.pto:37:25
                                 TSTORE(kj_assemble_first_ownGm3, t3);  // paged_attention.pto:37:25
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g4 = 0; _g4 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g4) {  // paged_attention.pto:38:31
                                 TileT5 t5(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g4 * 16, 16));  // paged_attention.pto:38:31
                                 TASSIGN(t5, 0);  // paged_attention.pto:38:31
@@ -449,11 +449,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:41:49
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                                 return;  // paged_attention.pto:41:49
                             }
                             __gm__ bfloat16_t* v2_first = v + max_i64(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g10 = 0; _g10 < (min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) + 15) / 16; ++_g10) {  // paged_attention.pto:41:25
                                 TileT11 t11(min_i64(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) - _g10 * 16, 16));  // paged_attention.pto:41:25
                                 TASSIGN(t11, 0);  // paged_attention.pto:41:25
@@ -497,7 +497,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TSTORE(vj_assemble_first_ownGm10, t13);  // paged_attention.pto:42:25
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             __gm__ bfloat16_t* vj_first = vj_assemble_first_own;  // paged_attention.pto:43:30
@@ -506,7 +506,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             for (int64_t _g14 = 0; _g14 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g14) {  // paged_attention.pto:44:37
@@ -539,20 +539,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     pipe_barrier(PIPE_V);
                                     TMAX(t19, t19, t22);  // paged_attention.pto:45:37
                                 }
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT34 t34(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:48:45
                                 TASSIGN(t34, 512);  // paged_attention.pto:48:45
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TEXPANDS(t34, 0.0f);  // paged_attention.pto:48:45
                                 pipe_barrier(PIPE_V);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 for (int64_t _g24 = 0; _g24 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g24) {  // paged_attention.pto:47:45
@@ -570,8 +570,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TROWEXPAND(tmp1, t19);  // paged_attention.pto:47:41
                                     pipe_barrier(PIPE_V);  // paged_attention.pto:47:41
                                     TROWEXPANDEXPDIF(t32, t25, tmp1);  // paged_attention.pto:47:41
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                     using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:41
                                     GmView14 tilda_pij_first_ownGm14(tilda_pij_first_own + _g14 * 16 * 32 + _g24 * 32, GmView14::Shape(t32.GetValidRow(), t32.GetValidCol()));  // paged_attention.pto:47:41
                                     TSTORE(tilda_pij_first_ownGm14, t32);  // paged_attention.pto:47:41
@@ -585,11 +585,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TADD(t34, t34, t37);  // paged_attention.pto:48:45
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                                 using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:48:45
                                 GmView15 sum_update_ownGm15(sum_update_own + _g14 * 16, GmView15::Shape(t34.GetValidRow()));  // paged_attention.pto:48:45
                                 TSTORE(sum_update_ownGm15, t34);  // paged_attention.pto:48:45
@@ -599,19 +599,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 pipe_barrier(PIPE_V);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 for (int64_t _g41 = 0; _g41 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g41) {  // paged_attention.pto:50:51
                                     TileT42 t42(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
                                     TASSIGN(t42, 0);  // paged_attention.pto:50:51
                                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:51
                                     GmView17 tilda_pij_first_ownGm17(tilda_pij_first_own + _g14 * 16 * 32 + _g41 * 32, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
                                     TLOAD(t42, tilda_pij_first_ownGm17);  // paged_attention.pto:50:51
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TileT43 t43(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
                                     TASSIGN(t43, 2048);  // paged_attention.pto:50:51
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TCVT(t43, t42, RoundMode::CAST_RINT);  // paged_attention.pto:50:51
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -683,19 +683,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView23 oi_update_ownGm23(oi_update_own + _g14 * 16 * 32, GmView23::Shape(t45.GetValidRow()));  // paged_attention.pto:50:44
                                 TSTORE(oi_update_ownGm23, t45);  // paged_attention.pto:50:44
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             TileHeld0 held0;  // paged_attention.pto:61:59
                             TASSIGN(held0, 0);  // paged_attention.pto:61:59
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0); ++_br0) {  // paged_attention.pto:59:25
                                 pipe_barrier(PIPE_V);
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
@@ -706,13 +706,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                     dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
 #endif
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:61:29
-                                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:61:29
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:61:29
+                                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:61:29
                                     return;  // paged_attention.pto:61:29
                                 }
                                 TileT55 t55;  // paged_attention.pto:61:64
                                 TASSIGN(t55, 1024);  // paged_attention.pto:61:64
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_update_ownGm24(oi_update_own);  // paged_attention.pto:61:64
                                 TLOAD(t55, oi_update_ownGm24);  // paged_attention.pto:61:64
                                 TileT56 t56;  // paged_attention.pto:61:64
@@ -729,13 +729,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 pipe_barrier(PIPE_V);  // paged_attention.pto:61:64
                                 TROWEXPANDDIV(t58, t55, tmp3);  // paged_attention.pto:61:64
                                 pipe_barrier(PIPE_V);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 TCVT(held0, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
                             }
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:59
                                 GlobalTensor<bfloat16_t, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> atten_outGm26(atten_out + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32);  // paged_attention.pto:61:59
                                 TSTORE(atten_outGm26, held0);  // paged_attention.pto:61:59
@@ -763,16 +763,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     for (int64_t s2_u2 = 0; s2_u2 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2; ++s2_u2) {  // paged_attention.pto:28:21
                         pipe_barrier(PIPE_V);
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
@@ -783,16 +783,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u2c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
@@ -804,16 +804,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u2c0 = static_cast<int64_t>(block_table[b * MB + (1 + s2_u2 * 2) * 2]);  // paged_attention.pto:33:38
@@ -825,16 +825,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c0 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 3)]);  // paged_attention.pto:34:38
@@ -846,34 +846,34 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c0 = k + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _g61 = 0; _g61 < (min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g61) {  // paged_attention.pto:36:25
                             TileT62 t62(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) - _g61 * 16, 16));  // paged_attention.pto:36:25
                             TASSIGN(t62, 0);  // paged_attention.pto:36:25
                             using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:36:25
                             GmView27 v0_u2c0Gm27(v0_u2c0 + _g61 * 16 * KD, GmView27::Shape(t62.GetValidRow()), GmView27::Stride(KD));  // paged_attention.pto:36:25
                             TLOAD(t62, v0_u2c0Gm27);  // paged_attention.pto:36:25
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
                             GmView28 kj_assemble_u2c0_ownGm28(kj_assemble_u2c0_own + _g61 * 16 * 32, GmView28::Shape(t62.GetValidRow()));  // paged_attention.pto:36:25
                             TSTORE(kj_assemble_u2c0_ownGm28, t62);  // paged_attention.pto:36:25
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
                             (&status[4 * block_index])[0] = 14;  // paged_attention.pto:37:55
                             (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
@@ -882,36 +882,36 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u2c0 = k + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g63 = 0; _g63 < (min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g63) {  // paged_attention.pto:37:25
                             TileT64 t64(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) - _g63 * 16, 16));  // paged_attention.pto:37:25
                             TASSIGN(t64, 0);  // paged_attention.pto:37:25
                             using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:37:25
                             GmView29 v1_u2c0Gm29(v1_u2c0 + _g63 * 16 * KD, GmView29::Shape(t64.GetValidRow()), GmView29::Stride(KD));  // paged_attention.pto:37:25
                             TLOAD(t64, v1_u2c0Gm29);  // paged_attention.pto:37:25
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
                             GmView30 kj_assemble_u2c0_ownGm30(kj_assemble_u2c0_own + (16 + _g63 * 16) * 32, GmView30::Shape(t64.GetValidRow()));  // paged_attention.pto:37:25
                             TSTORE(kj_assemble_u2c0_ownGm30, t64);  // paged_attention.pto:37:25
                         }
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g65 = 0; _g65 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g65) {  // paged_attention.pto:38:31
                             TileT66 t66(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g65 * 16, 16));  // paged_attention.pto:38:31
                             TASSIGN(t66, 0);  // paged_attention.pto:38:31
@@ -945,10 +945,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             GmView33 sij_u2c0_ownGm33(sij_u2c0_own + _g65 * 16 * 32, GmView33::Shape(t66.GetValidRow()));  // paged_attention.pto:38:31
                             TSTORE(sij_u2c0_ownGm33, t66);  // paged_attention.pto:38:31
                         }
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         __gm__ float* sij_valid_u2c0 = sij_u2c0_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                             (&status[4 * block_index])[0] = 15;  // paged_attention.pto:41:49
@@ -958,32 +958,32 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c0 = v + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g71 = 0; _g71 < (min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g71) {  // paged_attention.pto:41:25
                             TileT72 t72(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) - _g71 * 16, 16));  // paged_attention.pto:41:25
                             TASSIGN(t72, 0);  // paged_attention.pto:41:25
                             using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:41:25
                             GmView34 v2_u2c0Gm34(v2_u2c0 + _g71 * 16 * KD, GmView34::Shape(t72.GetValidRow()), GmView34::Stride(KD));  // paged_attention.pto:41:25
                             TLOAD(t72, v2_u2c0Gm34);  // paged_attention.pto:41:25
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView35 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
                             GmView35 vj_assemble_u2c0_ownGm35(vj_assemble_u2c0_own + _g71 * 16 * 32, GmView35::Shape(t72.GetValidRow()));  // paged_attention.pto:41:25
                             TSTORE(vj_assemble_u2c0_ownGm35, t72);  // paged_attention.pto:41:25
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
                             (&status[4 * block_index])[0] = 16;  // paged_attention.pto:42:55
                             (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
@@ -992,46 +992,46 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u2c0 = v + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g73 = 0; _g73 < (min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g73) {  // paged_attention.pto:42:25
                             TileT74 t74(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) - _g73 * 16, 16));  // paged_attention.pto:42:25
                             TASSIGN(t74, 0);  // paged_attention.pto:42:25
                             using GmView36 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:42:25
                             GmView36 v3_u2c0Gm36(v3_u2c0 + _g73 * 16 * KD, GmView36::Shape(t74.GetValidRow()), GmView36::Stride(KD));  // paged_attention.pto:42:25
                             TLOAD(t74, v3_u2c0Gm36);  // paged_attention.pto:42:25
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
                             GmView37 vj_assemble_u2c0_ownGm37(vj_assemble_u2c0_own + (16 + _g73 * 16) * 32, GmView37::Shape(t74.GetValidRow()));  // paged_attention.pto:42:25
                             TSTORE(vj_assemble_u2c0_ownGm37, t74);  // paged_attention.pto:42:25
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         __gm__ bfloat16_t* vj_u2c0 = vj_assemble_u2c0_own;  // paged_attention.pto:43:30
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         for (int64_t _g75 = 0; _g75 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g75) {  // paged_attention.pto:44:37
                             TileT80 t80(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:45:37
                             TASSIGN(t80, 0);  // paged_attention.pto:45:37
@@ -1043,10 +1043,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
                                 GmView38 sij_valid_u2c0Gm38(sij_valid_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView38::Shape(t77.GetValidRow(), t77.GetValidCol()));  // paged_attention.pto:44:37
                                 TLOAD(t77, sij_valid_u2c0Gm38);  // paged_attention.pto:44:37
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT78 t78(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
                                 TASSIGN(t78, 2560);  // paged_attention.pto:44:37
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TMULS(t78, t77, softmax_scale);  // paged_attention.pto:44:37
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
@@ -1063,8 +1063,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TMAX(t80, t80, t83);  // paged_attention.pto:45:37
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             TileT85 t85(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:52:39
                             TASSIGN(t85, 512);  // paged_attention.pto:52:39
@@ -1073,11 +1073,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             GmView40 max_update_ownGm40(max_update_own + _g75 * 16, GmView40::Shape(t85.GetValidRow()));  // paged_attention.pto:52:39
                             TLOAD(t85, max_update_ownGm40);  // paged_attention.pto:52:39
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT87 t87(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:52:39
                             TASSIGN(t87, 1024);  // paged_attention.pto:52:39
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TMAX(t87, t85, t80);  // paged_attention.pto:52:39
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                             TileT99 t99(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:54:41
@@ -1086,8 +1086,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TEXPANDS(t99, 0.0f);  // paged_attention.pto:54:41
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g89 = 0; _g89 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g89) {  // paged_attention.pto:53:45
                                 TileT90 t90(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
                                 TASSIGN(t90, 1536);  // paged_attention.pto:53:45
@@ -1117,12 +1117,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 pipe_barrier(PIPE_V);
                                 TADD(t99, t99, t102);  // paged_attention.pto:54:41
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT106 t106(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:55:46
                             TASSIGN(t106, 1536);  // paged_attention.pto:55:46
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TSUB(t106, t85, t87);  // paged_attention.pto:55:46
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             TileT109 t109(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:55:42
@@ -1134,20 +1134,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
                             GmView43 max_update_ownGm43(max_update_own + _g75 * 16, GmView43::Shape(t87.GetValidRow()));  // paged_attention.pto:56:29
                             TSTORE(max_update_ownGm43, t87);  // paged_attention.pto:56:29
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             TileT113 t113(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:57:45
                             TASSIGN(t113, 1024);  // paged_attention.pto:57:45
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                             GmView44 sum_update_ownGm44(sum_update_own + _g75 * 16, GmView44::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
                             TLOAD(t113, sum_update_ownGm44);  // paged_attention.pto:57:45
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT115 t115(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:57:45
                             TASSIGN(t115, 1536);  // paged_attention.pto:57:45
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TMUL(t115, t113, t109);  // paged_attention.pto:57:45
                             TileT119 t119(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:57:45
                             TASSIGN(t119, 1024);  // paged_attention.pto:57:45
@@ -1160,25 +1160,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                             GmView45 sum_update_ownGm45(sum_update_own + _g75 * 16, GmView45::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
                             TSTORE(sum_update_ownGm45, t119);  // paged_attention.pto:57:45
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             TileT121 t121(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
                             TASSIGN(t121, 1024);  // paged_attention.pto:58:44
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                             GmView46 oi_update_ownGm46(oi_update_own + _g75 * 16 * 32, GmView46::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
                             TLOAD(t121, oi_update_ownGm46);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t123, 3072);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             TROWEXPAND(t123, t109);  // paged_attention.pto:58:44
                             TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t124, 5120);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TMUL(t124, t121, t123);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -1190,10 +1190,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
                                 GmView47 tilda_pij_1_u2c0_ownGm47(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView47::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
                                 TLOAD(t127, tilda_pij_1_u2c0_ownGm47);  // paged_attention.pto:58:76
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t128, 2048);  // paged_attention.pto:58:76
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TCVT(t128, t127, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
@@ -1201,8 +1201,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView48 t15_u2c0_ownGm48(t15_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView48::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
                                 TSTORE(t15_u2c0_ownGm48, t128);  // paged_attention.pto:58:76
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             TileT130 t130(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:69
                             TASSIGN(t130, 0);  // paged_attention.pto:58:69
                             TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
@@ -1210,52 +1210,52 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView49 t15_u2c0_ownGm49(t15_u2c0_own + _g75 * 16 * 32, GmView49::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
                             TLOAD(t131, t15_u2c0_ownGm49);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t132, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TMOV(t132, t131);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             TileT133 t133(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t133, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView50 vj_u2c0Gm50(vj_u2c0, GmView50::Shape(t133.GetValidRow()));  // paged_attention.pto:58:69
                             TLOAD(t133, vj_u2c0Gm50);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT134 t134(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t134, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TMOV(t134, t133);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL(t130, t132, t134);  // paged_attention.pto:58:69
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             for (int64_t _k135 = 1; _k135 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
                                 TileT136 t136(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t136, 0);  // paged_attention.pto:58:69
                                 using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                                 GmView51 t15_u2c0_ownGm51(t15_u2c0_own + _g75 * 16 * 32 + _k135 * 32, GmView51::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
                                 TLOAD(t136, t15_u2c0_ownGm51);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                                 TileT137 t137(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t137, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                                 TMOV(t137, t136);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 TileT138 t138(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t138, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                                 GmView52 vj_u2c0Gm52(vj_u2c0 + _k135 * 32 * 32, GmView52::Shape(t138.GetValidRow()));  // paged_attention.pto:58:69
                                 TLOAD(t138, vj_u2c0Gm52);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                                 TileT139 t139(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t139, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                                 TMOV(t139, t138);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1268,16 +1268,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TSTORE(t14_u2c0_ownGm53, t130);  // paged_attention.pto:58:69
                             TileT142 t142(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t142, 0);  // paged_attention.pto:58:44
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                             GmView54 t14_u2c0_ownGm54(t14_u2c0_own + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
                             TLOAD(t142, t14_u2c0_ownGm54);  // paged_attention.pto:58:44
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT143 t143(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t143, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TADD(t143, t124, t142);  // paged_attention.pto:58:44
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
@@ -1285,13 +1285,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             GmView55 oi_update_ownGm55(oi_update_own + _g75 * 16 * 32, GmView55::Shape(t143.GetValidRow()));  // paged_attention.pto:58:44
                             TSTORE(oi_update_ownGm55, t143);  // paged_attention.pto:58:44
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             (&status[4 * block_index])[0] = 17;  // paged_attention.pto:32:30
                             (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
@@ -1300,13 +1300,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u2c1 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
@@ -1318,13 +1318,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
@@ -1336,13 +1336,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 5)]);  // paged_attention.pto:34:38
@@ -1354,31 +1354,31 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c1 = k + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g144 = 0; _g144 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g144) {  // paged_attention.pto:36:25
                             TileT145 t145(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) - _g144 * 16, 16));  // paged_attention.pto:36:25
                             TASSIGN(t145, 0);  // paged_attention.pto:36:25
                             using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:36:25
                             GmView56 v0_u2c1Gm56(v0_u2c1 + _g144 * 16 * KD, GmView56::Shape(t145.GetValidRow()), GmView56::Stride(KD));  // paged_attention.pto:36:25
                             TLOAD(t145, v0_u2c1Gm56);  // paged_attention.pto:36:25
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
                             GmView57 kj_assemble_u2c1_ownGm57(kj_assemble_u2c1_own + _g144 * 16 * 32, GmView57::Shape(t145.GetValidRow()));  // paged_attention.pto:36:25
                             TSTORE(kj_assemble_u2c1_ownGm57, t145);  // paged_attention.pto:36:25
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
                             (&status[4 * block_index])[0] = 21;  // paged_attention.pto:37:55
                             (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
@@ -1387,33 +1387,33 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u2c1 = k + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g146 = 0; _g146 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g146) {  // paged_attention.pto:37:25
                             TileT147 t147(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) - _g146 * 16, 16));  // paged_attention.pto:37:25
                             TASSIGN(t147, 0);  // paged_attention.pto:37:25
                             using GmView58 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:37:25
                             GmView58 v1_u2c1Gm58(v1_u2c1 + _g146 * 16 * KD, GmView58::Shape(t147.GetValidRow()), GmView58::Stride(KD));  // paged_attention.pto:37:25
                             TLOAD(t147, v1_u2c1Gm58);  // paged_attention.pto:37:25
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView59 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
                             GmView59 kj_assemble_u2c1_ownGm59(kj_assemble_u2c1_own + (16 + _g146 * 16) * 32, GmView59::Shape(t147.GetValidRow()));  // paged_attention.pto:37:25
                             TSTORE(kj_assemble_u2c1_ownGm59, t147);  // paged_attention.pto:37:25
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g148 = 0; _g148 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g148) {  // paged_attention.pto:38:31
                             TileT149 t149(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g148 * 16, 16));  // paged_attention.pto:38:31
                             TASSIGN(t149, 0);  // paged_attention.pto:38:31
@@ -1447,10 +1447,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             GmView62 sij_u2c1_ownGm62(sij_u2c1_own + _g148 * 16 * 32, GmView62::Shape(t149.GetValidRow()));  // paged_attention.pto:38:31
                             TSTORE(sij_u2c1_ownGm62, t149);  // paged_attention.pto:38:31
                         }
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         __gm__ float* sij_valid_u2c1 = sij_u2c1_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                             (&status[4 * block_index])[0] = 22;  // paged_attention.pto:41:49
@@ -1460,29 +1460,29 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c1 = v + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g154 = 0; _g154 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g154) {  // paged_attention.pto:41:25
                             TileT155 t155(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) - _g154 * 16, 16));  // paged_attention.pto:41:25
                             TASSIGN(t155, 0);  // paged_attention.pto:41:25
                             using GmView63 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:41:25
                             GmView63 v2_u2c1Gm63(v2_u2c1 + _g154 * 16 * KD, GmView63::Shape(t155.GetValidRow()), GmView63::Stride(KD));  // paged_attention.pto:41:25
                             TLOAD(t155, v2_u2c1Gm63);  // paged_attention.pto:41:25
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView64 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
                             GmView64 vj_assemble_u2c1_ownGm64(vj_assemble_u2c1_own + _g154 * 16 * 32, GmView64::Shape(t155.GetValidRow()));  // paged_attention.pto:41:25
                             TSTORE(vj_assemble_u2c1_ownGm64, t155);  // paged_attention.pto:41:25
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
                             (&status[4 * block_index])[0] = 23;  // paged_attention.pto:42:55
                             (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
@@ -1491,41 +1491,41 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u2c1 = v + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g156 = 0; _g156 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g156) {  // paged_attention.pto:42:25
                             TileT157 t157(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) - _g156 * 16, 16));  // paged_attention.pto:42:25
                             TASSIGN(t157, 0);  // paged_attention.pto:42:25
                             using GmView65 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:42:25
                             GmView65 v3_u2c1Gm65(v3_u2c1 + _g156 * 16 * KD, GmView65::Shape(t157.GetValidRow()), GmView65::Stride(KD));  // paged_attention.pto:42:25
                             TLOAD(t157, v3_u2c1Gm65);  // paged_attention.pto:42:25
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView66 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
                             GmView66 vj_assemble_u2c1_ownGm66(vj_assemble_u2c1_own + (16 + _g156 * 16) * 32, GmView66::Shape(t157.GetValidRow()));  // paged_attention.pto:42:25
                             TSTORE(vj_assemble_u2c1_ownGm66, t157);  // paged_attention.pto:42:25
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         __gm__ bfloat16_t* vj_u2c1 = vj_assemble_u2c1_own;  // paged_attention.pto:43:30
                         pipe_barrier(PIPE_V);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         for (int64_t _g158 = 0; _g158 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g158) {  // paged_attention.pto:44:37
                             TileT163 t163(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:45:37
                             TASSIGN(t163, 0);  // paged_attention.pto:45:37
@@ -1537,10 +1537,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
                                 GmView67 sij_valid_u2c1Gm67(sij_valid_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView67::Shape(t160.GetValidRow(), t160.GetValidCol()));  // paged_attention.pto:44:37
                                 TLOAD(t160, sij_valid_u2c1Gm67);  // paged_attention.pto:44:37
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT161 t161(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
                                 TASSIGN(t161, 2560);  // paged_attention.pto:44:37
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TMULS(t161, t160, softmax_scale);  // paged_attention.pto:44:37
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
@@ -1556,22 +1556,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 pipe_barrier(PIPE_V);
                                 TMAX(t163, t163, t166);  // paged_attention.pto:45:37
                             }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             TileT168 t168(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:52:39
                             TASSIGN(t168, 512);  // paged_attention.pto:52:39
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
                             GmView69 max_update_ownGm69(max_update_own + _g158 * 16, GmView69::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
                             TLOAD(t168, max_update_ownGm69);  // paged_attention.pto:52:39
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT170 t170(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:52:39
                             TASSIGN(t170, 1024);  // paged_attention.pto:52:39
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TMAX(t170, t168, t163);  // paged_attention.pto:52:39
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             TileT182 t182(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:54:41
@@ -1579,9 +1579,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             pipe_barrier(PIPE_V);
                             TEXPANDS(t182, 0.0f);  // paged_attention.pto:54:41
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g172 = 0; _g172 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g172) {  // paged_attention.pto:53:45
                                 TileT173 t173(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
                                 TASSIGN(t173, 1536);  // paged_attention.pto:53:45
@@ -1597,8 +1597,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TROWEXPAND(tmp8, t170);  // paged_attention.pto:53:41
                                 pipe_barrier(PIPE_V);  // paged_attention.pto:53:41
                                 TROWEXPANDEXPDIF(t180, t173, tmp8);  // paged_attention.pto:53:41
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
                                 GmView71 tilda_pij_1_u2c1_ownGm71(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g172 * 32, GmView71::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
                                 TSTORE(tilda_pij_1_u2c1_ownGm71, t180);  // paged_attention.pto:53:41
@@ -1611,92 +1611,92 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 pipe_barrier(PIPE_V);
                                 TADD(t182, t182, t185);  // paged_attention.pto:54:41
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT189 t189(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:55:46
                             TASSIGN(t189, 1536);  // paged_attention.pto:55:46
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TSUB(t189, t168, t170);  // paged_attention.pto:55:46
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             TileT192 t192(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:55:42
                             TASSIGN(t192, 512);  // paged_attention.pto:55:42
                             pipe_barrier(PIPE_V);
                             TEXP(t192, t189);  // paged_attention.pto:55:42
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
                             GmView72 max_update_ownGm72(max_update_own + _g158 * 16, GmView72::Shape(t170.GetValidRow()));  // paged_attention.pto:56:29
                             TSTORE(max_update_ownGm72, t170);  // paged_attention.pto:56:29
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             TileT196 t196(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:57:45
                             TASSIGN(t196, 1024);  // paged_attention.pto:57:45
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                             GmView73 sum_update_ownGm73(sum_update_own + _g158 * 16, GmView73::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
                             TLOAD(t196, sum_update_ownGm73);  // paged_attention.pto:57:45
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT198 t198(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:57:45
                             TASSIGN(t198, 1536);  // paged_attention.pto:57:45
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TMUL(t198, t196, t192);  // paged_attention.pto:57:45
                             TileT202 t202(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:57:45
                             TASSIGN(t202, 1024);  // paged_attention.pto:57:45
                             pipe_barrier(PIPE_V);
                             TADD(t202, t198, t182);  // paged_attention.pto:57:45
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                             GmView74 sum_update_ownGm74(sum_update_own + _g158 * 16, GmView74::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
                             TSTORE(sum_update_ownGm74, t202);  // paged_attention.pto:57:45
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             TileT204 t204(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
                             TASSIGN(t204, 1024);  // paged_attention.pto:58:44
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                             GmView75 oi_update_ownGm75(oi_update_own + _g158 * 16 * 32, GmView75::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
                             TLOAD(t204, oi_update_ownGm75);  // paged_attention.pto:58:44
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t206, 3072);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             TROWEXPAND(t206, t192);  // paged_attention.pto:58:44
                             TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t207, 5120);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TMUL(t207, t204, t206);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g209 = 0; _g209 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
                                 TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t210, 0);  // paged_attention.pto:58:76
                                 using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
                                 GmView76 tilda_pij_1_u2c1_ownGm76(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView76::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
                                 TLOAD(t210, tilda_pij_1_u2c1_ownGm76);  // paged_attention.pto:58:76
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t211, 2048);  // paged_attention.pto:58:76
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TCVT(t211, t210, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
                                 GmView77 t15_u2c1_ownGm77(t15_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView77::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
                                 TSTORE(t15_u2c1_ownGm77, t211);  // paged_attention.pto:58:76
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             TileT213 t213(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:69
                             TASSIGN(t213, 0);  // paged_attention.pto:58:69
                             TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
@@ -1704,52 +1704,52 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView78 t15_u2c1_ownGm78(t15_u2c1_own + _g158 * 16 * 32, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
                             TLOAD(t214, t15_u2c1_ownGm78);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t215, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TMOV(t215, t214);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             TileT216 t216(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t216, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView79 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView79 vj_u2c1Gm79(vj_u2c1, GmView79::Shape(t216.GetValidRow()));  // paged_attention.pto:58:69
                             TLOAD(t216, vj_u2c1Gm79);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT217 t217(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t217, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TMOV(t217, t216);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL(t213, t215, t217);  // paged_attention.pto:58:69
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _k218 = 1; _k218 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
                                 TileT219 t219(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t219, 0);  // paged_attention.pto:58:69
                                 using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                                 GmView80 t15_u2c1_ownGm80(t15_u2c1_own + _g158 * 16 * 32 + _k218 * 32, GmView80::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
                                 TLOAD(t219, t15_u2c1_ownGm80);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TileT220 t220(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t220, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TMOV(t220, t219);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 TileT221 t221(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t221, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 using GmView81 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                                 GmView81 vj_u2c1Gm81(vj_u2c1 + _k218 * 32 * 32, GmView81::Shape(t221.GetValidRow()));  // paged_attention.pto:58:69
                                 TLOAD(t221, vj_u2c1Gm81);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TileT222 t222(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t222, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TMOV(t222, t221);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1762,55 +1762,34 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TSTORE(t14_u2c1_ownGm82, t213);  // paged_attention.pto:58:69
                             TileT225 t225(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t225, 0);  // paged_attention.pto:58:44
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                             GmView83 t14_u2c1_ownGm83(t14_u2c1_own + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
                             TLOAD(t225, t14_u2c1_ownGm83);  // paged_attention.pto:58:44
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT226 t226(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t226, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TADD(t226, t207, t225);  // paged_attention.pto:58:44
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                             GmView84 oi_update_ownGm84(oi_update_own + _g158 * 16 * 32, GmView84::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
                             TSTORE(oi_update_ownGm84, t226);  // paged_attention.pto:58:44
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     }
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -1821,6 +1800,27 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             (&status[4 * block_index])[0] = 24;  // paged_attention.pto:32:30
@@ -1904,7 +1904,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             GmView88 kj_assemble_u1c0_ownGm88(kj_assemble_u1c0_own + (16 + _g229 * 16) * 32, GmView88::Shape(t230.GetValidRow()));  // paged_attention.pto:37:25
                             TSTORE(kj_assemble_u1c0_ownGm88, t230);  // paged_attention.pto:37:25
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _g231 = 0; _g231 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g231) {  // paged_attention.pto:38:31
                             TileT232 t232(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g231 * 16, 16));  // paged_attention.pto:38:31
                             TASSIGN(t232, 0);  // paged_attention.pto:38:31
@@ -1955,11 +1955,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u1c0 = v + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _g237 = 0; _g237 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g237) {  // paged_attention.pto:41:25
                             TileT238 t238(min_i64(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) - _g237 * 16, 16));  // paged_attention.pto:41:25
                             TASSIGN(t238, 0);  // paged_attention.pto:41:25
@@ -2002,7 +2002,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             GmView95 vj_assemble_u1c0_ownGm95(vj_assemble_u1c0_own + (16 + _g239 * 16) * 32, GmView95::Shape(t240.GetValidRow()));  // paged_attention.pto:42:25
                             TSTORE(vj_assemble_u1c0_ownGm95, t240);  // paged_attention.pto:42:25
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         __gm__ bfloat16_t* vj_u1c0 = vj_assemble_u1c0_own;  // paged_attention.pto:43:30
@@ -2010,7 +2010,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         for (int64_t _g241 = 0; _g241 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g241) {  // paged_attention.pto:44:37
@@ -2098,7 +2098,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 pipe_barrier(PIPE_V);
                                 TADD(t265, t265, t268);  // paged_attention.pto:54:41
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT272 t272(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:55:46
                             TASSIGN(t272, 1536);  // paged_attention.pto:55:46
@@ -2154,7 +2154,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t289, 3072);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             TROWEXPAND(t289, t275);  // paged_attention.pto:58:44
                             TileT290 t290(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t290, 5120);  // paged_attention.pto:58:44
@@ -2183,7 +2183,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TSTORE(t15_u1c0_ownGm106, t294);  // paged_attention.pto:58:76
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             TileT296 t296(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:69
                             TASSIGN(t296, 0);  // paged_attention.pto:58:69
                             TileT297 t297(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
@@ -2249,7 +2249,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TSTORE(t14_u1c0_ownGm111, t296);  // paged_attention.pto:58:69
                             TileT308 t308(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t308, 0);  // paged_attention.pto:58:44
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                             GmView112 t14_u1c0_ownGm112(t14_u1c0_own + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
                             TLOAD(t308, t14_u1c0_ownGm112);  // paged_attention.pto:58:44
@@ -2372,7 +2372,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView117 kj_assemble_last_ownGm117(kj_assemble_last_own + (16 + _g312 * 16) * 32, GmView117::Shape(t313.GetValidRow()));  // paged_attention.pto:37:25
                                 TSTORE(kj_assemble_last_ownGm117, t313);  // paged_attention.pto:37:25
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             for (int64_t _g314 = 0; _g314 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g314) {  // paged_attention.pto:38:31
                                 TileT315 t315(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g314 * 16, 16));  // paged_attention.pto:38:31
                                 TASSIGN(t315, 0);  // paged_attention.pto:38:31
@@ -2423,11 +2423,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:41:49
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
+                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:41:49
                                 return;  // paged_attention.pto:41:49
                             }
                             __gm__ bfloat16_t* v2_last = v + max_i64(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             for (int64_t _g320 = 0; _g320 < (min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g320) {  // paged_attention.pto:41:25
                                 TileT321 t321(min_i64(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) - _g320 * 16, 16));  // paged_attention.pto:41:25
                                 TASSIGN(t321, 0);  // paged_attention.pto:41:25
@@ -2470,7 +2470,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView124 vj_assemble_last_ownGm124(vj_assemble_last_own + (16 + _g322 * 16) * 32, GmView124::Shape(t323.GetValidRow()));  // paged_attention.pto:42:25
                                 TSTORE(vj_assemble_last_ownGm124, t323);  // paged_attention.pto:42:25
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             __gm__ bfloat16_t* vj_last = vj_assemble_last_own;  // paged_attention.pto:43:30
@@ -2478,7 +2478,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             for (int64_t _g324 = 0; _g324 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g324) {  // paged_attention.pto:44:37
@@ -2512,7 +2512,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TMAX(t329, t329, t332);  // paged_attention.pto:45:37
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 TileT334 t334(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:52:39
@@ -2535,7 +2535,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TEXPANDS(t348, 0.0f);  // paged_attention.pto:54:41
                                 pipe_barrier(PIPE_V);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 for (int64_t _g338 = 0; _g338 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g338) {  // paged_attention.pto:53:45
                                     TileT339 t339(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
@@ -2566,7 +2566,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     pipe_barrier(PIPE_V);
                                     TADD(t348, t348, t351);  // paged_attention.pto:54:41
                                 }
-                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT355 t355(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:55:46
                                 TASSIGN(t355, 1536);  // paged_attention.pto:55:46
@@ -2622,7 +2622,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t372, 3072);  // paged_attention.pto:58:44
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 TROWEXPAND(t372, t358);  // paged_attention.pto:58:44
                                 TileT373 t373(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t373, 5120);  // paged_attention.pto:58:44
@@ -2650,8 +2650,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     GmView135 t15_last_ownGm135(t15_last_own + _g324 * 16 * 32 + _g375 * 32, GmView135::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
                                     TSTORE(t15_last_ownGm135, t377);  // paged_attention.pto:58:76
                                 }
-                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 TileT379 t379(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:69
                                 TASSIGN(t379, 0);  // paged_attention.pto:58:69
                                 TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
@@ -2717,7 +2717,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TSTORE(t14_last_ownGm140, t379);  // paged_attention.pto:58:69
                                 TileT391 t391(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t391, 0);  // paged_attention.pto:58:44
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView141 t14_last_ownGm141(t14_last_own + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
                                 TLOAD(t391, t14_last_ownGm141);  // paged_attention.pto:58:44
@@ -2725,7 +2725,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT392 t392(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t392, 2048);  // paged_attention.pto:58:44
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TADD(t392, t373, t391);  // paged_attention.pto:58:44
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -2734,7 +2734,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView142 oi_update_ownGm142(oi_update_own + _g324 * 16 * 32, GmView142::Shape(t392.GetValidRow()));  // paged_attention.pto:58:44
                                 TSTORE(oi_update_ownGm142, t392);  // paged_attention.pto:58:44
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
@@ -2746,7 +2746,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
 #endif
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:61:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:61:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // paged_attention.pto:61:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:61:29
                                 return;  // paged_attention.pto:61:29
                             }
@@ -2765,7 +2765,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT396 t396;  // paged_attention.pto:61:64
                             TASSIGN(t396, 2560);  // paged_attention.pto:61:64
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileTmp2 tmp16;  // paged_attention.pto:61:64
                             TASSIGN(tmp16, 7168);  // paged_attention.pto:61:64
@@ -2983,7 +2983,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                             __gm__ float* sij_valid_first = sij_first_own;  // paged_attention.pto:39:37
                             if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                                 (&status[4 * block_index])[0] = 7;  // paged_attention.pto:41:49
@@ -3021,7 +3021,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             }
                             __gm__ bfloat16_t* vj_first = vj_assemble_first_own;  // paged_attention.pto:43:30
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                            wait_flag_dev(7);
+                            wait_flag_dev(8);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -3036,7 +3036,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TASSIGN(t45, 0);  // paged_attention.pto:50:44
                                 TileT46 t46(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
                                 TASSIGN(t46, 0);  // paged_attention.pto:50:44
-                                wait_flag_dev(7);
+                                wait_flag_dev(8);
                                 using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
                                 GmView19 t7_first_ownGm19(t7_first_own + _g14 * 16 * 32, GmView19::Shape(t46.GetValidRow(), t46.GetValidCol()));  // paged_attention.pto:50:44
                                 TLOAD(t46, t7_first_ownGm19);  // paged_attention.pto:50:44
@@ -3097,7 +3097,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView23 oi_update_ownGm23(oi_update_own + _g14 * 16 * 32, GmView23::Shape(t45.GetValidRow()));  // paged_attention.pto:50:44
                                 TSTORE(oi_update_ownGm23, t45);  // paged_attention.pto:50:44
                             }
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0); ++_br0) {  // paged_attention.pto:59:25
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
                                     (&status[4 * block_index])[0] = 9;  // paged_attention.pto:61:29
@@ -3125,14 +3125,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                     for (int64_t s2_u2 = 0; s2_u2 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2; ++s2_u2) {  // paged_attention.pto:28:21
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             (&status[4 * block_index])[0] = 10;  // paged_attention.pto:32:30
@@ -3142,12 +3142,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag_dev(8);  // paged_attention.pto:32:30
-                            wait_flag_dev(11);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag_dev(6);  // paged_attention.pto:32:30
+                            wait_flag_dev(9);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u2c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
@@ -3159,12 +3159,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag_dev(8);  // paged_attention.pto:33:38
-                            wait_flag_dev(11);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag_dev(6);  // paged_attention.pto:33:38
+                            wait_flag_dev(9);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u2c0 = static_cast<int64_t>(block_table[b * MB + (1 + s2_u2 * 2) * 2]);  // paged_attention.pto:33:38
@@ -3176,12 +3176,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag_dev(8);  // paged_attention.pto:34:38
-                            wait_flag_dev(11);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag_dev(6);  // paged_attention.pto:34:38
+                            wait_flag_dev(9);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c0 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 3)]);  // paged_attention.pto:34:38
@@ -3193,12 +3193,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag_dev(8);  // paged_attention.pto:36:49
-                            wait_flag_dev(11);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag_dev(6);  // paged_attention.pto:36:49
+                            wait_flag_dev(9);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c0 = k + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
@@ -3212,23 +3212,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag_dev(8);  // paged_attention.pto:37:55
-                            wait_flag_dev(11);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag_dev(6);  // paged_attention.pto:37:55
+                            wait_flag_dev(9);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u2c0 = k + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         for (int64_t _g63 = 0; _g63 < (min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g63) {  // paged_attention.pto:37:25
                         }
-                        wait_flag_dev(8);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        wait_flag_dev(5);
+                        wait_flag_dev(6);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag_dev(11);
                         for (int64_t _g65 = 0; _g65 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g65) {  // paged_attention.pto:38:31
                             TileT66 t66(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g65 * 16, 16));  // paged_attention.pto:38:31
                             TASSIGN(t66, 0);  // paged_attention.pto:38:31
@@ -3262,12 +3262,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             GmView33 sij_u2c0_ownGm33(sij_u2c0_own + _g65 * 16 * 32, GmView33::Shape(t66.GetValidRow()));  // paged_attention.pto:38:31
                             TSTORE(sij_u2c0_ownGm33, t66);  // paged_attention.pto:38:31
                         }
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         __gm__ float* sij_valid_u2c0 = sij_u2c0_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                             (&status[4 * block_index])[0] = 15;  // paged_attention.pto:41:49
@@ -3277,11 +3277,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag_dev(11);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag_dev(9);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c0 = v + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
@@ -3295,22 +3295,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag_dev(11);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag_dev(9);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u2c0 = v + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         for (int64_t _g73 = 0; _g73 < (min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g73) {  // paged_attention.pto:42:25
                         }
                         __gm__ bfloat16_t* vj_u2c0 = vj_assemble_u2c0_own;  // paged_attention.pto:43:30
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        wait_flag_dev(5);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        wait_flag_dev(12);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g75 = 0; _g75 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g75) {  // paged_attention.pto:44:37
                             for (int64_t _g76 = 0; _g76 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g76) {  // paged_attention.pto:44:37
                             }
@@ -3322,56 +3322,56 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TASSIGN(t130, 0);  // paged_attention.pto:58:69
                             TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t131, 0);  // paged_attention.pto:58:69
-                            wait_flag_dev(5);
+                            wait_flag_dev(11);
                             using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView49 t15_u2c0_ownGm49(t15_u2c0_own + _g75 * 16 * 32, GmView49::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
                             TLOAD(t131, t15_u2c0_ownGm49);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t132, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TMOV(t132, t131);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             TileT133 t133(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t133, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView50 vj_u2c0Gm50(vj_u2c0, GmView50::Shape(t133.GetValidRow()));  // paged_attention.pto:58:69
                             TLOAD(t133, vj_u2c0Gm50);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT134 t134(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t134, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TMOV(t134, t133);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL(t130, t132, t134);  // paged_attention.pto:58:69
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             for (int64_t _k135 = 1; _k135 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
                                 TileT136 t136(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t136, 0);  // paged_attention.pto:58:69
                                 using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                                 GmView51 t15_u2c0_ownGm51(t15_u2c0_own + _g75 * 16 * 32 + _k135 * 32, GmView51::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
                                 TLOAD(t136, t15_u2c0_ownGm51);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                                 TileT137 t137(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t137, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                                 TMOV(t137, t136);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 TileT138 t138(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t138, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                                 GmView52 vj_u2c0Gm52(vj_u2c0 + _k135 * 32 * 32, GmView52::Shape(t138.GetValidRow()));  // paged_attention.pto:58:69
                                 TLOAD(t138, vj_u2c0Gm52);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                                 TileT139 t139(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t139, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                                 TMOV(t139, t138);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -3382,13 +3382,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView53 t14_u2c0_ownGm53(t14_u2c0_own + _g75 * 16 * 32, GmView53::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
                             TSTORE(t14_u2c0_ownGm53, t130);  // paged_attention.pto:58:69
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                         }
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             (&status[4 * block_index])[0] = 17;  // paged_attention.pto:32:30
                             (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
@@ -3397,12 +3397,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:32:30
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:32:30
-                            wait_flag_dev(8);  // paged_attention.pto:32:30
-                            wait_flag_dev(11);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag_dev(6);  // paged_attention.pto:32:30
+                            wait_flag_dev(9);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u2c1 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
@@ -3414,12 +3414,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:33:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:33:38
-                            wait_flag_dev(8);  // paged_attention.pto:33:38
-                            wait_flag_dev(11);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag_dev(6);  // paged_attention.pto:33:38
+                            wait_flag_dev(9);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
@@ -3431,12 +3431,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:34:38
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:34:38
-                            wait_flag_dev(8);  // paged_attention.pto:34:38
-                            wait_flag_dev(11);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag_dev(6);  // paged_attention.pto:34:38
+                            wait_flag_dev(9);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 5)]);  // paged_attention.pto:34:38
@@ -3448,12 +3448,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:36:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:36:49
-                            wait_flag_dev(8);  // paged_attention.pto:36:49
-                            wait_flag_dev(11);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag_dev(6);  // paged_attention.pto:36:49
+                            wait_flag_dev(9);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c1 = k + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
@@ -3467,23 +3467,23 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:37:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);  // paged_attention.pto:37:55
-                            wait_flag_dev(8);  // paged_attention.pto:37:55
-                            wait_flag_dev(11);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag_dev(6);  // paged_attention.pto:37:55
+                            wait_flag_dev(9);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u2c1 = k + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         for (int64_t _g146 = 0; _g146 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g146) {  // paged_attention.pto:37:25
                         }
+                        wait_flag_dev(9);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                         wait_flag_dev(11);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        wait_flag_dev(5);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g148 = 0; _g148 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g148) {  // paged_attention.pto:38:31
                             TileT149 t149(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g148 * 16, 16));  // paged_attention.pto:38:31
                             TASSIGN(t149, 0);  // paged_attention.pto:38:31
@@ -3517,12 +3517,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             GmView62 sij_u2c1_ownGm62(sij_u2c1_own + _g148 * 16 * 32, GmView62::Shape(t149.GetValidRow()));  // paged_attention.pto:38:31
                             TSTORE(sij_u2c1_ownGm62, t149);  // paged_attention.pto:38:31
                         }
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                         __gm__ float* sij_valid_u2c1 = sij_u2c1_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                             (&status[4 * block_index])[0] = 22;  // paged_attention.pto:41:49
@@ -3532,11 +3532,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:41:49
-                            wait_flag_dev(8);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag_dev(6);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c1 = v + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
@@ -3550,22 +3550,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag_dev(8);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag_dev(6);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u2c1 = v + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         for (int64_t _g156 = 0; _g156 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g156) {  // paged_attention.pto:42:25
                         }
                         __gm__ bfloat16_t* vj_u2c1 = vj_assemble_u2c1_own;  // paged_attention.pto:43:30
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        wait_flag_dev(5);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        wait_flag_dev(12);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g158 = 0; _g158 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g158) {  // paged_attention.pto:44:37
                             for (int64_t _g159 = 0; _g159 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g159) {  // paged_attention.pto:44:37
                             }
@@ -3577,56 +3577,56 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TASSIGN(t213, 0);  // paged_attention.pto:58:69
                             TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t214, 0);  // paged_attention.pto:58:69
-                            wait_flag_dev(5);
+                            wait_flag_dev(11);
                             using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView78 t15_u2c1_ownGm78(t15_u2c1_own + _g158 * 16 * 32, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
                             TLOAD(t214, t15_u2c1_ownGm78);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t215, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TMOV(t215, t214);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             TileT216 t216(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t216, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView79 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView79 vj_u2c1Gm79(vj_u2c1, GmView79::Shape(t216.GetValidRow()));  // paged_attention.pto:58:69
                             TLOAD(t216, vj_u2c1Gm79);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT217 t217(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
                             TASSIGN(t217, 0);  // paged_attention.pto:58:69
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TMOV(t217, t216);  // paged_attention.pto:58:69
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL(t213, t215, t217);  // paged_attention.pto:58:69
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _k218 = 1; _k218 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
                                 TileT219 t219(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t219, 0);  // paged_attention.pto:58:69
                                 using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                                 GmView80 t15_u2c1_ownGm80(t15_u2c1_own + _g158 * 16 * 32 + _k218 * 32, GmView80::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
                                 TLOAD(t219, t15_u2c1_ownGm80);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TileT220 t220(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t220, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TMOV(t220, t219);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 TileT221 t221(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t221, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 using GmView81 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                                 GmView81 vj_u2c1Gm81(vj_u2c1 + _k218 * 32 * 32, GmView81::Shape(t221.GetValidRow()));  // paged_attention.pto:58:69
                                 TLOAD(t221, vj_u2c1Gm81);  // paged_attention.pto:58:69
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TileT222 t222(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
                                 TASSIGN(t222, 0);  // paged_attention.pto:58:69
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                                 TMOV(t222, t221);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -3637,28 +3637,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
                             GmView82 t14_u2c1_ownGm82(t14_u2c1_own + _g158 * 16 * 32, GmView82::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
                             TSTORE(t14_u2c1_ownGm82, t213);  // paged_attention.pto:58:69
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                         }
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     }
-                    wait_flag_dev(11);
-                    wait_flag_dev(8);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag_dev(9);
+                    wait_flag_dev(6);
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             (&status[4 * block_index])[0] = 24;  // paged_attention.pto:32:30
@@ -3757,7 +3757,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         __gm__ float* sij_valid_u1c0 = sij_u1c0_own;  // paged_attention.pto:39:37
                         if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                             (&status[4 * block_index])[0] = 29;  // paged_attention.pto:41:49
@@ -3795,7 +3795,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                         }
                         __gm__ bfloat16_t* vj_u1c0 = vj_assemble_u1c0_own;  // paged_attention.pto:43:30
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                        wait_flag_dev(5);
+                        wait_flag_dev(6);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -3981,7 +3981,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             __gm__ float* sij_valid_last = sij_last_own;  // paged_attention.pto:39:37
                             if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                                 (&status[4 * block_index])[0] = 36;  // paged_attention.pto:41:49
@@ -4019,7 +4019,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             }
                             __gm__ bfloat16_t* vj_last = vj_assemble_last_own;  // paged_attention.pto:43:30
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                            wait_flag_dev(5);
+                            wait_flag_dev(6);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -4307,7 +4307,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TSTORE(kj_assemble_first_ownGm3, t3);  // paged_attention.pto:37:25
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                             for (int64_t _g4 = 0; _g4 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g4) {  // paged_attention.pto:38:31
                             }
@@ -4320,14 +4320,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                                wait_flag_dev(8);  // paged_attention.pto:41:49
+                                wait_flag_dev(7);  // paged_attention.pto:41:49
                                 wait_flag_dev(3);  // paged_attention.pto:41:49
                                 wait_flag_dev(4);  // paged_attention.pto:41:49
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                                 return;  // paged_attention.pto:41:49
                             }
                             __gm__ bfloat16_t* v2_first = v + max_i64(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g10 = 0; _g10 < (min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) + 15) / 16; ++_g10) {  // paged_attention.pto:41:25
                                 TileT11 t11(min_i64(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) - _g10 * 16, 16));  // paged_attention.pto:41:25
                                 TASSIGN(t11, 0);  // paged_attention.pto:41:25
@@ -4353,7 +4353,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                                wait_flag_dev(8);  // paged_attention.pto:42:55
+                                wait_flag_dev(7);  // paged_attention.pto:42:55
                                 wait_flag_dev(3);  // paged_attention.pto:42:55
                                 wait_flag_dev(4);  // paged_attention.pto:42:55
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:42:55
@@ -4377,15 +4377,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TSTORE(vj_assemble_first_ownGm10, t13);  // paged_attention.pto:42:25
                                 }
                             }
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             __gm__ bfloat16_t* vj_first = vj_assemble_first_own;  // paged_attention.pto:43:30
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            wait_flag_dev(8);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag_dev(7);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             for (int64_t _g14 = 0; _g14 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g14) {  // paged_attention.pto:44:37
@@ -4430,22 +4430,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         TMAX(t19, t19, t22);  // paged_attention.pto:45:37
                                     }
                                 }
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT34 t34(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:48:45
                                 TASSIGN(t34, 512);  // paged_attention.pto:48:45
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     TEXPANDS(t34, 0.0f);  // paged_attention.pto:48:45
                                 }
                                 pipe_barrier(PIPE_V);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 for (int64_t _g24 = 0; _g24 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g24) {  // paged_attention.pto:47:45
@@ -4467,8 +4467,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         pipe_barrier(PIPE_V);  // paged_attention.pto:47:41
                                         TROWEXPANDEXPDIF(t32, t25, tmp1);  // paged_attention.pto:47:41
                                     }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                     if (ptodsl_aiv0) {
                                         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:41
                                         GmView14 tilda_pij_first_ownGm14(tilda_pij_first_own + _g14 * 16 * 32 + _g24 * 32, GmView14::Shape(t32.GetValidRow(), t32.GetValidCol()));  // paged_attention.pto:47:41
@@ -4488,11 +4488,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     }
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:48:45
                                     GmView15 sum_update_ownGm15(sum_update_own + _g14 * 16, GmView15::Shape(t34.GetValidRow()));  // paged_attention.pto:48:45
@@ -4504,9 +4504,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 pipe_barrier(PIPE_V);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 for (int64_t _g41 = 0; _g41 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g41) {  // paged_attention.pto:50:51
                                     TileT42 t42(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
                                     TASSIGN(t42, 0);  // paged_attention.pto:50:51
@@ -4515,10 +4515,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         GmView17 tilda_pij_first_ownGm17(tilda_pij_first_own + _g14 * 16 * 32 + _g41 * 32, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
                                         TLOAD(t42, tilda_pij_first_ownGm17);  // paged_attention.pto:50:51
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TileT43 t43(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
                                     TASSIGN(t43, 2048);  // paged_attention.pto:50:51
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     if (ptodsl_aiv0) {
                                         TCVT(t43, t42, RoundMode::CAST_RINT);  // paged_attention.pto:50:51
                                     }
@@ -4530,24 +4530,24 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         TSTORE(t7_first_ownGm18, t43);  // paged_attention.pto:50:51
                                     }
                                 }
-                                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                                 for (int64_t _k50 = 1; _k50 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k50) {  // paged_attention.pto:50:44
                                 }
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             TileHeld0 held0;  // paged_attention.pto:61:59
                             TASSIGN(held0, 0);  // paged_attention.pto:61:59
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            wait_flag_dev(9);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            wait_flag_dev(7);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0); ++_br0) {  // paged_attention.pto:59:25
                                 pipe_barrier(PIPE_V);
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
@@ -4560,13 +4560,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #endif
                                     wait_flag_dev(3);  // paged_attention.pto:61:29
                                     wait_flag_dev(4);  // paged_attention.pto:61:29
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:61:29
-                                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:61:29
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:61:29
+                                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:61:29
                                     return;  // paged_attention.pto:61:29
                                 }
                                 TileT55 t55;  // paged_attention.pto:61:64
                                 TASSIGN(t55, 1024);  // paged_attention.pto:61:64
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_update_ownGm24(oi_update_own);  // paged_attention.pto:61:64
                                     TLOAD(t55, oi_update_ownGm24);  // paged_attention.pto:61:64
@@ -4589,15 +4589,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TROWEXPANDDIV(t58, t55, tmp3);  // paged_attention.pto:61:64
                                 }
                                 pipe_barrier(PIPE_V);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     TCVT(held0, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
                                 }
                             }
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:59
                                 if (ptodsl_aiv0) {
                                     GlobalTensor<bfloat16_t, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> atten_outGm26(atten_out + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32);  // paged_attention.pto:61:59
@@ -4621,14 +4621,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     for (int64_t s2_u2 = 0; s2_u2 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2; ++s2_u2) {  // paged_attention.pto:28:21
                         pipe_barrier(PIPE_V);
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
@@ -4642,16 +4642,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:32:30
                             wait_flag_dev(3);  // paged_attention.pto:32:30
                             wait_flag_dev(4);  // paged_attention.pto:32:30
+                            wait_flag_dev(5);  // paged_attention.pto:32:30
                             wait_flag_dev(7);  // paged_attention.pto:32:30
-                            wait_flag_dev(9);  // paged_attention.pto:32:30
+                            wait_flag_dev(8);  // paged_attention.pto:32:30
                             wait_flag_dev(10);  // paged_attention.pto:32:30
-                            wait_flag_dev(12);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u2c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
@@ -4666,16 +4666,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:33:38
                             wait_flag_dev(3);  // paged_attention.pto:33:38
                             wait_flag_dev(4);  // paged_attention.pto:33:38
+                            wait_flag_dev(5);  // paged_attention.pto:33:38
                             wait_flag_dev(7);  // paged_attention.pto:33:38
-                            wait_flag_dev(9);  // paged_attention.pto:33:38
+                            wait_flag_dev(8);  // paged_attention.pto:33:38
                             wait_flag_dev(10);  // paged_attention.pto:33:38
-                            wait_flag_dev(12);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u2c0 = static_cast<int64_t>(block_table[b * MB + (1 + s2_u2 * 2) * 2]);  // paged_attention.pto:33:38
@@ -4690,16 +4690,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:34:38
                             wait_flag_dev(3);  // paged_attention.pto:34:38
                             wait_flag_dev(4);  // paged_attention.pto:34:38
+                            wait_flag_dev(5);  // paged_attention.pto:34:38
                             wait_flag_dev(7);  // paged_attention.pto:34:38
-                            wait_flag_dev(9);  // paged_attention.pto:34:38
+                            wait_flag_dev(8);  // paged_attention.pto:34:38
                             wait_flag_dev(10);  // paged_attention.pto:34:38
-                            wait_flag_dev(12);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c0 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 3)]);  // paged_attention.pto:34:38
@@ -4714,22 +4714,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:36:49
                             wait_flag_dev(3);  // paged_attention.pto:36:49
                             wait_flag_dev(4);  // paged_attention.pto:36:49
+                            wait_flag_dev(5);  // paged_attention.pto:36:49
                             wait_flag_dev(7);  // paged_attention.pto:36:49
-                            wait_flag_dev(9);  // paged_attention.pto:36:49
+                            wait_flag_dev(8);  // paged_attention.pto:36:49
                             wait_flag_dev(10);  // paged_attention.pto:36:49
-                            wait_flag_dev(12);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c0 = k + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        wait_flag_dev(7);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        wait_flag_dev(5);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _g61 = 0; _g61 < (min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g61) {  // paged_attention.pto:36:25
                             TileT62 t62(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) - _g61 * 16, 16));  // paged_attention.pto:36:25
                             TASSIGN(t62, 0);  // paged_attention.pto:36:25
@@ -4738,15 +4738,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView27 v0_u2c0Gm27(v0_u2c0 + _g61 * 16 * KD, GmView27::Shape(t62.GetValidRow()), GmView27::Stride(KD));  // paged_attention.pto:36:25
                                 TLOAD(t62, v0_u2c0Gm27);  // paged_attention.pto:36:25
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
                                 GmView28 kj_assemble_u2c0_ownGm28(kj_assemble_u2c0_own + _g61 * 16 * 32, GmView28::Shape(t62.GetValidRow()));  // paged_attention.pto:36:25
                                 TSTORE(kj_assemble_u2c0_ownGm28, t62);  // paged_attention.pto:36:25
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
                             (&status[4 * block_index])[0] = 14;  // paged_attention.pto:37:55
                             (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
@@ -4758,18 +4758,18 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:37:55
                             wait_flag_dev(3);  // paged_attention.pto:37:55
                             wait_flag_dev(4);  // paged_attention.pto:37:55
-                            wait_flag_dev(9);  // paged_attention.pto:37:55
+                            wait_flag_dev(7);  // paged_attention.pto:37:55
+                            wait_flag_dev(8);  // paged_attention.pto:37:55
                             wait_flag_dev(10);  // paged_attention.pto:37:55
-                            wait_flag_dev(12);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:37:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u2c0 = k + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g63 = 0; _g63 < (min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g63) {  // paged_attention.pto:37:25
                             TileT64 t64(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) - _g63 * 16, 16));  // paged_attention.pto:37:25
                             TASSIGN(t64, 0);  // paged_attention.pto:37:25
@@ -4778,16 +4778,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView29 v1_u2c0Gm29(v1_u2c0 + _g63 * 16 * KD, GmView29::Shape(t64.GetValidRow()), GmView29::Stride(KD));  // paged_attention.pto:37:25
                                 TLOAD(t64, v1_u2c0Gm29);  // paged_attention.pto:37:25
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
                                 GmView30 kj_assemble_u2c0_ownGm30(kj_assemble_u2c0_own + (16 + _g63 * 16) * 32, GmView30::Shape(t64.GetValidRow()));  // paged_attention.pto:37:25
                                 TSTORE(kj_assemble_u2c0_ownGm30, t64);  // paged_attention.pto:37:25
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                         for (int64_t _g65 = 0; _g65 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g65) {  // paged_attention.pto:38:31
                         }
                         __gm__ float* sij_valid_u2c0 = sij_u2c0_own;  // paged_attention.pto:39:37
@@ -4799,24 +4799,24 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag_dev(6);  // paged_attention.pto:41:49
+                            wait_flag_dev(11);  // paged_attention.pto:41:49
                             wait_flag_dev(0);  // paged_attention.pto:41:49
                             wait_flag_dev(3);  // paged_attention.pto:41:49
                             wait_flag_dev(4);  // paged_attention.pto:41:49
+                            wait_flag_dev(5);  // paged_attention.pto:41:49
                             wait_flag_dev(7);  // paged_attention.pto:41:49
-                            wait_flag_dev(9);  // paged_attention.pto:41:49
+                            wait_flag_dev(8);  // paged_attention.pto:41:49
                             wait_flag_dev(10);  // paged_attention.pto:41:49
-                            wait_flag_dev(12);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c0 = v + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        wait_flag_dev(9);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag_dev(7);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g71 = 0; _g71 < (min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g71) {  // paged_attention.pto:41:25
                             TileT72 t72(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) - _g71 * 16, 16));  // paged_attention.pto:41:25
                             TASSIGN(t72, 0);  // paged_attention.pto:41:25
@@ -4825,15 +4825,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView34 v2_u2c0Gm34(v2_u2c0 + _g71 * 16 * KD, GmView34::Shape(t72.GetValidRow()), GmView34::Stride(KD));  // paged_attention.pto:41:25
                                 TLOAD(t72, v2_u2c0Gm34);  // paged_attention.pto:41:25
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView35 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
                                 GmView35 vj_assemble_u2c0_ownGm35(vj_assemble_u2c0_own + _g71 * 16 * 32, GmView35::Shape(t72.GetValidRow()));  // paged_attention.pto:41:25
                                 TSTORE(vj_assemble_u2c0_ownGm35, t72);  // paged_attention.pto:41:25
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
                             (&status[4 * block_index])[0] = 16;  // paged_attention.pto:42:55
                             (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
@@ -4842,22 +4842,22 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag_dev(6);  // paged_attention.pto:42:55
+                            wait_flag_dev(11);  // paged_attention.pto:42:55
                             wait_flag_dev(0);  // paged_attention.pto:42:55
                             wait_flag_dev(3);  // paged_attention.pto:42:55
                             wait_flag_dev(4);  // paged_attention.pto:42:55
-                            wait_flag_dev(7);  // paged_attention.pto:42:55
+                            wait_flag_dev(5);  // paged_attention.pto:42:55
+                            wait_flag_dev(8);  // paged_attention.pto:42:55
                             wait_flag_dev(10);  // paged_attention.pto:42:55
-                            wait_flag_dev(12);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u2c0 = v + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g73 = 0; _g73 < (min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g73) {  // paged_attention.pto:42:25
                             TileT74 t74(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) - _g73 * 16, 16));  // paged_attention.pto:42:25
                             TASSIGN(t74, 0);  // paged_attention.pto:42:25
@@ -4866,27 +4866,27 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView36 v3_u2c0Gm36(v3_u2c0 + _g73 * 16 * KD, GmView36::Shape(t74.GetValidRow()), GmView36::Stride(KD));  // paged_attention.pto:42:25
                                 TLOAD(t74, v3_u2c0Gm36);  // paged_attention.pto:42:25
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
                                 GmView37 vj_assemble_u2c0_ownGm37(vj_assemble_u2c0_own + (16 + _g73 * 16) * 32, GmView37::Shape(t74.GetValidRow()));  // paged_attention.pto:42:25
                                 TSTORE(vj_assemble_u2c0_ownGm37, t74);  // paged_attention.pto:42:25
                             }
                         }
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         __gm__ bfloat16_t* vj_u2c0 = vj_assemble_u2c0_own;  // paged_attention.pto:43:30
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        wait_flag_dev(11);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag_dev(6);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         for (int64_t _g75 = 0; _g75 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g75) {  // paged_attention.pto:44:37
                             TileT80 t80(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:45:37
                             TASSIGN(t80, 0);  // paged_attention.pto:45:37
@@ -4902,10 +4902,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     GmView38 sij_valid_u2c0Gm38(sij_valid_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView38::Shape(t77.GetValidRow(), t77.GetValidCol()));  // paged_attention.pto:44:37
                                     TLOAD(t77, sij_valid_u2c0Gm38);  // paged_attention.pto:44:37
                                 }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT78 t78(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
                                 TASSIGN(t78, 2560);  // paged_attention.pto:44:37
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     TMULS(t78, t77, softmax_scale);  // paged_attention.pto:44:37
                                 }
@@ -4930,8 +4930,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 }
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             TileT85 t85(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:52:39
                             TASSIGN(t85, 512);  // paged_attention.pto:52:39
@@ -4942,11 +4942,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TLOAD(t85, max_update_ownGm40);  // paged_attention.pto:52:39
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT87 t87(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:52:39
                             TASSIGN(t87, 1024);  // paged_attention.pto:52:39
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TMAX(t87, t85, t80);  // paged_attention.pto:52:39
                             }
@@ -4959,8 +4959,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             }
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g89 = 0; _g89 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g89) {  // paged_attention.pto:53:45
                                 TileT90 t90(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
                                 TASSIGN(t90, 1536);  // paged_attention.pto:53:45
@@ -5000,12 +5000,12 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TADD(t99, t99, t102);  // paged_attention.pto:54:41
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT106 t106(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:55:46
                             TASSIGN(t106, 1536);  // paged_attention.pto:55:46
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TSUB(t106, t85, t87);  // paged_attention.pto:55:46
                             }
@@ -5023,10 +5023,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView43 max_update_ownGm43(max_update_own + _g75 * 16, GmView43::Shape(t87.GetValidRow()));  // paged_attention.pto:56:29
                                 TSTORE(max_update_ownGm43, t87);  // paged_attention.pto:56:29
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             TileT113 t113(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:57:45
                             TASSIGN(t113, 1024);  // paged_attention.pto:57:45
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
@@ -5034,11 +5034,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TLOAD(t113, sum_update_ownGm44);  // paged_attention.pto:57:45
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT115 t115(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:57:45
                             TASSIGN(t115, 1536);  // paged_attention.pto:57:45
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TMUL(t115, t113, t109);  // paged_attention.pto:57:45
                             }
@@ -5057,10 +5057,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView45 sum_update_ownGm45(sum_update_own + _g75 * 16, GmView45::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
                                 TSTORE(sum_update_ownGm45, t119);  // paged_attention.pto:57:45
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             TileT121 t121(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
                             TASSIGN(t121, 1024);  // paged_attention.pto:58:44
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
@@ -5068,18 +5068,18 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TLOAD(t121, oi_update_ownGm46);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t123, 3072);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TROWEXPAND(t123, t109);  // paged_attention.pto:58:44
                             }
                             TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t124, 5120);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TMUL(t124, t121, t123);  // paged_attention.pto:58:44
                             }
@@ -5095,10 +5095,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     GmView47 tilda_pij_1_u2c0_ownGm47(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView47::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
                                     TLOAD(t127, tilda_pij_1_u2c0_ownGm47);  // paged_attention.pto:58:76
                                 }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t128, 2048);  // paged_attention.pto:58:76
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     TCVT(t128, t127, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                 }
@@ -5110,26 +5110,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TSTORE(t15_u2c0_ownGm48, t128);  // paged_attention.pto:58:76
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                             for (int64_t _k135 = 1; _k135 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
                             }
                             TileT142 t142(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t142, 0);  // paged_attention.pto:58:44
-                            wait_flag_dev(5);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                            wait_flag_dev(11);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView54 t14_u2c0_ownGm54(t14_u2c0_own + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
                                 TLOAD(t142, t14_u2c0_ownGm54);  // paged_attention.pto:58:44
                             }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT143 t143(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t143, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TADD(t143, t124, t142);  // paged_attention.pto:58:44
                             }
@@ -5141,10 +5141,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TSTORE(oi_update_ownGm55, t143);  // paged_attention.pto:58:44
                             }
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             (&status[4 * block_index])[0] = 17;  // paged_attention.pto:32:30
                             (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
@@ -5156,13 +5156,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:32:30
                             wait_flag_dev(3);  // paged_attention.pto:32:30
                             wait_flag_dev(4);  // paged_attention.pto:32:30
+                            wait_flag_dev(5);  // paged_attention.pto:32:30
                             wait_flag_dev(7);  // paged_attention.pto:32:30
-                            wait_flag_dev(9);  // paged_attention.pto:32:30
+                            wait_flag_dev(8);  // paged_attention.pto:32:30
                             wait_flag_dev(10);  // paged_attention.pto:32:30
-                            wait_flag_dev(12);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:32:30
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:32:30
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:32:30
                             return;  // paged_attention.pto:32:30
                         }
                         __gm__ bfloat16_t* qi_u2c1 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
@@ -5177,13 +5177,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:33:38
                             wait_flag_dev(3);  // paged_attention.pto:33:38
                             wait_flag_dev(4);  // paged_attention.pto:33:38
+                            wait_flag_dev(5);  // paged_attention.pto:33:38
                             wait_flag_dev(7);  // paged_attention.pto:33:38
-                            wait_flag_dev(9);  // paged_attention.pto:33:38
+                            wait_flag_dev(8);  // paged_attention.pto:33:38
                             wait_flag_dev(10);  // paged_attention.pto:33:38
-                            wait_flag_dev(12);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:33:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:33:38
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:33:38
                             return;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
@@ -5198,13 +5198,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:34:38
                             wait_flag_dev(3);  // paged_attention.pto:34:38
                             wait_flag_dev(4);  // paged_attention.pto:34:38
+                            wait_flag_dev(5);  // paged_attention.pto:34:38
                             wait_flag_dev(7);  // paged_attention.pto:34:38
-                            wait_flag_dev(9);  // paged_attention.pto:34:38
+                            wait_flag_dev(8);  // paged_attention.pto:34:38
                             wait_flag_dev(10);  // paged_attention.pto:34:38
-                            wait_flag_dev(12);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:34:38
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:34:38
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:34:38
                             return;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c1 = static_cast<int64_t>(block_table[b * MB + (s2_u2 * 4 + 5)]);  // paged_attention.pto:34:38
@@ -5219,19 +5219,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:36:49
                             wait_flag_dev(3);  // paged_attention.pto:36:49
                             wait_flag_dev(4);  // paged_attention.pto:36:49
+                            wait_flag_dev(5);  // paged_attention.pto:36:49
                             wait_flag_dev(7);  // paged_attention.pto:36:49
-                            wait_flag_dev(9);  // paged_attention.pto:36:49
+                            wait_flag_dev(8);  // paged_attention.pto:36:49
                             wait_flag_dev(10);  // paged_attention.pto:36:49
-                            wait_flag_dev(12);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:36:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:36:49
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:36:49
                             return;  // paged_attention.pto:36:49
                         }
                         __gm__ bfloat16_t* v0_u2c1 = k + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        wait_flag_dev(10);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag_dev(8);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g144 = 0; _g144 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g144) {  // paged_attention.pto:36:25
                             TileT145 t145(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) - _g144 * 16, 16));  // paged_attention.pto:36:25
                             TASSIGN(t145, 0);  // paged_attention.pto:36:25
@@ -5240,15 +5240,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView56 v0_u2c1Gm56(v0_u2c1 + _g144 * 16 * KD, GmView56::Shape(t145.GetValidRow()), GmView56::Stride(KD));  // paged_attention.pto:36:25
                                 TLOAD(t145, v0_u2c1Gm56);  // paged_attention.pto:36:25
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:36:25
                                 GmView57 kj_assemble_u2c1_ownGm57(kj_assemble_u2c1_own + _g144 * 16 * 32, GmView57::Shape(t145.GetValidRow()));  // paged_attention.pto:36:25
                                 TSTORE(kj_assemble_u2c1_ownGm57, t145);  // paged_attention.pto:36:25
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
                             (&status[4 * block_index])[0] = 21;  // paged_attention.pto:37:55
                             (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
@@ -5260,15 +5260,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             wait_flag_dev(0);  // paged_attention.pto:37:55
                             wait_flag_dev(3);  // paged_attention.pto:37:55
                             wait_flag_dev(4);  // paged_attention.pto:37:55
+                            wait_flag_dev(5);  // paged_attention.pto:37:55
                             wait_flag_dev(7);  // paged_attention.pto:37:55
-                            wait_flag_dev(9);  // paged_attention.pto:37:55
-                            wait_flag_dev(12);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:37:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:37:55
+                            wait_flag_dev(10);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:37:55
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:37:55
                             return;  // paged_attention.pto:37:55
                         }
                         __gm__ bfloat16_t* v1_u2c1 = k + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g146 = 0; _g146 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g146) {  // paged_attention.pto:37:25
                             TileT147 t147(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) - _g146 * 16, 16));  // paged_attention.pto:37:25
                             TASSIGN(t147, 0);  // paged_attention.pto:37:25
@@ -5277,16 +5277,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView58 v1_u2c1Gm58(v1_u2c1 + _g146 * 16 * KD, GmView58::Shape(t147.GetValidRow()), GmView58::Stride(KD));  // paged_attention.pto:37:25
                                 TLOAD(t147, v1_u2c1Gm58);  // paged_attention.pto:37:25
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView59 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:37:25
                                 GmView59 kj_assemble_u2c1_ownGm59(kj_assemble_u2c1_own + (16 + _g146 * 16) * 32, GmView59::Shape(t147.GetValidRow()));  // paged_attention.pto:37:25
                                 TSTORE(kj_assemble_u2c1_ownGm59, t147);  // paged_attention.pto:37:25
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                         for (int64_t _g148 = 0; _g148 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g148) {  // paged_attention.pto:38:31
                         }
                         __gm__ float* sij_valid_u2c1 = sij_u2c1_own;  // paged_attention.pto:39:37
@@ -5298,21 +5298,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag_dev(6);  // paged_attention.pto:41:49
+                            wait_flag_dev(11);  // paged_attention.pto:41:49
                             wait_flag_dev(0);  // paged_attention.pto:41:49
                             wait_flag_dev(3);  // paged_attention.pto:41:49
                             wait_flag_dev(4);  // paged_attention.pto:41:49
+                            wait_flag_dev(5);  // paged_attention.pto:41:49
                             wait_flag_dev(7);  // paged_attention.pto:41:49
-                            wait_flag_dev(9);  // paged_attention.pto:41:49
+                            wait_flag_dev(8);  // paged_attention.pto:41:49
                             wait_flag_dev(10);  // paged_attention.pto:41:49
-                            wait_flag_dev(12);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u2c1 = v + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        wait_flag_dev(12);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag_dev(10);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g154 = 0; _g154 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g154) {  // paged_attention.pto:41:25
                             TileT155 t155(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) - _g154 * 16, 16));  // paged_attention.pto:41:25
                             TASSIGN(t155, 0);  // paged_attention.pto:41:25
@@ -5321,15 +5321,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView63 v2_u2c1Gm63(v2_u2c1 + _g154 * 16 * KD, GmView63::Shape(t155.GetValidRow()), GmView63::Stride(KD));  // paged_attention.pto:41:25
                                 TLOAD(t155, v2_u2c1Gm63);  // paged_attention.pto:41:25
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView64 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:41:25
                                 GmView64 vj_assemble_u2c1_ownGm64(vj_assemble_u2c1_own + _g154 * 16 * 32, GmView64::Shape(t155.GetValidRow()));  // paged_attention.pto:41:25
                                 TSTORE(vj_assemble_u2c1_ownGm64, t155);  // paged_attention.pto:41:25
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
                             (&status[4 * block_index])[0] = 23;  // paged_attention.pto:42:55
                             (&status[4 * block_index])[1] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
@@ -5338,19 +5338,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag_dev(6);  // paged_attention.pto:42:55
+                            wait_flag_dev(11);  // paged_attention.pto:42:55
                             wait_flag_dev(0);  // paged_attention.pto:42:55
                             wait_flag_dev(3);  // paged_attention.pto:42:55
                             wait_flag_dev(4);  // paged_attention.pto:42:55
+                            wait_flag_dev(5);  // paged_attention.pto:42:55
                             wait_flag_dev(7);  // paged_attention.pto:42:55
-                            wait_flag_dev(9);  // paged_attention.pto:42:55
-                            wait_flag_dev(10);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);  // paged_attention.pto:42:55
+                            wait_flag_dev(8);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:42:55
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // paged_attention.pto:42:55
                             return;  // paged_attention.pto:42:55
                         }
                         __gm__ bfloat16_t* v3_u2c1 = v + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g156 = 0; _g156 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g156) {  // paged_attention.pto:42:25
                             TileT157 t157(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) - _g156 * 16, 16));  // paged_attention.pto:42:25
                             TASSIGN(t157, 0);  // paged_attention.pto:42:25
@@ -5359,25 +5359,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView65 v3_u2c1Gm65(v3_u2c1 + _g156 * 16 * KD, GmView65::Shape(t157.GetValidRow()), GmView65::Stride(KD));  // paged_attention.pto:42:25
                                 TLOAD(t157, v3_u2c1Gm65);  // paged_attention.pto:42:25
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView66 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:42:25
                                 GmView66 vj_assemble_u2c1_ownGm66(vj_assemble_u2c1_own + (16 + _g156 * 16) * 32, GmView66::Shape(t157.GetValidRow()));  // paged_attention.pto:42:25
                                 TSTORE(vj_assemble_u2c1_ownGm66, t157);  // paged_attention.pto:42:25
                             }
                         }
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         __gm__ bfloat16_t* vj_u2c1 = vj_assemble_u2c1_own;  // paged_attention.pto:43:30
                         pipe_barrier(PIPE_V);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag_dev(6);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag_dev(11);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         for (int64_t _g158 = 0; _g158 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g158) {  // paged_attention.pto:44:37
                             TileT163 t163(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:45:37
                             TASSIGN(t163, 0);  // paged_attention.pto:45:37
@@ -5393,10 +5393,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     GmView67 sij_valid_u2c1Gm67(sij_valid_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView67::Shape(t160.GetValidRow(), t160.GetValidCol()));  // paged_attention.pto:44:37
                                     TLOAD(t160, sij_valid_u2c1Gm67);  // paged_attention.pto:44:37
                                 }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT161 t161(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
                                 TASSIGN(t161, 2560);  // paged_attention.pto:44:37
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     TMULS(t161, t160, softmax_scale);  // paged_attention.pto:44:37
                                 }
@@ -5420,24 +5420,24 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TMAX(t163, t163, t166);  // paged_attention.pto:45:37
                                 }
                             }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             TileT168 t168(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:52:39
                             TASSIGN(t168, 512);  // paged_attention.pto:52:39
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
                                 GmView69 max_update_ownGm69(max_update_own + _g158 * 16, GmView69::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
                                 TLOAD(t168, max_update_ownGm69);  // paged_attention.pto:52:39
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT170 t170(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:52:39
                             TASSIGN(t170, 1024);  // paged_attention.pto:52:39
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TMAX(t170, t168, t163);  // paged_attention.pto:52:39
                             }
@@ -5449,9 +5449,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TEXPANDS(t182, 0.0f);  // paged_attention.pto:54:41
                             }
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g172 = 0; _g172 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g172) {  // paged_attention.pto:53:45
                                 TileT173 t173(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
                                 TASSIGN(t173, 1536);  // paged_attention.pto:53:45
@@ -5471,8 +5471,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     pipe_barrier(PIPE_V);  // paged_attention.pto:53:41
                                     TROWEXPANDEXPDIF(t180, t173, tmp8);  // paged_attention.pto:53:41
                                 }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
                                     GmView71 tilda_pij_1_u2c1_ownGm71(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g172 * 32, GmView71::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
@@ -5491,16 +5491,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TADD(t182, t182, t185);  // paged_attention.pto:54:41
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT189 t189(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:55:46
                             TASSIGN(t189, 1536);  // paged_attention.pto:55:46
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TSUB(t189, t168, t170);  // paged_attention.pto:55:46
                             }
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             TileT192 t192(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:55:42
                             TASSIGN(t192, 512);  // paged_attention.pto:55:42
                             pipe_barrier(PIPE_V);
@@ -5508,28 +5508,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TEXP(t192, t189);  // paged_attention.pto:55:42
                             }
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
                                 GmView72 max_update_ownGm72(max_update_own + _g158 * 16, GmView72::Shape(t170.GetValidRow()));  // paged_attention.pto:56:29
                                 TSTORE(max_update_ownGm72, t170);  // paged_attention.pto:56:29
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             TileT196 t196(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:57:45
                             TASSIGN(t196, 1024);  // paged_attention.pto:57:45
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                                 GmView73 sum_update_ownGm73(sum_update_own + _g158 * 16, GmView73::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
                                 TLOAD(t196, sum_update_ownGm73);  // paged_attention.pto:57:45
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT198 t198(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:57:45
                             TASSIGN(t198, 1536);  // paged_attention.pto:57:45
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TMUL(t198, t196, t192);  // paged_attention.pto:57:45
                             }
@@ -5539,45 +5539,45 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             if (ptodsl_aiv0) {
                                 TADD(t202, t198, t182);  // paged_attention.pto:57:45
                             }
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                                 GmView74 sum_update_ownGm74(sum_update_own + _g158 * 16, GmView74::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
                                 TSTORE(sum_update_ownGm74, t202);  // paged_attention.pto:57:45
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             TileT204 t204(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
                             TASSIGN(t204, 1024);  // paged_attention.pto:58:44
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView75 oi_update_ownGm75(oi_update_own + _g158 * 16 * 32, GmView75::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
                                 TLOAD(t204, oi_update_ownGm75);  // paged_attention.pto:58:44
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t206, 3072);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TROWEXPAND(t206, t192);  // paged_attention.pto:58:44
                             }
                             TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t207, 5120);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TMUL(t207, t204, t206);  // paged_attention.pto:58:44
                             }
                             pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g209 = 0; _g209 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
                                 TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t210, 0);  // paged_attention.pto:58:76
@@ -5586,84 +5586,84 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     GmView76 tilda_pij_1_u2c1_ownGm76(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView76::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
                                     TLOAD(t210, tilda_pij_1_u2c1_ownGm76);  // paged_attention.pto:58:76
                                 }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
                                 TASSIGN(t211, 2048);  // paged_attention.pto:58:76
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     TCVT(t211, t210, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                 }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
                                     GmView77 t15_u2c1_ownGm77(t15_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView77::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
                                     TSTORE(t15_u2c1_ownGm77, t211);  // paged_attention.pto:58:76
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                             for (int64_t _k218 = 1; _k218 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
                             }
                             TileT225 t225(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t225, 0);  // paged_attention.pto:58:44
-                            wait_flag_dev(5);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            wait_flag_dev(11);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView83 t14_u2c1_ownGm83(t14_u2c1_own + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
                                 TLOAD(t225, t14_u2c1_ownGm83);  // paged_attention.pto:58:44
                             }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT226 t226(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t226, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 TADD(t226, t207, t225);  // paged_attention.pto:58:44
                             }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView84 oi_update_ownGm84(oi_update_own + _g158 * 16 * 32, GmView84::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
                                 TSTORE(oi_update_ownGm84, t226);  // paged_attention.pto:58:44
                             }
                         }
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     }
                     wait_flag_dev(3);
-                    wait_flag_dev(12);
                     wait_flag_dev(10);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag_dev(9);
-                    wait_flag_dev(7);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag_dev(8);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag_dev(7);
+                    wait_flag_dev(5);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             (&status[4 * block_index])[0] = 24;  // paged_attention.pto:32:30
@@ -5765,7 +5765,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TSTORE(kj_assemble_u1c0_ownGm88, t230);  // paged_attention.pto:37:25
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         for (int64_t _g231 = 0; _g231 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g231) {  // paged_attention.pto:38:31
                         }
@@ -5778,14 +5778,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                            wait_flag_dev(6);  // paged_attention.pto:41:49
+                            wait_flag_dev(5);  // paged_attention.pto:41:49
                             wait_flag_dev(0);  // paged_attention.pto:41:49
                             wait_flag_dev(4);  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // paged_attention.pto:41:49
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
                             return;  // paged_attention.pto:41:49
                         }
                         __gm__ bfloat16_t* v2_u1c0 = v + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _g237 = 0; _g237 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g237) {  // paged_attention.pto:41:25
                             TileT238 t238(min_i64(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) - _g237 * 16, 16));  // paged_attention.pto:41:25
                             TASSIGN(t238, 0);  // paged_attention.pto:41:25
@@ -5811,7 +5811,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                            wait_flag_dev(6);  // paged_attention.pto:42:55
+                            wait_flag_dev(5);  // paged_attention.pto:42:55
                             wait_flag_dev(0);  // paged_attention.pto:42:55
                             wait_flag_dev(4);  // paged_attention.pto:42:55
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:42:55
@@ -5835,13 +5835,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TSTORE(vj_assemble_u1c0_ownGm95, t240);  // paged_attention.pto:42:25
                             }
                         }
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         __gm__ bfloat16_t* vj_u1c0 = vj_assemble_u1c0_own;  // paged_attention.pto:43:30
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        wait_flag_dev(6);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        wait_flag_dev(5);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         for (int64_t _g241 = 0; _g241 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g241) {  // paged_attention.pto:44:37
@@ -5957,7 +5957,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TADD(t265, t265, t268);  // paged_attention.pto:54:41
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT272 t272(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:55:46
                             TASSIGN(t272, 1536);  // paged_attention.pto:55:46
@@ -6029,7 +6029,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t289, 3072);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 TROWEXPAND(t289, t275);  // paged_attention.pto:58:44
                             }
@@ -6068,14 +6068,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             for (int64_t _k301 = 1; _k301 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k301) {  // paged_attention.pto:58:69
                             }
                             TileT308 t308(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t308, 0);  // paged_attention.pto:58:44
                             wait_flag_dev(5);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView112 t14_u1c0_ownGm112(t14_u1c0_own + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
@@ -6215,7 +6215,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TSTORE(kj_assemble_last_ownGm117, t313);  // paged_attention.pto:37:25
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             for (int64_t _g314 = 0; _g314 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g314) {  // paged_attention.pto:38:31
                             }
@@ -6228,14 +6228,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:41:49
 #endif
-                                wait_flag_dev(6);  // paged_attention.pto:41:49
+                                wait_flag_dev(5);  // paged_attention.pto:41:49
                                 wait_flag_dev(0);  // paged_attention.pto:41:49
                                 wait_flag_dev(3);  // paged_attention.pto:41:49
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // paged_attention.pto:41:49
+                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:41:49
                                 return;  // paged_attention.pto:41:49
                             }
                             __gm__ bfloat16_t* v2_last = v + max_i64(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             for (int64_t _g320 = 0; _g320 < (min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g320) {  // paged_attention.pto:41:25
                                 TileT321 t321(min_i64(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) - _g320 * 16, 16));  // paged_attention.pto:41:25
                                 TASSIGN(t321, 0);  // paged_attention.pto:41:25
@@ -6261,7 +6261,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:42:55
 #endif
-                                wait_flag_dev(6);  // paged_attention.pto:42:55
+                                wait_flag_dev(5);  // paged_attention.pto:42:55
                                 wait_flag_dev(0);  // paged_attention.pto:42:55
                                 wait_flag_dev(3);  // paged_attention.pto:42:55
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:42:55
@@ -6285,13 +6285,13 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TSTORE(vj_assemble_last_ownGm124, t323);  // paged_attention.pto:42:25
                                 }
                             }
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             __gm__ bfloat16_t* vj_last = vj_assemble_last_own;  // paged_attention.pto:43:30
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            wait_flag_dev(6);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                            wait_flag_dev(5);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             for (int64_t _g324 = 0; _g324 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g324) {  // paged_attention.pto:44:37
@@ -6337,7 +6337,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     }
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 TileT334 t334(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:52:39
@@ -6366,7 +6366,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 }
                                 pipe_barrier(PIPE_V);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 for (int64_t _g338 = 0; _g338 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g338) {  // paged_attention.pto:53:45
                                     TileT339 t339(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
@@ -6407,7 +6407,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         TADD(t348, t348, t351);  // paged_attention.pto:54:41
                                     }
                                 }
-                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT355 t355(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:55:46
                                 TASSIGN(t355, 1536);  // paged_attention.pto:55:46
@@ -6479,7 +6479,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t372, 3072);  // paged_attention.pto:58:44
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     TROWEXPAND(t372, t358);  // paged_attention.pto:58:44
                                 }
@@ -6517,15 +6517,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         TSTORE(t15_last_ownGm135, t377);  // paged_attention.pto:58:76
                                     }
                                 }
-                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                                 for (int64_t _k384 = 1; _k384 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k384) {  // paged_attention.pto:58:69
                                 }
                                 TileT391 t391(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t391, 0);  // paged_attention.pto:58:44
                                 wait_flag_dev(5);
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                     GmView141 t14_last_ownGm141(t14_last_own + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
@@ -6535,7 +6535,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TileT392 t392(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t392, 2048);  // paged_attention.pto:58:44
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     TADD(t392, t373, t391);  // paged_attention.pto:58:44
@@ -6548,7 +6548,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TSTORE(oi_update_ownGm142, t392);  // paged_attention.pto:58:44
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
@@ -6562,7 +6562,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 wait_flag_dev(0);  // paged_attention.pto:61:29
                                 wait_flag_dev(3);  // paged_attention.pto:61:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:61:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // paged_attention.pto:61:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // paged_attention.pto:61:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // paged_attention.pto:61:29
                                 return;  // paged_attention.pto:61:29
                             }
@@ -6585,7 +6585,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             TileT396 t396;  // paged_attention.pto:61:64
                             TASSIGN(t396, 2560);  // paged_attention.pto:61:64
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 TileTmp2 tmp16;  // paged_attention.pto:61:64

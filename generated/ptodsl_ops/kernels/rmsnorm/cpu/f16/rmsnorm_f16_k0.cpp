@@ -59,14 +59,14 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* gamma, __gm__ half
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t r_fit = block_index * ceil_div(R, block_count); r_fit < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r_fit) {  // rmsnorm.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ half* v0_fit = x + r_fit * H;  // rmsnorm.pto:4:19
         TileT0 t0(H);  // rmsnorm.pto:4:14
         TASSIGN(t0, 0);  // rmsnorm.pto:4:14
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
         GmView1 v0_fitGm1(v0_fit, GmView1::Shape(t0.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
         TLOAD(t0, v0_fitGm1);  // rmsnorm.pto:4:14
@@ -112,7 +112,7 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* gamma, __gm__ half
         pipe_barrier(PIPE_V);
         TCVT(t22, t20, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
         GmView2 yGm2(y + r_fit * H, GmView2::Shape(t22.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:6:19
@@ -120,5 +120,5 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* gamma, __gm__ half
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -130,14 +130,14 @@ extern "C" __global__ AICORE void rmsnorm_f32_k1(__gm__ float* x, __gm__ float* 
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g38_db = 0; _g38_db < ((H + 1023) / 1024 + 1) / 2; ++_g38_db) {  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
             TileT39B0 t39_b0(min_i64(H - _g38_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
             TASSIGN(t39_b0, 32);  // rmsnorm.pto:6:24
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
             GmView2 v0Gm2(v0 + _g38_db * 2 * 1024, GmView2::Shape(t39_b0.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:4:14
             TLOAD(t39_b0, v0Gm2);  // rmsnorm.pto:4:14
@@ -150,10 +150,10 @@ extern "C" __global__ AICORE void rmsnorm_f32_k1(__gm__ float* x, __gm__ float* 
             TileTmp2 tmp3;  // rmsnorm.pto:6:24
             TASSIGN(tmp3, 24608);  // rmsnorm.pto:6:24
             TROWEXPANDMUL(t42_b0, t39_b0, view2, tmp3);  // rmsnorm.pto:6:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT44B0 t44_b0(min_i64(H - _g38_db * 2 * 1024, 1024));  // rmsnorm.pto:6:35
             TASSIGN(t44_b0, 32);  // rmsnorm.pto:6:35
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
             GmView3 gammaGm3(gamma + _g38_db * 2 * 1024, GmView3::Shape(t44_b0.GetValidCol()));  // rmsnorm.pto:6:35
             TLOAD(t44_b0, gammaGm3);  // rmsnorm.pto:6:35
@@ -165,13 +165,13 @@ extern "C" __global__ AICORE void rmsnorm_f32_k1(__gm__ float* x, __gm__ float* 
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCOLEXPANDMUL(t50_b0, t42_b0, t44_b0);  // rmsnorm.pto:6:24
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
             GmView4 yGm4(y + r * H + _g38_db * 2 * 1024, GmView4::Shape(t50_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm.pto:6:19
             TSTORE(yGm4, t50_b0);  // rmsnorm.pto:6:19
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             for (int64_t _g38_dr = 0; _g38_dr < min_i64((H + 1023) / 1024 - (_g38_db * 2 + 1), 1); ++_g38_dr) {  // rmsnorm.pto:6:24
                 TileT39B1 t39_b1(min_i64(H - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // rmsnorm.pto:6:24
@@ -188,10 +188,10 @@ extern "C" __global__ AICORE void rmsnorm_f32_k1(__gm__ float* x, __gm__ float* 
                 TileTmp2 tmp5;  // rmsnorm.pto:6:24
                 TASSIGN(tmp5, 24608);  // rmsnorm.pto:6:24
                 TROWEXPANDMUL(t42_b1, t39_b1, view4, tmp5);  // rmsnorm.pto:6:24
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT44B1 t44_b1(min_i64(H - (_g38_db * 2 + 1 + _g38_dr) * 1024, 1024));  // rmsnorm.pto:6:35
                 TASSIGN(t44_b1, 12320);  // rmsnorm.pto:6:35
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
                 GmView6 gammaGm6(gamma + (_g38_db * 2 + 1 + _g38_dr) * 1024, GmView6::Shape(t44_b1.GetValidCol()));  // rmsnorm.pto:6:35
                 TLOAD(t44_b1, gammaGm6);  // rmsnorm.pto:6:35
@@ -208,12 +208,12 @@ extern "C" __global__ AICORE void rmsnorm_f32_k1(__gm__ float* x, __gm__ float* 
                 TSTORE(yGm7, t50_b1);  // rmsnorm.pto:6:19
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

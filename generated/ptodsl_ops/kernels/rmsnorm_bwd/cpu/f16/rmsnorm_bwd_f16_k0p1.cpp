@@ -134,11 +134,11 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // rmsnorm_bwd.pto:6:5
             pipe_barrier(PIPE_V);
             __gm__ float* acc_part = acc_parts + r_part * H;  // rmsnorm_bwd.pto:12:18
@@ -147,18 +147,18 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
             TileT14 t14;  // rmsnorm_bwd.pto:9:21
             TASSIGN(t14, 0);  // rmsnorm_bwd.pto:9:21
             TEXPANDS(t14, 0.0f);  // rmsnorm_bwd.pto:9:21
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g4_db = 0; _g4_db < ((H + 1023) / 1024 + 1) / 2; ++_g4_db) {  // rmsnorm_bwd.pto:7:14
                 pipe_barrier(PIPE_V);
                 TileT5B0 t5_b0(min_i64(H - _g4_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
                 TASSIGN(t5_b0, 32);  // rmsnorm_bwd.pto:7:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
                 GmView1 v0Gm1(v0 + _g4_db * 2 * 1024, GmView1::Shape(t5_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
                 TLOAD(t5_b0, v0Gm1);  // rmsnorm_bwd.pto:7:14
@@ -181,7 +181,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 TADD(t14, t14, t17_b0);  // rmsnorm_bwd.pto:9:21
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g4_dr = 0; _g4_dr < min_i64((H + 1023) / 1024 - (_g4_db * 2 + 1), 1); ++_g4_dr) {  // rmsnorm_bwd.pto:7:14
                     TileT5B1 t5_b1(min_i64(H - (_g4_db * 2 + 1 + _g4_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
                     TASSIGN(t5_b1, 10272);  // rmsnorm_bwd.pto:7:14
@@ -209,9 +209,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t14, t14, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
             TileT19 t19;  // rmsnorm_bwd.pto:9:21
@@ -224,38 +224,38 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
             pipe_barrier(PIPE_V);
             TRSQRT(t21, t19);  // rmsnorm_bwd.pto:9:15
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g22_db = 0; _g22_db < ((H + 1023) / 1024 + 1) / 2; ++_g22_db) {  // rmsnorm_bwd.pto:10:18
                 pipe_barrier(PIPE_V);
                 TileT23B0 t23_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
                 TASSIGN(t23_b0, 32);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
                 GmView3 gammaGm3(gamma + _g22_db * 2 * 1024, GmView3::Shape(t23_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
                 TLOAD(t23_b0, gammaGm3);  // rmsnorm_bwd.pto:10:18
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileT24B0 t24_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
                 TASSIGN(t24_b0, 2080);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TCVT(t24_b0, t23_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 TileT26B0 t26_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                 TASSIGN(t26_b0, 6176);  // rmsnorm_bwd.pto:10:14
                 TileT8Re1B0 t8_re1_b0(min_i64(H - _g22_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
                 TASSIGN(t8_re1_b0, 32);  // rmsnorm_bwd.pto:8:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
                 GmView4 v1Gm4(v1 + _g22_db * 2 * 1024, GmView4::Shape(t8_re1_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
                 TLOAD(t8_re1_b0, v1Gm4);  // rmsnorm_bwd.pto:8:13
@@ -274,17 +274,17 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 TROWEXPAND(tmp2, t21);  // rmsnorm_bwd.pto:11:25
                 pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
                 TROWEXPANDMUL(t34_b0, tmp2, t29_b0);  // rmsnorm_bwd.pto:11:25
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
                 GmView5 t8Gm5(t8 + _g22_db * 2 * 1024, GmView5::Shape(t34_b0.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:11:25
                 TSTORE(t8Gm5, t34_b0);  // rmsnorm_bwd.pto:11:25
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g22_dr = 0; _g22_dr < min_i64((H + 1023) / 1024 - (_g22_db * 2 + 1), 1); ++_g22_dr) {  // rmsnorm_bwd.pto:10:18
                     TileT23B1 t23_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
                     TASSIGN(t23_b1, 14368);  // rmsnorm_bwd.pto:10:18
@@ -296,12 +296,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                     TASSIGN(t24_b1, 16416);  // rmsnorm_bwd.pto:10:18
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TCVT(t24_b1, t23_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     TileT26B1 t26_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                     TASSIGN(t26_b1, 20512);  // rmsnorm_bwd.pto:10:14
                     TileT8Re1B1 t8_re1_b1(min_i64(H - (_g22_db * 2 + 1 + _g22_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
                     TASSIGN(t8_re1_b1, 14368);  // rmsnorm_bwd.pto:8:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     using GmView7 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
                     GmView7 v1Gm7(v1 + (_g22_db * 2 + 1 + _g22_dr) * 1024, GmView7::Shape(t8_re1_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
                     TLOAD(t8_re1_b1, v1Gm7);  // rmsnorm_bwd.pto:8:13
@@ -320,24 +320,24 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                     TROWEXPAND(tmp3, t21);  // rmsnorm_bwd.pto:11:25
                     pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
                     TROWEXPANDMUL(t34_b1, tmp3, t29_b1);  // rmsnorm_bwd.pto:11:25
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
                     GmView8 t8Gm8(t8 + (_g22_db * 2 + 1 + _g22_dr) * 1024, GmView8::Shape(t34_b1.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:11:25
                     TSTORE(t8Gm8, t34_b1);  // rmsnorm_bwd.pto:11:25
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
             TileT37 t37;  // rmsnorm_bwd.pto:11:42
             TASSIGN(t37, 32);  // rmsnorm_bwd.pto:11:42
@@ -353,17 +353,17 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
             pipe_barrier(PIPE_V);
             TEXPANDS(t50, 0.0f);  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g41_db = 0; _g41_db < ((H + 1023) / 1024 + 1) / 2; ++_g41_db) {  // rmsnorm_bwd.pto:11:36
                 pipe_barrier(PIPE_V);
                 TileT42B0 t42_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t42_b0, 96);  // rmsnorm_bwd.pto:11:36
                 TileT5Re2B0 t5_re2_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
                 TASSIGN(t5_re2_b0, 4192);  // rmsnorm_bwd.pto:7:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
                 GmView9 v0Gm9(v0 + _g41_db * 2 * 1024, GmView9::Shape(t5_re2_b0.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:7:14
                 TLOAD(t5_re2_b0, v0Gm9);  // rmsnorm_bwd.pto:7:14
@@ -383,12 +383,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 TASSIGN(t24_re3_b0, 10336);  // rmsnorm_bwd.pto:10:18
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TCVT(t24_re3_b0, t23_re3_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 TileT26Re3B0 t26_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                 TASSIGN(t26_re3_b0, 14432);  // rmsnorm_bwd.pto:10:14
                 TileT8Re1Re3B0 t8_re1_re3_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
                 TASSIGN(t8_re1_re3_b0, 8288);  // rmsnorm_bwd.pto:8:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                 using GmView11 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
                 GmView11 v1Gm11(v1 + _g41_db * 2 * 1024, GmView11::Shape(t8_re1_re3_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:8:13
                 TLOAD(t8_re1_re3_b0, v1Gm11);  // rmsnorm_bwd.pto:8:13
@@ -401,7 +401,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 TASSIGN(t49_b0, 8288);  // rmsnorm_bwd.pto:11:66
                 pipe_barrier(PIPE_V);
                 TMUL(t49_b0, t47_b0, t42_b0);  // rmsnorm_bwd.pto:11:66
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 TileT53B0 t53_b0;  // rmsnorm_bwd.pto:11:61
                 TASSIGN(t53_b0, 96);  // rmsnorm_bwd.pto:11:61
                 pipe_barrier(PIPE_V);
@@ -436,12 +436,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                     TASSIGN(t24_re3_b1, 28768);  // rmsnorm_bwd.pto:10:18
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TCVT(t24_re3_b1, t23_re3_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     TileT26Re3B1 t26_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                     TASSIGN(t26_re3_b1, 32864);  // rmsnorm_bwd.pto:10:14
                     TileT8Re1Re3B1 t8_re1_re3_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
                     TASSIGN(t8_re1_re3_b1, 26720);  // rmsnorm_bwd.pto:8:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
                     using GmView14 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
                     GmView14 v1Gm14(v1 + (_g41_db * 2 + 1 + _g41_dr) * 1024, GmView14::Shape(t8_re1_re3_b1.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:8:13
                     TLOAD(t8_re1_re3_b1, v1Gm14);  // rmsnorm_bwd.pto:8:13
@@ -467,23 +467,23 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             TMULS(t50, t50, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g54_db = 0; _g54_db < ((H + 1023) / 1024 + 1) / 2; ++_g54_db) {  // rmsnorm_bwd.pto:11:36
                 pipe_barrier(PIPE_V);
                 TileT55B0 t55_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
@@ -492,8 +492,8 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 TASSIGN(t42_re6_b0, 4192);  // rmsnorm_bwd.pto:11:36
                 TileT5Re2Re6B0 t5_re2_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
                 TASSIGN(t5_re2_re6_b0, 8288);  // rmsnorm_bwd.pto:7:14
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView15 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
                 GmView15 v0Gm15(v0 + _g54_db * 2 * 1024, GmView15::Shape(t5_re2_re6_b0.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:7:14
                 TLOAD(t5_re2_re6_b0, v0Gm15);  // rmsnorm_bwd.pto:7:14
@@ -509,7 +509,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 TROWEXPANDMUL(t55_b0, t42_re6_b0, view6, tmp7);  // rmsnorm_bwd.pto:11:36
                 TileT58B0 t58_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t58_b0, 8288);  // rmsnorm_bwd.pto:11:36
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 TileView2 view8;  // rmsnorm_bwd.pto:11:36
                 TASSIGN(view8, 32);  // rmsnorm_bwd.pto:11:36
@@ -535,8 +535,8 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 TASSIGN(t65_b0, 96);  // rmsnorm_bwd.pto:11:20
                 pipe_barrier(PIPE_V);
                 TCVT(t65_b0, t62_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 using GmView17 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
                 GmView17 dxGm17(dx + r * H + _g54_db * 2 * 1024, GmView17::Shape(t65_b0.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:11:20
@@ -583,19 +583,19 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TADD(t78_b0, t76_b0, t74_b0);  // rmsnorm_bwd.pto:12:18
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
                 GmView20 acc_partsGm20(acc_parts + r_part * H + _g54_db * 2 * 1024, GmView20::Shape(t78_b0.GetValidCol()), GmView20::Stride(H));  // rmsnorm_bwd.pto:12:18
                 TSTORE(acc_partsGm20, t78_b0);  // rmsnorm_bwd.pto:12:18
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g54_dr = 0; _g54_dr < min_i64((H + 1023) / 1024 - (_g54_db * 2 + 1), 1); ++_g54_dr) {  // rmsnorm_bwd.pto:11:36
                     TileT55B1 t55_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
@@ -643,8 +643,8 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                     TASSIGN(t65_b1, 16480);  // rmsnorm_bwd.pto:11:20
                     pipe_barrier(PIPE_V);
                     TCVT(t65_b1, t62_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     using GmView23 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
                     GmView23 dxGm23(dx + r * H + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView23::Shape(t65_b1.GetValidCol()), GmView23::Stride(H));  // rmsnorm_bwd.pto:11:20
@@ -689,39 +689,39 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0p1(__gm__ float* acc, __gm__
                     pipe_barrier(PIPE_V);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TADD(t78_b1, t76_b1, t74_b1);  // rmsnorm_bwd.pto:12:18
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
                     GmView26 acc_partsGm26(acc_parts + r_part * H + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView26::Shape(t78_b1.GetValidCol()), GmView26::Stride(H));  // rmsnorm_bwd.pto:12:18
                     TSTORE(acc_partsGm26, t78_b1);  // rmsnorm_bwd.pto:12:18
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }

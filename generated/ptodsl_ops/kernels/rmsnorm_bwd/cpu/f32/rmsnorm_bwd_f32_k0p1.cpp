@@ -117,10 +117,10 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t r = r_part * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // rmsnorm_bwd.pto:6:5
             pipe_barrier(PIPE_V);
             __gm__ float* acc_part = acc_parts + r_part * H;  // rmsnorm_bwd.pto:12:18
@@ -129,18 +129,18 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
             TileT14 t14;  // rmsnorm_bwd.pto:9:21
             TASSIGN(t14, 0);  // rmsnorm_bwd.pto:9:21
             TEXPANDS(t14, 0.0f);  // rmsnorm_bwd.pto:9:21
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g4_db = 0; _g4_db < ((H + 1023) / 1024 + 1) / 2; ++_g4_db) {  // rmsnorm_bwd.pto:7:14
                 pipe_barrier(PIPE_V);
                 TileT5B0 t5_b0(min_i64(H - _g4_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
                 TASSIGN(t5_b0, 32);  // rmsnorm_bwd.pto:7:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
                 GmView1 v0Gm1(v0 + _g4_db * 2 * 1024, GmView1::Shape(t5_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
                 TLOAD(t5_b0, v0Gm1);  // rmsnorm_bwd.pto:7:14
@@ -159,7 +159,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 TADD(t14, t14, t17_b0);  // rmsnorm_bwd.pto:9:21
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g4_dr = 0; _g4_dr < min_i64((H + 1023) / 1024 - (_g4_db * 2 + 1), 1); ++_g4_dr) {  // rmsnorm_bwd.pto:7:14
                     TileT5B1 t5_b1(min_i64(H - (_g4_db * 2 + 1 + _g4_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
                     TASSIGN(t5_b1, 8224);  // rmsnorm_bwd.pto:7:14
@@ -183,7 +183,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -214,12 +214,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g41_db = 0; _g41_db < ((H + 1023) / 1024 + 1) / 2; ++_g41_db) {  // rmsnorm_bwd.pto:11:36
                 pipe_barrier(PIPE_V);
                 TileT42B0 t42_b0(min_i64(H - _g41_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t42_b0, 96);  // rmsnorm_bwd.pto:11:36
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
                 GmView3 v0Gm3(v0 + _g41_db * 2 * 1024, GmView3::Shape(t42_b0.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:7:14
                 TLOAD(t42_b0, v0Gm3);  // rmsnorm_bwd.pto:7:14
@@ -252,7 +252,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 TADD(t50, t50, t53_b0);  // rmsnorm_bwd.pto:11:61
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g41_dr = 0; _g41_dr < min_i64((H + 1023) / 1024 - (_g41_db * 2 + 1), 1); ++_g41_dr) {  // rmsnorm_bwd.pto:11:36
                     TileT42B1 t42_b1(min_i64(H - (_g41_db * 2 + 1 + _g41_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                     TASSIGN(t42_b1, 16480);  // rmsnorm_bwd.pto:11:36
@@ -290,37 +290,37 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TMULS(t50, t50, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g54_db = 0; _g54_db < ((H + 1023) / 1024 + 1) / 2; ++_g54_db) {  // rmsnorm_bwd.pto:11:36
                 pipe_barrier(PIPE_V);
                 TileT55B0 t55_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t55_b0, 96);  // rmsnorm_bwd.pto:11:36
                 TileT42Re7B0 t42_re7_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t42_re7_b0, 4192);  // rmsnorm_bwd.pto:11:36
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
                 GmView9 v0Gm9(v0 + _g54_db * 2 * 1024, GmView9::Shape(t42_re7_b0.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:7:14
                 TLOAD(t42_re7_b0, v0Gm9);  // rmsnorm_bwd.pto:7:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 TileView1 view4;  // rmsnorm_bwd.pto:11:36
                 TASSIGN(view4, 64);  // rmsnorm_bwd.pto:11:36
                 TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
@@ -328,7 +328,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 TROWEXPANDMUL(t55_b0, t42_re7_b0, view4, tmp5);  // rmsnorm_bwd.pto:11:36
                 TileT58B0 t58_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
                 TASSIGN(t58_b0, 8288);  // rmsnorm_bwd.pto:11:36
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 TileView1 view6;  // rmsnorm_bwd.pto:11:36
                 TASSIGN(view6, 32);  // rmsnorm_bwd.pto:11:36
@@ -339,7 +339,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 TASSIGN(t60_b0, 96);  // rmsnorm_bwd.pto:11:25
                 TileT23Re6B0 t23_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
                 TASSIGN(t23_re6_b0, 12384);  // rmsnorm_bwd.pto:10:18
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
                 GmView10 gammaGm10(gamma + _g54_db * 2 * 1024, GmView10::Shape(t23_re6_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
                 TLOAD(t23_re6_b0, gammaGm10);  // rmsnorm_bwd.pto:10:18
@@ -348,10 +348,10 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
                 GmView11 v1Gm11(v1 + _g54_db * 2 * 1024, GmView11::Shape(t26_re6_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:8:13
                 TLOAD(t26_re6_b0, v1Gm11);  // rmsnorm_bwd.pto:8:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 TileT29Re6B0 t29_re6_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                 TASSIGN(t29_re6_b0, 20576);  // rmsnorm_bwd.pto:10:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 TCOLEXPANDMUL(t29_re6_b0, t26_re6_b0, t23_re6_b0);  // rmsnorm_bwd.pto:10:14
                 pipe_barrier(PIPE_V);
                 TileTmp3 tmp8;  // rmsnorm_bwd.pto:11:25
@@ -368,7 +368,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
                 GmView12 dxGm12(dx + r * H + _g54_db * 2 * 1024, GmView12::Shape(t62_b0.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:11:20
                 TSTORE(dxGm12, t62_b0);  // rmsnorm_bwd.pto:11:20
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 TileT69B0 t69_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
                 TASSIGN(t69_b0, 96);  // rmsnorm_bwd.pto:12:24
                 pipe_barrier(PIPE_V);
@@ -390,25 +390,25 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                 GmView13 acc_partGm13(acc_part + _g54_db * 2 * 1024, GmView13::Shape(t76_b0.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:12:18
                 TLOAD(t76_b0, acc_partGm13);  // rmsnorm_bwd.pto:12:18
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 TileT78B0 t78_b0(min_i64(H - _g54_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
                 TASSIGN(t78_b0, 8288);  // rmsnorm_bwd.pto:12:18
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                 TADD(t78_b0, t76_b0, t74_b0);  // rmsnorm_bwd.pto:12:18
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
                 GmView14 acc_partsGm14(acc_parts + r_part * H + _g54_db * 2 * 1024, GmView14::Shape(t78_b0.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:12:18
                 TSTORE(acc_partsGm14, t78_b0);  // rmsnorm_bwd.pto:12:18
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _g54_dr = 0; _g54_dr < min_i64((H + 1023) / 1024 - (_g54_db * 2 + 1), 1); ++_g54_dr) {  // rmsnorm_bwd.pto:11:36
                     TileT55B1 t55_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
@@ -418,8 +418,8 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                     using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
                     GmView15 v0Gm15(v0 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView15::Shape(t42_re7_b1.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:7:14
                     TLOAD(t42_re7_b1, v0Gm15);  // rmsnorm_bwd.pto:7:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileView1 view11;  // rmsnorm_bwd.pto:11:36
                     TASSIGN(view11, 64);  // rmsnorm_bwd.pto:11:36
                     TileTmp2 tmp12;  // rmsnorm_bwd.pto:11:36
@@ -445,10 +445,10 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
                     GmView17 v1Gm17(v1 + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView17::Shape(t26_re6_b1.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:8:13
                     TLOAD(t26_re6_b1, v1Gm17);  // rmsnorm_bwd.pto:8:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileT29Re6B1 t29_re6_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
                     TASSIGN(t29_re6_b1, 45152);  // rmsnorm_bwd.pto:10:14
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TCOLEXPANDMUL(t29_re6_b1, t26_re6_b1, t23_re6_b1);  // rmsnorm_bwd.pto:10:14
                     pipe_barrier(PIPE_V);
                     TileTmp3 tmp15;  // rmsnorm_bwd.pto:11:25
@@ -485,11 +485,11 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                     GmView19 acc_partGm19(acc_part + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView19::Shape(t76_b1.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
                     TLOAD(t76_b1, acc_partGm19);  // rmsnorm_bwd.pto:12:18
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileT78B1 t78_b1(min_i64(H - (_g54_db * 2 + 1 + _g54_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
                     TASSIGN(t78_b1, 32864);  // rmsnorm_bwd.pto:12:18
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TADD(t78_b1, t76_b1, t74_b1);  // rmsnorm_bwd.pto:12:18
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -498,28 +498,28 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0p1(__gm__ float* acc, __gm__
                     GmView20 acc_partsGm20(acc_parts + r_part * H + (_g54_db * 2 + 1 + _g54_dr) * 1024, GmView20::Shape(t78_b1.GetValidCol()), GmView20::Stride(H));  // rmsnorm_bwd.pto:12:18
                     TSTORE(acc_partsGm20, t78_b1);  // rmsnorm_bwd.pto:12:18
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }

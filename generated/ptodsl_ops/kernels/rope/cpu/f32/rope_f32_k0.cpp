@@ -188,11 +188,11 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* x, __gm__ float* inv
             TLOAD(t4, inv_freqGm0);  // rope.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)), (R + 7) / 8 - block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1))), 0) + 1) / 2; ++_g0_db) {  // rope.pto:10:13
@@ -203,16 +203,16 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* x, __gm__ float* inv
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // rope.pto:10:13
                 GmView1 posGm1(pos + (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8, GmView1::Shape(t2_b0.GetValidRow()));  // rope.pto:10:13
                 TLOAD(t2_b0, posGm1);  // rope.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT5B0 t5_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
                 TASSIGN(t5_b0, 768);  // rope.pto:10:13
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TCOLEXPAND(t5_b0, t4);  // rope.pto:10:13
                 TileT6B0 t6_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
                 TASSIGN(t6_b0, 4864);  // rope.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp0 tmp0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8, 8));  // rope.pto:10:13
                 TASSIGN(tmp0, 74752);  // rope.pto:10:13
                 TROWEXPAND(tmp0, t2_b0);  // rope.pto:10:13
@@ -483,7 +483,7 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* x, __gm__ float* inv
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:13:10
                 GmView2 v0Gm2(v0 + (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8 * (F * 2) + _g1 * 128, GmView2::Shape(t72_b0.GetValidRow(), t72_b0.GetValidCol()), GmView2::Stride(F * 2));  // rope.pto:13:10
                 TLOAD(t72_b0, v0Gm2);  // rope.pto:13:10
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT76B0 t76_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:14:10
                 TASSIGN(t76_b0, 8704);  // rope.pto:14:10
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -491,11 +491,11 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* x, __gm__ float* inv
                 GmView3 v1Gm3(v1 + (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8 * (F * 2) + _g1 * 128, GmView3::Shape(t76_b0.GetValidRow(), t76_b0.GetValidCol()), GmView3::Stride(F * 2));  // rope.pto:14:10
                 TLOAD(t76_b0, v1Gm3);  // rope.pto:14:10
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileT82B0 t82_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:25
                 TASSIGN(t82_b0, 17152);  // rope.pto:15:25
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMUL(t82_b0, t72_b0, t10_b0);  // rope.pto:15:25
                 TileT87B0 t87_b0(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:34
                 TASSIGN(t87_b0, 21248);  // rope.pto:15:34
@@ -528,7 +528,7 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* x, __gm__ float* inv
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
                 GmView5 t3Gm5(t3 + (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + _g0_db * 2) * 8 * (F * 2) + _g1 * 128, GmView5::Shape(t92_b0.GetValidRow(), t92_b0.GetValidCol()), GmView5::Stride(F * 2));  // rope.pto:15:17
                 TSTORE(t3Gm5, t92_b0);  // rope.pto:15:17
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -538,14 +538,14 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* x, __gm__ float* inv
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // rope.pto:10:13
                     GmView6 posGm6(pos + (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, GmView6::Shape(t2_b1.GetValidRow()));  // rope.pto:10:13
                     TLOAD(t2_b1, posGm6);  // rope.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT5B1 t5_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
                     TASSIGN(t5_b1, 37888);  // rope.pto:10:13
                     TCOLEXPAND(t5_b1, t4);  // rope.pto:10:13
                     TileT6B1 t6_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
                     TASSIGN(t6_b1, 41984);  // rope.pto:10:13
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp0 tmp15(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8));  // rope.pto:10:13
                     TASSIGN(tmp15, 74752);  // rope.pto:10:13
                     TROWEXPAND(tmp15, t2_b1);  // rope.pto:10:13
@@ -815,7 +815,7 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* x, __gm__ float* inv
                     using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:13:10
                     GmView7 v0Gm7(v0 + (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * (F * 2) + _g1 * 128, GmView7::Shape(t72_b1.GetValidRow(), t72_b1.GetValidCol()), GmView7::Stride(F * 2));  // rope.pto:13:10
                     TLOAD(t72_b1, v0Gm7);  // rope.pto:13:10
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileT76B1 t76_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:14:10
                     TASSIGN(t76_b1, 45824);  // rope.pto:14:10
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -826,7 +826,7 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* x, __gm__ float* inv
                     TileT82B1 t82_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:25
                     TASSIGN(t82_b1, 54272);  // rope.pto:15:25
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMUL(t82_b1, t72_b1, t10_b1);  // rope.pto:15:25
                     TileT87B1 t87_b1(min_i64(R - (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:15:34
                     TASSIGN(t87_b1, 58368);  // rope.pto:15:34
@@ -858,15 +858,15 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* x, __gm__ float* inv
                     GmView10 t3Gm10(t3 + (block_index % max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1)), 1)), 1)) + (_g0_db * 2 + 1 + _g0_dr)) * 8 * (F * 2) + _g1 * 128, GmView10::Shape(t92_b1.GetValidRow(), t92_b1.GetValidCol()), GmView10::Stride(F * 2));  // rope.pto:15:17
                     TSTORE(t3Gm10, t92_b1);  // rope.pto:15:17
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

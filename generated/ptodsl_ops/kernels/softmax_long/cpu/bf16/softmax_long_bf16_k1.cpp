@@ -202,8 +202,8 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
             TEXP(t44_b0, t43_b0);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
             TCVT(t42_b0, t44_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
             GmView3 e_ownGm3(e_own + _g32_db * 2 * 1024, GmView3::Shape(t42_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:5:13
             TSTORE(e_ownGm3, t42_b0);  // softmax_long.pto:5:13
@@ -264,8 +264,8 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
                 TEXP(t44_b1, t43_b1);  // softmax_long.pto:5:13
                 pipe_barrier(PIPE_V);
                 TCVT(t42_b1, t44_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
                 GmView5 e_ownGm5(e_own + (_g32_db * 2 + 1 + _g32_dr) * 1024, GmView5::Shape(t42_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:5:13
                 TSTORE(e_ownGm5, t42_b1);  // softmax_long.pto:5:13
@@ -292,21 +292,21 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TileT50 t50;  // softmax_long.pto:6:23
         TASSIGN(t50, 32);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TCVT(t50, t45, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g51_db = 0; _g51_db < ((N + 1023) / 1024 + 1) / 2; ++_g51_db) {  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
@@ -335,7 +335,7 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
             TileTmp2 tmp9;  // softmax_long.pto:6:19
             TASSIGN(tmp9, 24704);  // softmax_long.pto:6:19
             TROWEXPANDDIV(t58_b0, t56_b0, view8, tmp9);  // softmax_long.pto:6:19
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
             TCVT(t55_b0, t58_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -343,9 +343,9 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
             using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
             GmView7 yGm7(y + b * N + _g51_db * 2 * 1024, GmView7::Shape(t55_b0.GetValidCol()), GmView7::Stride(N));  // softmax_long.pto:6:19
             TSTORE(yGm7, t55_b0);  // softmax_long.pto:6:19
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             for (int64_t _g51_dr = 0; _g51_dr < min_i64((N + 1023) / 1024 - (_g51_db * 2 + 1), 1); ++_g51_dr) {  // softmax_long.pto:6:19
                 TileT52B1 t52_b1(min_i64(N - (_g51_db * 2 + 1 + _g51_dr) * 1024, 1024));  // softmax_long.pto:6:19
                 TASSIGN(t52_b1, 12352);  // softmax_long.pto:6:19
@@ -378,12 +378,12 @@ extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __g
                 GmView9 yGm9(y + b * N + (_g51_db * 2 + 1 + _g51_dr) * 1024, GmView9::Shape(t55_b1.GetValidCol()), GmView9::Stride(N));  // softmax_long.pto:6:19
                 TSTORE(yGm9, t55_b1);  // softmax_long.pto:6:19
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

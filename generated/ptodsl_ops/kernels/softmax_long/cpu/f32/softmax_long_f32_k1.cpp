@@ -194,9 +194,9 @@ extern "C" __global__ AICORE void softmax_long_f32_k1(__gm__ float* x, __gm__ fl
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g30_db = 0; _g30_db < ((N + 1023) / 1024 + 1) / 2; ++_g30_db) {  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
             TileT31B0 t31_b0(min_i64(N - _g30_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
@@ -204,7 +204,7 @@ extern "C" __global__ AICORE void softmax_long_f32_k1(__gm__ float* x, __gm__ fl
             TileT19Re1B0 t19_re1_b0(min_i64(N - _g30_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
             TASSIGN(t19_re1_b0, 4160);  // softmax_long.pto:5:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
             GmView2 rowGm2(row + _g30_db * 2 * 1024, GmView2::Shape(t19_re1_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
             TLOAD(t19_re1_b0, rowGm2);  // softmax_long.pto:5:17
@@ -224,13 +224,13 @@ extern "C" __global__ AICORE void softmax_long_f32_k1(__gm__ float* x, __gm__ fl
             TASSIGN(tmp11, 16640);  // softmax_long.pto:6:19
             TROWEXPANDDIV(t34_b0, t31_b0, view10, tmp11);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
             GmView3 yGm3(y + b * N + _g30_db * 2 * 1024, GmView3::Shape(t34_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
             TSTORE(yGm3, t34_b0);  // softmax_long.pto:6:19
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g30_dr = 0; _g30_dr < min_i64((N + 1023) / 1024 - (_g30_db * 2 + 1), 1); ++_g30_dr) {  // softmax_long.pto:6:19
                 TileT31B1 t31_b1(min_i64(N - (_g30_db * 2 + 1 + _g30_dr) * 1024, 1024));  // softmax_long.pto:6:19
@@ -262,12 +262,12 @@ extern "C" __global__ AICORE void softmax_long_f32_k1(__gm__ float* x, __gm__ fl
                 TSTORE(yGm5, t34_b1);  // softmax_long.pto:6:19
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

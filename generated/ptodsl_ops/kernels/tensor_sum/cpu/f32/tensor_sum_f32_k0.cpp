@@ -62,47 +62,47 @@ extern "C" __global__ AICORE void tensor_sum_f32_k0(__gm__ float* acc_parts, __g
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g2 = 0; _g2 < (N + 511) / 512; ++_g2) {  // tensor_sum.pto:6:15
             TileCarry0 carry0(min_i64(N - _g2 * 512, 512));  // tensor_sum.pto:10:22
             TASSIGN(carry0, 0);  // tensor_sum.pto:10:22
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
             GmView1 acc_partsGm1(acc_parts + b_part * N + _g2 * 512, GmView1::Shape(carry0.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
             TLOAD(carry0, acc_partsGm1);  // tensor_sum.pto:10:22
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t b = b_part * ((max_i64(B, 1) + 47) / 48); b < min_i64(B, b_part * ((max_i64(B, 1) + 47) / 48) + (max_i64(B, 1) + 47) / 48); ++b) {  // tensor_sum.pto:5:5
                 pipe_barrier(PIPE_V);
                 __gm__ float* acc_part = acc_parts + b_part * N;  // tensor_sum.pto:10:22
                 __gm__ float* v0 = x + b * N;  // tensor_sum.pto:6:20
                 TileT3 t3(min_i64(N - _g2 * 512, 512));  // tensor_sum.pto:6:15
                 TASSIGN(t3, 2048);  // tensor_sum.pto:6:15
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
                 GmView2 v0Gm2(v0 + _g2 * 512, GmView2::Shape(t3.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:6:15
                 TLOAD(t3, v0Gm2);  // tensor_sum.pto:6:15
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TADD(carry0, carry0, t3);  // tensor_sum.pto:10:22
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
             GmView3 acc_partsGm3(acc_parts + b_part * N + _g2 * 512, GmView3::Shape(carry0.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:10:22
             TSTORE(acc_partsGm3, carry0);  // tensor_sum.pto:10:22
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

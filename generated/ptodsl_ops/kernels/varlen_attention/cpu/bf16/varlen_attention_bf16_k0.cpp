@@ -467,14 +467,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 16) - 1, -(ceil_div(s1 - k_start, 16) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             pipe_barrier(PIPE_V);
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:43:29
@@ -485,14 +485,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
@@ -503,14 +503,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:44:29
@@ -521,14 +521,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
@@ -539,14 +539,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:45:29
@@ -557,24 +557,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g31) {  // varlen_attention.pto:42:47
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g32) {  // varlen_attention.pto:42:47
                                     TileT33 t33(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
@@ -588,10 +588,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
                                     GmView10 lij_first_ownGm10(lij_first_own + _g31 * 16, GmView10::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
                                     TLOAD(t34, lij_first_ownGm10);  // varlen_attention.pto:42:47
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT36 t36(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
                                     TASSIGN(t36, 1536);  // varlen_attention.pto:42:47
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileTmp1 tmp3(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
                                     TASSIGN(tmp3, 12800);  // varlen_attention.pto:42:47
                                     TROWEXPAND(tmp3, t34);  // varlen_attention.pto:42:47
@@ -609,7 +609,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TSTORE(t1_first_ownGm11, t40);  // varlen_attention.pto:42:42
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                                 TileT42 t42(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t42, 0);  // varlen_attention.pto:42:35
                                 TileT43 t43(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
@@ -617,52 +617,52 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
                                 GmView12 t1_first_ownGm12(t1_first_own + _g31 * 16 * 16, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
                                 TLOAD(t43, t1_first_ownGm12);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t44, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TMOV(t44, t43);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 TileT45 t45(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t45, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
                                 GmView13 v_tile_view_firstGm13(v_tile_view_first, GmView13::Shape(t45.GetValidRow()), GmView13::Stride(HD));  // varlen_attention.pto:42:35
                                 TLOAD(t45, v_tile_view_firstGm13);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT46 t46(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t46, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TMOV(t46, t45);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 TMATMUL(t42, t44, t46);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k47) {  // varlen_attention.pto:42:35
                                     TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t48, 0);  // varlen_attention.pto:42:35
                                     using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
                                     GmView14 t1_first_ownGm14(t1_first_own + _g31 * 16 * 16 + _k47 * 16, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
                                     TLOAD(t48, t1_first_ownGm14);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t49, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TMOV(t49, t48);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                     TileT50 t50(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t50, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                     using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
                                     GmView15 v_tile_view_firstGm15(v_tile_view_first + _k47 * 16 * HD, GmView15::Shape(t50.GetValidRow()), GmView15::Stride(HD));  // varlen_attention.pto:42:35
                                     TLOAD(t50, v_tile_view_firstGm15);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT51 t51(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t51, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TMOV(t51, t50);  // varlen_attention.pto:42:35
                                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -676,7 +676,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:43:29
                                 TASSIGN(t53, 0);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                                 using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
                                 GmView17 lij_first_ownGm17(lij_first_own + _g31 * 16, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
                                 TLOAD(t53, lij_first_ownGm17);  // varlen_attention.pto:43:29
@@ -704,10 +704,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
                                 GmView21 oij_first_ownGm21(oij_first_own + _g31 * 16 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
                                 TLOAD(t57, oij_first_ownGm21);  // varlen_attention.pto:45:71
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:45:71
                                 TASSIGN(t58, 4096);  // varlen_attention.pto:45:71
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 TCVT(t58, t57, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -715,38 +715,38 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 GmView22 outputGm22(output + (q_start + q_tile_idx * 16 + _g31 * 16) * HD + h * 64, GmView22::Shape(t58.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:45:71
                                 TSTORE(outputGm22, t58);  // varlen_attention.pto:45:71
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         }
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(ceil_div(s1 - k_start, 16) - 1, -(ceil_div(s1 - k_start, 16) - 1)), 0); ++_br1) {  // varlen_attention.pto:41:25
                             for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g59) {  // varlen_attention.pto:47:51
                                 for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g60) {  // varlen_attention.pto:47:51
@@ -877,16 +877,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 16) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     pipe_barrier(PIPE_V);
                     if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
@@ -897,16 +897,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                         dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
                         return;  // varlen_attention.pto:32:35
                     }
@@ -919,16 +919,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                         dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
                         return;  // varlen_attention.pto:33:35
                     }
@@ -941,28 +941,28 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                         dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
                         return;  // varlen_attention.pto:34:35
                     }
                     __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:34:35
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g78) {  // varlen_attention.pto:35:30
                         TileT90 t90(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:37:27
                         TASSIGN(t90, 0);  // varlen_attention.pto:37:27
@@ -996,8 +996,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL(t80, t82, t84);  // varlen_attention.pto:35:30
-                            set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                            set_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
                             using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:35:30
                             GmView36 scores_ownGm36(scores_own + _g78 * 16 * 16 + _g79 * 16, GmView36::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
                             TSTORE(scores_ownGm36, t80);  // varlen_attention.pto:35:30
@@ -1025,9 +1025,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             pipe_barrier(PIPE_V);
                             TMAX(t90, t90, t93);  // varlen_attention.pto:37:27
                         }
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
@@ -1078,7 +1078,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
@@ -1090,7 +1090,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g110) {  // varlen_attention.pto:51:38
                             TileT111 t111(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
                             TASSIGN(t111, 0);  // varlen_attention.pto:51:38
@@ -1112,20 +1112,20 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t114, 0);  // varlen_attention.pto:51:31
                         TileT115 t115(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                         TASSIGN(t115, 0);  // varlen_attention.pto:51:31
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
                         GmView45 t6_ownGm45(t6_own + _g78 * 16 * 16, GmView45::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
                         TLOAD(t115, t6_ownGm45);  // varlen_attention.pto:51:31
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                         TASSIGN(t116, 0);  // varlen_attention.pto:51:31
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t116, t115);  // varlen_attention.pto:51:31
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT117 t117(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                         TASSIGN(t117, 0);  // varlen_attention.pto:51:31
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
                         GmView46 v_tile_viewGm46(v_tile_view, GmView46::Shape(t117.GetValidRow()), GmView46::Stride(HD));  // varlen_attention.pto:51:31
                         TLOAD(t117, v_tile_viewGm46);  // varlen_attention.pto:51:31
@@ -1134,14 +1134,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t118, 0);  // varlen_attention.pto:51:31
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t118, t117);  // varlen_attention.pto:51:31
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL(t114, t116, t118);  // varlen_attention.pto:51:31
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_k119) {  // varlen_attention.pto:51:31
                             TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
                             TASSIGN(t120, 0);  // varlen_attention.pto:51:31
@@ -1153,10 +1153,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t121, 0);  // varlen_attention.pto:51:31
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t121, t120);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             TileT122 t122(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
                             TASSIGN(t122, 0);  // varlen_attention.pto:51:31
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
                             GmView48 v_tile_viewGm48(v_tile_view + _k119 * 16 * HD, GmView48::Shape(t122.GetValidRow()), GmView48::Stride(HD));  // varlen_attention.pto:51:31
                             TLOAD(t122, v_tile_viewGm48);  // varlen_attention.pto:51:31
@@ -1169,32 +1169,32 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t114, t114, t121, t123);  // varlen_attention.pto:51:31
                         }
-                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
                         using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
                         GmView49 oij_1_ownGm49(oij_1_own + _g78 * 16 * 64, GmView49::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
                         TSTORE(oij_1_ownGm49, t114);  // varlen_attention.pto:51:31
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
                     __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
                     __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g124) {  // varlen_attention.pto:55:34
                         TileT125 t125(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g124 * 16, 0), 16));  // varlen_attention.pto:55:34
                         TASSIGN(t125, 0);  // varlen_attention.pto:55:34
@@ -1206,10 +1206,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
                         GmView51 mij_ownGm51(mij_own + _g124 * 16, GmView51::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
                         TLOAD(t126, mij_ownGm51);  // varlen_attention.pto:55:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT127 t127(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g124 * 16, 16));  // varlen_attention.pto:55:34
                         TASSIGN(t127, 1024);  // varlen_attention.pto:55:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TMAX(t127, t125, t126);  // varlen_attention.pto:55:34
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
@@ -1218,12 +1218,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TSTORE(mi_new_ownGm52, t127);  // varlen_attention.pto:55:34
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g128 = 0; _g128 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g128) {  // varlen_attention.pto:56:34
                         TileT129 t129(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g128 * 16, 0), 16));  // varlen_attention.pto:56:34
                         TASSIGN(t129, 0);  // varlen_attention.pto:56:34
@@ -1235,10 +1235,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
                         GmView54 mi_new_ownGm54(mi_new_own + _g128 * 16, GmView54::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
                         TLOAD(t130, mi_new_ownGm54);  // varlen_attention.pto:56:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT131 t131(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g128 * 16, 16));  // varlen_attention.pto:56:34
                         TASSIGN(t131, 1024);  // varlen_attention.pto:56:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TSUB(t131, t129, t130);  // varlen_attention.pto:56:34
                         TileT134 t134(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g128 * 16, 16));  // varlen_attention.pto:56:30
                         TASSIGN(t134, 0);  // varlen_attention.pto:56:30
@@ -1251,10 +1251,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TSTORE(t2_1_ownGm55, t134);  // varlen_attention.pto:56:30
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g135 = 0; _g135 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g135) {  // varlen_attention.pto:57:34
                         TileT136 t136(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g135 * 16, 0), 16));  // varlen_attention.pto:57:34
                         TASSIGN(t136, 0);  // varlen_attention.pto:57:34
@@ -1266,10 +1266,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
                         GmView57 mi_new_ownGm57(mi_new_own + _g135 * 16, GmView57::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
                         TLOAD(t137, mi_new_ownGm57);  // varlen_attention.pto:57:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT138 t138(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g135 * 16, 16));  // varlen_attention.pto:57:34
                         TASSIGN(t138, 1024);  // varlen_attention.pto:57:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TSUB(t138, t136, t137);  // varlen_attention.pto:57:34
                         TileT141 t141(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g135 * 16, 16));  // varlen_attention.pto:57:30
                         TASSIGN(t141, 0);  // varlen_attention.pto:57:30
@@ -1282,10 +1282,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TSTORE(t4_1_ownGm58, t141);  // varlen_attention.pto:57:30
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g142 = 0; _g142 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), 16); ++_g142) {  // varlen_attention.pto:58:34
                         TileT143 t143(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g142 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t143, 0);  // varlen_attention.pto:58:34
@@ -1297,10 +1297,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
                         GmView60 liGm60(li + _g142 * 16, GmView60::Shape(t144.GetValidRow()));  // varlen_attention.pto:58:34
                         TLOAD(t144, liGm60);  // varlen_attention.pto:58:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT145 t145(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g142 * 16, 16));  // varlen_attention.pto:58:34
                         TASSIGN(t145, 1024);  // varlen_attention.pto:58:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TMUL(t145, t143, t144);  // varlen_attention.pto:58:34
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
@@ -1309,10 +1309,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TSTORE(t9_ownGm61, t145);  // varlen_attention.pto:58:34
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g146 = 0; _g146 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g146) {  // varlen_attention.pto:58:44
                         TileT147 t147(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g146 * 16, 0), 16));  // varlen_attention.pto:58:44
                         TASSIGN(t147, 0);  // varlen_attention.pto:58:44
@@ -1324,10 +1324,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
                         GmView63 lij_ownGm63(lij_own + _g146 * 16, GmView63::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
                         TLOAD(t148, lij_ownGm63);  // varlen_attention.pto:58:44
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT149 t149(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g146 * 16, 16));  // varlen_attention.pto:58:44
                         TASSIGN(t149, 1024);  // varlen_attention.pto:58:44
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TMUL(t149, t147, t148);  // varlen_attention.pto:58:44
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
@@ -1336,12 +1336,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TSTORE(t10_ownGm64, t149);  // varlen_attention.pto:58:44
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g150 = 0; _g150 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g150) {  // varlen_attention.pto:58:34
                         TileT151 t151(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g150 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t151, 0);  // varlen_attention.pto:58:34
@@ -1353,10 +1353,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
                         GmView66 t10_ownGm66(t10_own + _g150 * 16, GmView66::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
                         TLOAD(t152, t10_ownGm66);  // varlen_attention.pto:58:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT153 t153(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g150 * 16, 16));  // varlen_attention.pto:58:34
                         TASSIGN(t153, 1024);  // varlen_attention.pto:58:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TADD(t153, t151, t152);  // varlen_attention.pto:58:34
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
@@ -1365,10 +1365,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TSTORE(li_new_ownGm67, t153);  // varlen_attention.pto:58:34
                     }
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g154 = 0; _g154 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g154) {  // varlen_attention.pto:59:34
                         TileT155 t155(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g154 * 16, 0), 16));  // varlen_attention.pto:59:34
                         TASSIGN(t155, 0);  // varlen_attention.pto:59:34
@@ -1380,10 +1380,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
                         GmView69 t2_1_ownGm69(t2_1_own + _g154 * 16, GmView69::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
                         TLOAD(t156, t2_1_ownGm69);  // varlen_attention.pto:59:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT157 t157(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g154 * 16, 16));  // varlen_attention.pto:59:34
                         TASSIGN(t157, 4608);  // varlen_attention.pto:59:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TROWEXPAND(t157, t156);  // varlen_attention.pto:59:34
                         TileT158 t158(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g154 * 16, 16));  // varlen_attention.pto:59:34
                         TASSIGN(t158, 8704);  // varlen_attention.pto:59:34
@@ -1396,11 +1396,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TSTORE(t11_ownGm70, t158);  // varlen_attention.pto:59:34
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g159) {  // varlen_attention.pto:59:44
                         TileT160 t160(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g159 * 16, 0), 16));  // varlen_attention.pto:59:44
                         TASSIGN(t160, 0);  // varlen_attention.pto:59:44
@@ -1412,10 +1412,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
                         GmView72 t4_1_ownGm72(t4_1_own + _g159 * 16, GmView72::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
                         TLOAD(t161, t4_1_ownGm72);  // varlen_attention.pto:59:44
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT162 t162(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g159 * 16, 16));  // varlen_attention.pto:59:44
                         TASSIGN(t162, 4608);  // varlen_attention.pto:59:44
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TROWEXPAND(t162, t161);  // varlen_attention.pto:59:44
                         TileT163 t163(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g159 * 16, 16));  // varlen_attention.pto:59:44
                         TASSIGN(t163, 8704);  // varlen_attention.pto:59:44
@@ -1429,14 +1429,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), 16); ++_g164) {  // varlen_attention.pto:59:34
                         TileT165 t165(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g164 * 16, 0), 16));  // varlen_attention.pto:59:34
                         TASSIGN(t165, 0);  // varlen_attention.pto:59:34
@@ -1448,10 +1448,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
                         GmView75 t12_ownGm75(t12_own + _g164 * 16 * 64, GmView75::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
                         TLOAD(t166, t12_ownGm75);  // varlen_attention.pto:59:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT167 t167(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g164 * 16, 16));  // varlen_attention.pto:59:34
                         TASSIGN(t167, 8192);  // varlen_attention.pto:59:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TADD(t167, t165, t166);  // varlen_attention.pto:59:34
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
@@ -1459,67 +1459,46 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         GmView76 oi_update_ownGm76(oi_update_own + _g164 * 16 * 64, GmView76::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
                         TSTORE(oi_update_ownGm76, t167);  // varlen_attention.pto:59:34
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g168 = 0; _g168 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g168) {  // varlen_attention.pto:66:29
                         TileT169 t169(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g168 * 16, 16));  // varlen_attention.pto:66:29
                         TASSIGN(t169, 0);  // varlen_attention.pto:66:29
                         using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
                         GmView77 li_new_ownGm77(li_new_own + _g168 * 16, GmView77::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
                         TLOAD(t169, li_new_ownGm77);  // varlen_attention.pto:66:29
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                         using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
                         GmView78 li_update_ownGm78(li_update_own + _g168 * 16, GmView78::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
                         TSTORE(li_update_ownGm78, t169);  // varlen_attention.pto:66:29
                     }
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g170 = 0; _g170 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g170) {  // varlen_attention.pto:67:29
                         TileT171 t171(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g170 * 16, 16));  // varlen_attention.pto:67:29
                         TASSIGN(t171, 0);  // varlen_attention.pto:67:29
                         using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
                         GmView79 mi_new_ownGm79(mi_new_own + _g170 * 16, GmView79::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
                         TLOAD(t171, mi_new_ownGm79);  // varlen_attention.pto:67:29
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                         using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
                         GmView80 mi_update_ownGm80(mi_update_own + _g170 * 16, GmView80::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
                         TSTORE(mi_update_ownGm80, t171);  // varlen_attention.pto:67:29
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 }
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -1529,6 +1508,27 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 16) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
@@ -1679,7 +1679,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -1691,7 +1691,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g204 = 0; _g204 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g204) {  // varlen_attention.pto:51:38
                                 TileT205 t205(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
                                 TASSIGN(t205, 0);  // varlen_attention.pto:51:38
@@ -1813,12 +1813,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSTORE(mi_new_last_ownGm99, t221);  // varlen_attention.pto:55:34
                         }
                         pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g222 = 0; _g222 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g222) {  // varlen_attention.pto:56:34
                             TileT223 t223(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g222 * 16, 0), 16));  // varlen_attention.pto:56:34
                             TASSIGN(t223, 0);  // varlen_attention.pto:56:34
@@ -1877,10 +1877,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSTORE(t4_1_last_ownGm105, t235);  // varlen_attention.pto:57:30
                         }
                         pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g236 = 0; _g236 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), 16); ++_g236) {  // varlen_attention.pto:58:34
                             TileT237 t237(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g236 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t237, 0);  // varlen_attention.pto:58:34
@@ -1931,12 +1931,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSTORE(t10_last_ownGm111, t243);  // varlen_attention.pto:58:44
                         }
                         pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g244 = 0; _g244 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g244) {  // varlen_attention.pto:58:34
                             TileT245 t245(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g244 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t245, 0);  // varlen_attention.pto:58:34
@@ -1959,9 +1959,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView114 li_new_last_ownGm114(li_new_last_own + _g244 * 16, GmView114::Shape(t247.GetValidRow()));  // varlen_attention.pto:58:34
                             TSTORE(li_new_last_ownGm114, t247);  // varlen_attention.pto:58:34
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g248 = 0; _g248 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g248) {  // varlen_attention.pto:59:34
                             TileT249 t249(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g248 * 16, 0), 16));  // varlen_attention.pto:59:34
@@ -1991,9 +1991,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g253 = 0; _g253 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g253) {  // varlen_attention.pto:59:44
                             TileT254 t254(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g253 * 16, 0), 16));  // varlen_attention.pto:59:44
                             TASSIGN(t254, 0);  // varlen_attention.pto:59:44
@@ -2022,11 +2022,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g258 = 0; _g258 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), 16); ++_g258) {  // varlen_attention.pto:59:34
@@ -2054,7 +2054,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))))) {  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
@@ -2066,7 +2066,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:61:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
@@ -2080,11 +2080,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:61:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
                         }
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g262 = 0; _g262 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g262) {  // varlen_attention.pto:61:29
                             TileT263 t263(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g262 * 16, 16));  // varlen_attention.pto:61:29
                             TASSIGN(t263, 0);  // varlen_attention.pto:61:29
@@ -2137,7 +2137,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView127 m_outputGm127(m_output + (q_start + q_tile_idx * 16 + _g264 * 16) * NH + h, GmView127::Shape(t265.GetValidRow()), GmView127::Stride(NH));  // varlen_attention.pto:62:29
                             TSTORE(m_outputGm127, t265);  // varlen_attention.pto:62:29
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))))) {  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
@@ -2147,14 +2147,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
 #endif
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:63:29
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
                             return;  // varlen_attention.pto:63:29
                         }
                         pipe_barrier(PIPE_V);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g266 = 0; _g266 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g266) {  // varlen_attention.pto:63:76
                             TileT267 t267(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g266 * 16, 0), 16));  // varlen_attention.pto:63:76
                             TASSIGN(t267, 0);  // varlen_attention.pto:63:76
@@ -2389,10 +2389,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 16) - 1, -(ceil_div(s1 - k_start, 16) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:43:29
@@ -2403,10 +2403,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:43:29
                                 wait_flag_dev(7);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
@@ -2418,10 +2418,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:43:29
                                 wait_flag_dev(7);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
@@ -2433,10 +2433,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:44:29
                                 wait_flag_dev(7);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
@@ -2448,10 +2448,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:44:29
                                 wait_flag_dev(7);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
@@ -2463,18 +2463,18 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);  // varlen_attention.pto:45:29
                                 wait_flag_dev(7);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
                             wait_flag_dev(7);
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g31) {  // varlen_attention.pto:42:47
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g32) {  // varlen_attention.pto:42:47
                                 }
@@ -2486,52 +2486,52 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
                                 GmView12 t1_first_ownGm12(t1_first_own + _g31 * 16 * 16, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
                                 TLOAD(t43, t1_first_ownGm12);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t44, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TMOV(t44, t43);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 TileT45 t45(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t45, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
                                 GmView13 v_tile_view_firstGm13(v_tile_view_first, GmView13::Shape(t45.GetValidRow()), GmView13::Stride(HD));  // varlen_attention.pto:42:35
                                 TLOAD(t45, v_tile_view_firstGm13);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT46 t46(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
                                 TASSIGN(t46, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TMOV(t46, t45);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 TMATMUL(t42, t44, t46);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                 for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k47) {  // varlen_attention.pto:42:35
                                     TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t48, 0);  // varlen_attention.pto:42:35
                                     using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
                                     GmView14 t1_first_ownGm14(t1_first_own + _g31 * 16 * 16 + _k47 * 16, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
                                     TLOAD(t48, t1_first_ownGm14);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t49, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TMOV(t49, t48);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                     TileT50 t50(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t50, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                                     using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
                                     GmView15 v_tile_view_firstGm15(v_tile_view_first + _k47 * 16 * HD, GmView15::Shape(t50.GetValidRow()), GmView15::Stride(HD));  // varlen_attention.pto:42:35
                                     TLOAD(t50, v_tile_view_firstGm15);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT51 t51(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
                                     TASSIGN(t51, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TMOV(t51, t50);  // varlen_attention.pto:42:35
                                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -2544,25 +2544,25 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(oij_first_ownGm16, t42);  // varlen_attention.pto:42:35
                                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                             }
-                            set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                         }
                         wait_flag_dev(7);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(ceil_div(s1 - k_start, 16) - 1, -(ceil_div(s1 - k_start, 16) - 1)), 0); ++_br1) {  // varlen_attention.pto:41:25
                             for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g59) {  // varlen_attention.pto:47:51
                                 for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g60) {  // varlen_attention.pto:47:51
@@ -2646,11 +2646,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 16) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
                         (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
@@ -2660,11 +2660,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                         dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
 #endif
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag_dev(6);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag_dev(4);  // varlen_attention.pto:32:35
                         return;  // varlen_attention.pto:32:35
                     }
                     __gm__ bfloat16_t* q_tile_view = q + (q_start + q_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:32:35
@@ -2676,11 +2676,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                         dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
 #endif
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag_dev(6);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag_dev(4);  // varlen_attention.pto:33:35
                         return;  // varlen_attention.pto:33:35
                     }
                     __gm__ bfloat16_t* k_tile_view = k + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:33:35
@@ -2692,19 +2692,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                         dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
 #endif
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag_dev(6);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag_dev(4);  // varlen_attention.pto:34:35
                         return;  // varlen_attention.pto:34:35
                     }
                     __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:34:35
-                    wait_flag_dev(6);
-                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag_dev(4);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g78) {  // varlen_attention.pto:35:30
                         for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g79) {  // varlen_attention.pto:35:30
                             TileT80 t80(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
@@ -2734,16 +2734,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL(t80, t82, t84);  // varlen_attention.pto:35:30
-                            set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                            set_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
                             using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:35:30
                             GmView36 scores_ownGm36(scores_own + _g78 * 16 * 16 + _g79 * 16, GmView36::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
                             TSTORE(scores_ownGm36, t80);  // varlen_attention.pto:35:30
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                         }
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g95) {  // varlen_attention.pto:38:31
                         }
                         for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g110) {  // varlen_attention.pto:51:38
@@ -2752,21 +2752,21 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t114, 0);  // varlen_attention.pto:51:31
                         TileT115 t115(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                         TASSIGN(t115, 0);  // varlen_attention.pto:51:31
-                        wait_flag_dev(5);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag_dev(7);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
                         GmView45 t6_ownGm45(t6_own + _g78 * 16 * 16, GmView45::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
                         TLOAD(t115, t6_ownGm45);  // varlen_attention.pto:51:31
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                         TASSIGN(t116, 0);  // varlen_attention.pto:51:31
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t116, t115);  // varlen_attention.pto:51:31
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT117 t117(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
                         TASSIGN(t117, 0);  // varlen_attention.pto:51:31
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
                         GmView46 v_tile_viewGm46(v_tile_view, GmView46::Shape(t117.GetValidRow()), GmView46::Stride(HD));  // varlen_attention.pto:51:31
                         TLOAD(t117, v_tile_viewGm46);  // varlen_attention.pto:51:31
@@ -2775,14 +2775,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t118, 0);  // varlen_attention.pto:51:31
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t118, t117);  // varlen_attention.pto:51:31
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL(t114, t116, t118);  // varlen_attention.pto:51:31
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_k119) {  // varlen_attention.pto:51:31
                             TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
                             TASSIGN(t120, 0);  // varlen_attention.pto:51:31
@@ -2794,10 +2794,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t121, 0);  // varlen_attention.pto:51:31
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t121, t120);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             TileT122 t122(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
                             TASSIGN(t122, 0);  // varlen_attention.pto:51:31
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
                             GmView48 v_tile_viewGm48(v_tile_view + _k119 * 16 * HD, GmView48::Shape(t122.GetValidRow()), GmView48::Stride(HD));  // varlen_attention.pto:51:31
                             TLOAD(t122, v_tile_viewGm48);  // varlen_attention.pto:51:31
@@ -2810,18 +2810,18 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t114, t114, t121, t123);  // varlen_attention.pto:51:31
                         }
-                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
                         using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
                         GmView49 oij_1_ownGm49(oij_1_own + _g78 * 16 * 64, GmView49::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
                         TSTORE(oij_1_ownGm49, t114);  // varlen_attention.pto:51:31
                     }
-                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
                     __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
                     __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
@@ -2848,19 +2848,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     for (int64_t _g170 = 0; _g170 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g170) {  // varlen_attention.pto:67:29
                     }
                 }
-                wait_flag_dev(6);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID3);
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag_dev(4);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID2);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 16) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
@@ -3368,11 +3368,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 16) - 1, -(ceil_div(s1 - k_start, 16) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             pipe_barrier(PIPE_V);
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:43:29
@@ -3386,9 +3386,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
@@ -3402,9 +3402,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:44:29
@@ -3418,9 +3418,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
@@ -3434,9 +3434,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) {  // varlen_attention.pto:45:29
@@ -3450,16 +3450,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:45:29
                                 wait_flag_dev(6);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag_dev(6);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g31) {  // varlen_attention.pto:42:47
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g32) {  // varlen_attention.pto:42:47
                                     TileT33 t33(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
@@ -3477,10 +3477,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                         GmView10 lij_first_ownGm10(lij_first_own + _g31 * 16, GmView10::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
                                         TLOAD(t34, lij_first_ownGm10);  // varlen_attention.pto:42:47
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT36 t36(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
                                     TASSIGN(t36, 1536);  // varlen_attention.pto:42:47
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     if (ptodsl_aiv0) {
                                         TileTmp1 tmp3(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
                                         TASSIGN(tmp3, 12800);  // varlen_attention.pto:42:47
@@ -3504,14 +3504,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     }
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                                 ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                                 for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k47) {  // varlen_attention.pto:42:35
                                 }
                                 TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:43:29
                                 TASSIGN(t53, 0);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                                 if (ptodsl_aiv0) {
                                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
                                     GmView17 lij_first_ownGm17(lij_first_own + _g31 * 16, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
@@ -3550,10 +3550,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     GmView21 oij_first_ownGm21(oij_first_own + _g31 * 16 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
                                     TLOAD(t57, oij_first_ownGm21);  // varlen_attention.pto:45:71
                                 }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:45:71
                                 TASSIGN(t58, 4096);  // varlen_attention.pto:45:71
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 if (ptodsl_aiv0) {
                                     TCVT(t58, t57, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
                                 }
@@ -3565,24 +3565,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TSTORE(outputGm22, t58);  // varlen_attention.pto:45:71
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         }
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag_dev(6);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(ceil_div(s1 - k_start, 16) - 1, -(ceil_div(s1 - k_start, 16) - 1)), 0); ++_br1) {  // varlen_attention.pto:41:25
                             for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g59) {  // varlen_attention.pto:47:51
                                 for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g60) {  // varlen_attention.pto:47:51
@@ -3661,13 +3661,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 16) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     pipe_barrier(PIPE_V);
                     if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
@@ -3680,13 +3680,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
                         wait_flag_dev(1);  // varlen_attention.pto:32:35
                         wait_flag_dev(3);  // varlen_attention.pto:32:35
-                        wait_flag_dev(7);  // varlen_attention.pto:32:35
+                        wait_flag_dev(5);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
                         return;  // varlen_attention.pto:32:35
                     }
@@ -3701,13 +3701,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
                         wait_flag_dev(1);  // varlen_attention.pto:33:35
                         wait_flag_dev(3);  // varlen_attention.pto:33:35
-                        wait_flag_dev(7);  // varlen_attention.pto:33:35
+                        wait_flag_dev(5);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
                         return;  // varlen_attention.pto:33:35
                     }
@@ -3722,22 +3722,22 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
                         wait_flag_dev(1);  // varlen_attention.pto:34:35
                         wait_flag_dev(3);  // varlen_attention.pto:34:35
-                        wait_flag_dev(7);  // varlen_attention.pto:34:35
+                        wait_flag_dev(5);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
                         return;  // varlen_attention.pto:34:35
                     }
                     __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:34:35
-                    wait_flag_dev(7);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag_dev(5);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g78) {  // varlen_attention.pto:35:30
                         TileT90 t90(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:37:27
                         TASSIGN(t90, 0);  // varlen_attention.pto:37:27
@@ -3748,7 +3748,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g79) {  // varlen_attention.pto:35:30
                             TileT87 t87(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
                             TASSIGN(t87, 512);  // varlen_attention.pto:36:37
-                            wait_flag_dev(5);
+                            wait_flag_dev(7);
                             if (ptodsl_aiv0) {
                                 using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
                                 GmView37 scores_ownGm37(scores_own + _g78 * 16 * 16 + _g79 * 16, GmView37::Shape(t87.GetValidRow(), t87.GetValidCol()));  // varlen_attention.pto:36:37
@@ -3845,7 +3845,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
@@ -3859,7 +3859,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g110) {  // varlen_attention.pto:51:38
                             TileT111 t111(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
                             TASSIGN(t111, 0);  // varlen_attention.pto:51:38
@@ -3883,26 +3883,26 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(t6_ownGm44, t112);  // varlen_attention.pto:51:38
                             }
                         }
-                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                         for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_k119) {  // varlen_attention.pto:51:31
                         }
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
                     __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
                     __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g124) {  // varlen_attention.pto:55:34
                         TileT125 t125(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g124 * 16, 0), 16));  // varlen_attention.pto:55:34
                         TASSIGN(t125, 0);  // varlen_attention.pto:55:34
@@ -3918,10 +3918,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView51 mij_ownGm51(mij_own + _g124 * 16, GmView51::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
                             TLOAD(t126, mij_ownGm51);  // varlen_attention.pto:55:34
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT127 t127(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g124 * 16, 16));  // varlen_attention.pto:55:34
                         TASSIGN(t127, 1024);  // varlen_attention.pto:55:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             TMAX(t127, t125, t126);  // varlen_attention.pto:55:34
                         }
@@ -3934,12 +3934,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g128 = 0; _g128 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g128) {  // varlen_attention.pto:56:34
                         TileT129 t129(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g128 * 16, 0), 16));  // varlen_attention.pto:56:34
                         TASSIGN(t129, 0);  // varlen_attention.pto:56:34
@@ -3955,10 +3955,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView54 mi_new_ownGm54(mi_new_own + _g128 * 16, GmView54::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
                             TLOAD(t130, mi_new_ownGm54);  // varlen_attention.pto:56:34
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT131 t131(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g128 * 16, 16));  // varlen_attention.pto:56:34
                         TASSIGN(t131, 1024);  // varlen_attention.pto:56:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             TSUB(t131, t129, t130);  // varlen_attention.pto:56:34
                         }
@@ -3977,10 +3977,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g135 = 0; _g135 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g135) {  // varlen_attention.pto:57:34
                         TileT136 t136(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g135 * 16, 0), 16));  // varlen_attention.pto:57:34
                         TASSIGN(t136, 0);  // varlen_attention.pto:57:34
@@ -3996,10 +3996,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView57 mi_new_ownGm57(mi_new_own + _g135 * 16, GmView57::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
                             TLOAD(t137, mi_new_ownGm57);  // varlen_attention.pto:57:34
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT138 t138(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g135 * 16, 16));  // varlen_attention.pto:57:34
                         TASSIGN(t138, 1024);  // varlen_attention.pto:57:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             TSUB(t138, t136, t137);  // varlen_attention.pto:57:34
                         }
@@ -4018,10 +4018,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g142 = 0; _g142 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), 16); ++_g142) {  // varlen_attention.pto:58:34
                         TileT143 t143(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g142 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t143, 0);  // varlen_attention.pto:58:34
@@ -4037,10 +4037,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView60 liGm60(li + _g142 * 16, GmView60::Shape(t144.GetValidRow()));  // varlen_attention.pto:58:34
                             TLOAD(t144, liGm60);  // varlen_attention.pto:58:34
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT145 t145(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g142 * 16, 16));  // varlen_attention.pto:58:34
                         TASSIGN(t145, 1024);  // varlen_attention.pto:58:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             TMUL(t145, t143, t144);  // varlen_attention.pto:58:34
                         }
@@ -4053,10 +4053,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g146 = 0; _g146 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g146) {  // varlen_attention.pto:58:44
                         TileT147 t147(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g146 * 16, 0), 16));  // varlen_attention.pto:58:44
                         TASSIGN(t147, 0);  // varlen_attention.pto:58:44
@@ -4072,10 +4072,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView63 lij_ownGm63(lij_own + _g146 * 16, GmView63::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
                             TLOAD(t148, lij_ownGm63);  // varlen_attention.pto:58:44
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT149 t149(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g146 * 16, 16));  // varlen_attention.pto:58:44
                         TASSIGN(t149, 1024);  // varlen_attention.pto:58:44
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             TMUL(t149, t147, t148);  // varlen_attention.pto:58:44
                         }
@@ -4088,12 +4088,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g150 = 0; _g150 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g150) {  // varlen_attention.pto:58:34
                         TileT151 t151(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g150 * 16, 0), 16));  // varlen_attention.pto:58:34
                         TASSIGN(t151, 0);  // varlen_attention.pto:58:34
@@ -4109,10 +4109,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView66 t10_ownGm66(t10_own + _g150 * 16, GmView66::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
                             TLOAD(t152, t10_ownGm66);  // varlen_attention.pto:58:34
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT153 t153(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g150 * 16, 16));  // varlen_attention.pto:58:34
                         TASSIGN(t153, 1024);  // varlen_attention.pto:58:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             TADD(t153, t151, t152);  // varlen_attention.pto:58:34
                         }
@@ -4125,10 +4125,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g154 = 0; _g154 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g154) {  // varlen_attention.pto:59:34
                         TileT155 t155(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g154 * 16, 0), 16));  // varlen_attention.pto:59:34
                         TASSIGN(t155, 0);  // varlen_attention.pto:59:34
@@ -4144,10 +4144,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView69 t2_1_ownGm69(t2_1_own + _g154 * 16, GmView69::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
                             TLOAD(t156, t2_1_ownGm69);  // varlen_attention.pto:59:34
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT157 t157(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g154 * 16, 16));  // varlen_attention.pto:59:34
                         TASSIGN(t157, 4608);  // varlen_attention.pto:59:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             TROWEXPAND(t157, t156);  // varlen_attention.pto:59:34
                         }
@@ -4166,12 +4166,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag_dev(4);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag_dev(6);
                     for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g159) {  // varlen_attention.pto:59:44
                         TileT160 t160(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g159 * 16, 0), 16));  // varlen_attention.pto:59:44
                         TASSIGN(t160, 0);  // varlen_attention.pto:59:44
@@ -4187,10 +4187,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView72 t4_1_ownGm72(t4_1_own + _g159 * 16, GmView72::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
                             TLOAD(t161, t4_1_ownGm72);  // varlen_attention.pto:59:44
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT162 t162(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g159 * 16, 16));  // varlen_attention.pto:59:44
                         TASSIGN(t162, 4608);  // varlen_attention.pto:59:44
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             TROWEXPAND(t162, t161);  // varlen_attention.pto:59:44
                         }
@@ -4210,15 +4210,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), 16); ++_g164) {  // varlen_attention.pto:59:34
                         TileT165 t165(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) - _g164 * 16, 0), 16));  // varlen_attention.pto:59:34
                         TASSIGN(t165, 0);  // varlen_attention.pto:59:34
@@ -4234,10 +4234,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView75 t12_ownGm75(t12_own + _g164 * 16 * 64, GmView75::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
                             TLOAD(t166, t12_ownGm75);  // varlen_attention.pto:59:34
                         }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileT167 t167(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g164 * 16, 16));  // varlen_attention.pto:59:34
                         TASSIGN(t167, 8192);  // varlen_attention.pto:59:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
                             TADD(t167, t165, t166);  // varlen_attention.pto:59:34
                         }
@@ -4249,13 +4249,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSTORE(oi_update_ownGm76, t167);  // varlen_attention.pto:59:34
                         }
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g168 = 0; _g168 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g168) {  // varlen_attention.pto:66:29
                         TileT169 t169(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g168 * 16, 16));  // varlen_attention.pto:66:29
                         TASSIGN(t169, 0);  // varlen_attention.pto:66:29
@@ -4264,16 +4264,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView77 li_new_ownGm77(li_new_own + _g168 * 16, GmView77::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
                             TLOAD(t169, li_new_ownGm77);  // varlen_attention.pto:66:29
                         }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                         if (ptodsl_aiv0) {
                             using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
                             GmView78 li_update_ownGm78(li_update_own + _g168 * 16, GmView78::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
                             TSTORE(li_update_ownGm78, t169);  // varlen_attention.pto:66:29
                         }
                     }
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _g170 = 0; _g170 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))), 16); ++_g170) {  // varlen_attention.pto:67:29
                         TileT171 t171(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) - _g170 * 16, 16));  // varlen_attention.pto:67:29
                         TASSIGN(t171, 0);  // varlen_attention.pto:67:29
@@ -4282,42 +4282,42 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView79 mi_new_ownGm79(mi_new_own + _g170 * 16, GmView79::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
                             TLOAD(t171, mi_new_ownGm79);  // varlen_attention.pto:67:29
                         }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                         if (ptodsl_aiv0) {
                             using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
                             GmView80 mi_update_ownGm80(mi_update_own + _g170 * 16, GmView80::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
                             TSTORE(mi_update_ownGm80, t171);  // varlen_attention.pto:67:29
                         }
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 }
                 wait_flag_dev(3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag_dev(7);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag_dev(5);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 16) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))) {  // varlen_attention.pto:32:35
@@ -4463,7 +4463,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -4477,7 +4477,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g204 = 0; _g204 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g204) {  // varlen_attention.pto:51:38
                                 TileT205 t205(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
                                 TASSIGN(t205, 0);  // varlen_attention.pto:51:38
@@ -4550,12 +4550,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                         }
                         pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g222 = 0; _g222 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g222) {  // varlen_attention.pto:56:34
                             TileT223 t223(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g222 * 16, 0), 16));  // varlen_attention.pto:56:34
                             TASSIGN(t223, 0);  // varlen_attention.pto:56:34
@@ -4634,10 +4634,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                         }
                         pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g236 = 0; _g236 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), 16); ++_g236) {  // varlen_attention.pto:58:34
                             TileT237 t237(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g236 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t237, 0);  // varlen_attention.pto:58:34
@@ -4704,12 +4704,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                         }
                         pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g244 = 0; _g244 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g244) {  // varlen_attention.pto:58:34
                             TileT245 t245(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16) - _g244 * 16, 0), 16));  // varlen_attention.pto:58:34
                             TASSIGN(t245, 0);  // varlen_attention.pto:58:34
@@ -4740,9 +4740,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(li_new_last_ownGm114, t247);  // varlen_attention.pto:58:34
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g248 = 0; _g248 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g248) {  // varlen_attention.pto:59:34
                             TileT249 t249(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16 - _g248 * 16, 0), 16));  // varlen_attention.pto:59:34
@@ -4782,9 +4782,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag_dev(4);
                         for (int64_t _g253 = 0; _g253 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g253) {  // varlen_attention.pto:59:44
                             TileT254 t254(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g253 * 16, 0), 16));  // varlen_attention.pto:59:44
@@ -4824,11 +4824,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g258 = 0; _g258 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), 16); ++_g258) {  // varlen_attention.pto:59:34
@@ -4864,7 +4864,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))))) {  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
@@ -4877,7 +4877,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:61:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
@@ -4892,11 +4892,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:61:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
                         }
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g262 = 0; _g262 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), 16); ++_g262) {  // varlen_attention.pto:61:29
                             TileT263 t263(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) - _g262 * 16, 16));  // varlen_attention.pto:61:29
                             TASSIGN(t263, 0);  // varlen_attention.pto:61:29
@@ -4959,7 +4959,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(m_outputGm127, t265);  // varlen_attention.pto:62:29
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))) <= 0 || (0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))))) {  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:63:29
@@ -4970,14 +4970,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
                             wait_flag_dev(1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:63:29
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
                             return;  // varlen_attention.pto:63:29
                         }
                         pipe_barrier(PIPE_V);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         for (int64_t _g266 = 0; _g266 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), 16); ++_g266) {  // varlen_attention.pto:63:76
                             TileT267 t267(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16))))), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) - _g266 * 16, 0), 16));  // varlen_attention.pto:63:76
                             TASSIGN(t267, 0);  // varlen_attention.pto:63:76
