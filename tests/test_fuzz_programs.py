@@ -482,8 +482,12 @@ def test_a_mixed_kernels_vector_rows_shared_by_its_two_vector_cores(seed, backen
     assert outcome.kind == "ok", outcome
 
 
+SIM_EVERYDAY = [("sim",), pytest.param(("sim", "cpu"), marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("backends", SIM_EVERYDAY)
 @pytest.mark.parametrize("seed", [7820145, 7820163])
-def test_a_concat_part_of_no_column_shared_out_as_blocks(seed):
+def test_a_concat_part_of_no_column_shared_out_as_blocks(seed, backends):
     """Seeds 7820145 and 7820163 (of `ptodsl fuzz --count 200 --seed 7820000 --features
     concat,elementwise,scalars`) split a row at `N // 16` with N < 16: the second part has no
     column, and its nest, shared out as blocks of rows and columns, divided by its column loop's
@@ -491,24 +495,26 @@ def test_a_concat_part_of_no_column_shared_out_as_blocks(seed):
     the C++ control program; passes/blocks.py, _inner_splits)."""
     program = generate(seed, frozenset({"concat", "elementwise", "scalars"}))
     assert "N // 16:N]" in program.pto()
-    outcome = run_programs([program], ("sim", "cpu"))[0]
+    outcome = run_programs([program], backends)[0]
     assert outcome.kind == "ok", outcome
 
 
-def test_a_tensor_rotated_in_place_from_a_clone_of_it():
+@pytest.mark.parametrize("backends", SIM_EVERYDAY)
+def test_a_tensor_rotated_in_place_from_a_clone_of_it(backends):
     """Seed 7810000 (features concat, elementwise, scalars) rotates y3's columns from a clone of
     y3: the fit version drops the clone and reads each row block whole before writing it
     (passes/tile_fit.py, rewrite_of); both versions compute what the interpreter says."""
     program = generate(7810000, frozenset({"concat", "elementwise", "scalars"}))
     assert "o3 = clone(y3)" in program.pto()
-    outcome = run_programs([program], ("sim", "cpu"))[0]
+    outcome = run_programs([program], backends)[0]
     assert outcome.kind == "ok", outcome
 
 
-def test_loops_in_turn_reuse_the_event_ids_the_loop_before_let_go():
+@pytest.mark.parametrize("backends", SIM_EVERYDAY)
+def test_loops_in_turn_reuse_the_event_ids_the_loop_before_let_go(backends):
     """Seed 7831732 (of `ptodsl fuzz --count 2000 --seed 7830000`) was refused with E0612: a split
     accumulation unrolled by 4 then by 2 needed 9 MTE2 -> MTE3 event ids, since the colouring
     counted a loop's flags live up to and including the op after its drain (the next loop's
     prime) and gave the second loop fresh ids. Its intervals are half-open now."""
-    outcome = run_programs([generate(7831732, ALL_FEATURES)], ("sim", "cpu"))[0]
+    outcome = run_programs([generate(7831732, ALL_FEATURES)], backends)[0]
     assert outcome.kind == "ok", outcome

@@ -9,7 +9,7 @@ import pytest
 import ptodsl
 from ptodsl.driver import compile_spec
 
-BACKENDS = ["sim", pytest.param("cpu", marks=pytest.mark.cpu)]
+BACKENDS = ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])]
 SPEC = "specs/swap_halves.yaml"
 
 
