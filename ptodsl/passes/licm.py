@@ -96,8 +96,9 @@ class _Hoister:
         bound = _bound_inside(loop)
         defined = {r.name for op in walk_ops(body) for r in op.results}
         allocs = {op.result.name: op for op in body if op.name == "tile.alloc"}
-        room = self.l1_bytes - self.kept - 2 * sum(_bytes(a.result.type) for a in allocs.values()
-                                                     if a.result.type.space == "l1")
+        # every L1 tile of the loop, nested ones too (a K loop's), counted twice for double buffering
+        room = self.l1_bytes - self.kept - 2 * sum(_bytes(a.result.type) for a in walk_ops(body)
+                                                     if a.name == "tile.alloc" and a.result.type.space == "l1")
         moved: list[Op] = []
         for op in body:
             if op.name != "tile.load":
