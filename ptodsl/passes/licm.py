@@ -33,33 +33,14 @@ vector tile live across a loop could push a plan over it.
 from __future__ import annotations
 
 from .. import sym
-from ..dtypes import itemsize
 from ..ir import Func, Module, Op, TileType
 from ..ir.gm import walk_ops
 from ..ir.opdefs import indexed_gm
 from .context import Pass, PassContext
+from .memplan import tile_bytes
 from .merge import tile_write_counts
 from .parallel import is_user_loop, origins_of
-
-
-def _bytes(t: TileType) -> int:
-    n = itemsize(t.dtype)
-    for s in t.shape:
-        n *= s
-    return n
-
-
-def _bound_inside(loop: Op) -> set[str]:
-    """The symbols a loop binds: its index and what its body binds."""
-    out = {loop.attrs["index"]}
-    for op in walk_ops(loop.regions[0]):
-        if op.name == "loop":
-            out.add(op.attrs["index"])
-            if "unroll_var" in op.attrs:
-                out.add(op.attrs["unroll_var"])
-        elif op.name == "read":
-            out.add(op.attrs["sym"])
-    return out
+from .persistent import bound_within
 
 
 def _free(op: Op, tile: TileType) -> set[str]:
@@ -71,7 +52,7 @@ def _free(op: Op, tile: TileType) -> set[str]:
 
 
 class _Hoister:
-    def __init__(self, func: Func, l1_bytes: int):
+    def __init__(self, func: Func, l1_bytes: int, block_bytes: int):
         self.origins = origins_of(func) or {}
         self.writes = tile_write_counts(func)
         self.written: set[str] = set()
@@ -79,7 +60,11 @@ class _Hoister:
             stored = [op.operands[0]] if op.name == "tile.store" else list(indexed_gm(op)[1])
             self.written |= {self.origins[v.name].root if v.name in self.origins else v.name for v in stored}
         self.l1_bytes = l1_bytes
+        self.block_bytes = block_bytes  # the unit a tile's rows are padded to (memplan.tile_bytes)
         self.kept = 0  # bytes of L1 tiles already moved out of loops (live across them)
+
+    def size(self, t: TileType) -> int:
+        return tile_bytes(t, self.block_bytes)
 
     def block(self, ops: list[Op], in_rows: bool = False) -> list[Op]:
         out: list[Op] = []
@@ -93,11 +78,11 @@ class _Hoister:
 
     def hoist(self, loop: Op) -> list[Op]:
         body = loop.regions[0]
-        bound = _bound_inside(loop)
+        bound = bound_within(loop)
         defined = {r.name for op in walk_ops(body) for r in op.results}
         allocs = {op.result.name: op for op in body if op.name == "tile.alloc"}
         # every L1 tile of the loop, nested ones too (a K loop's), counted twice for double buffering
-        room = self.l1_bytes - self.kept - 2 * sum(_bytes(a.result.type) for a in walk_ops(body)
+        room = self.l1_bytes - self.kept - 2 * sum(self.size(a.result.type) for a in walk_ops(body)
                                                      if a.name == "tile.alloc" and a.result.type.space == "l1")
         moved: list[Op] = []
         for op in body:
@@ -108,10 +93,10 @@ class _Hoister:
             origin = self.origins.get(src.name)
             if (dst.name not in allocs or t.space != "l1" or self.writes.get(dst.name) != 1
                     or origin is None or origin.root in self.written or src.name in defined
-                    or _free(op, t) & bound or _bytes(t) > room):
+                    or _free(op, t) & bound or self.size(t) > room):
                 continue
-            room -= _bytes(t)
-            self.kept += _bytes(t)
+            room -= self.size(t)
+            self.kept += self.size(t)
             moved += [allocs[dst.name], op]
         if not moved:
             return []
@@ -129,7 +114,7 @@ class _Hoister:
 def run(module: Module, ctx: PassContext) -> Module:
     fresh = module.clone()
     for f in fresh.funcs:
-        f.body = _Hoister(f, ctx.target.l1_bytes).block(f.body)
+        f.body = _Hoister(f, ctx.target.l1_bytes, ctx.target.ub_block_bytes).block(f.body)
     return fresh
 
 

@@ -28,6 +28,7 @@ from . import branches, trial
 from .context import Pass, PassContext
 from .loops import merge_implicit
 from .persistent import MIXED, Placement, bound_within, cycles, hoist_workspaces, kind_of, mixed_loop
+from .remat import view_bases
 
 
 def _quiet(run: list[Op]) -> bool:
@@ -273,10 +274,7 @@ class _Partitioner:
             loaded.update(v.name for v in read)
             stored.update(v.name for v in written)
         # what is loaded or stored through a view of a tensor (swap_halves' halves) is its too
-        root: dict[str, str] = {}
-        for o in (o for top in ops for o in top.walk()):
-            if o.name in ("view", "reshape", "permute") and o.operands and o.results:
-                root[o.result.name] = root.get(o.operands[0].name, o.operands[0].name)
+        root = view_bases(o for top in ops for o in top.walk())
         loaded |= {root[n] for n in loaded if n in root}
         stored |= {root[n] for n in stored if n in root}
         params = [Param(v.name, v.type, v.type.dtype,

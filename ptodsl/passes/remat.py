@@ -11,7 +11,7 @@ grid nests costs time linear in its size, not in the square (or cube) of its num
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .. import sym
 from ..ir import Func, Op, Value
@@ -27,8 +27,13 @@ MAX_REMAT_OPS = 4
 
 def bases(func: Func) -> dict[str, str]:
     """GM value name -> the name of the tensor it views (itself for parameters and workspaces)."""
+    return view_bases(func.walk())
+
+
+def view_bases(ops: Iterable[Op]) -> dict[str, str]:
+    """:func:`bases` of the views, reshapes and permutes among ``ops`` (in program order)."""
     base: dict[str, str] = {}
-    for op in func.walk():
+    for op in ops:
         if op.name in ("view", "reshape", "permute"):
             src = op.operands[0].name
             base[op.result.name] = base.get(src, src)

@@ -141,8 +141,9 @@ class _Tiler(CubeTiling):
         self.fit[dim] = (lo, cap)
         self.out.append([])
         copy = tile_fit.fit_copy(loop, dim, cap)
-        if self.joins_rows_whole(copy.regions[0]):
-            copy.regions[0] = tile_fit.without_copy(copy.regions[0])
+        found = self.rewrite_joining_rows_whole(copy.regions[0])
+        if found is not None:
+            copy.regions[0] = tile_fit.without_copy(copy.regions[0], found)
         # the copy's values are new: count their uses, so a result used once is still stored
         # straight into its assemble's region (computation)
         self.uses.update(v.name for o in copy.walk() for v in o.operands)
@@ -159,15 +160,13 @@ class _Tiler(CubeTiling):
         rest = self.out.pop()
         self.emit(Op("if", [], {"cond": tile_fit.condition(dim, cap, lo)}, [], [fit, rest], loop.span))
 
-    def joins_rows_whole(self, ops: list[Op]) -> bool:
-        """Whether ``ops`` rewrite a tensor from a copy of itself (``tile_fit.rewrite_of``) by a
-        concat that, at the fit dims in effect, leaves each row block as one tile (TCONCAT of whole
+    def rewrite_joining_rows_whole(self, ops: list[Op]):
+        """The rewrite of a tensor from a copy of itself in ``ops`` (``tile_fit.rewrite_of``) when
+        its concat, at the fit dims in effect, leaves each row block as one tile (TCONCAT of whole
         parts): its row block is then loaded whole before it is stored, and the copy can go."""
         found = tile_fit.rewrite_of(ops)
-        if found is None:
-            return False
         from .tile_layout import _row_concat
-        return _row_concat(self, found[2]) is not None
+        return found if found is not None and _row_concat(self, found[2]) is not None else None
 
     def fit_width(self, extent: sym.Expr) -> int | None:
         """The tile width along a dim of ``extent`` inside a fit version or bounded by the spec,

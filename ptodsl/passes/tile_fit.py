@@ -139,11 +139,11 @@ def inplace_dim(loop: Op, dims: set[str]) -> str | None:
     return None if found is None else _last_dim(found[0].operands[0], dims)
 
 
-def without_copy(ops: list[Op]) -> list[Op]:
-    """``ops`` with the rewrite of :func:`rewrite_of` reading the tensor itself instead of its copy
-    (the views taken of ``x``; the clone dropped). Right only where the concat leaves as one tile
-    per row block, loaded whole before it is stored (the caller checks)."""
-    clone, views, _, _ = rewrite_of(ops)
+def without_copy(ops: list[Op], found: tuple[Op, list[Op], Op, Op]) -> list[Op]:
+    """``ops`` with the rewrite ``found`` in them (:func:`rewrite_of`) reading the tensor itself
+    instead of its copy (the views taken of ``x``; the clone dropped). Right only where the concat
+    leaves as one tile per row block, loaded whole before it is stored (the caller checks)."""
+    clone, views, _, _ = found
     x = clone.operands[0]
     out = []
     for op in ops:

@@ -43,7 +43,7 @@ def test_a_load_of_a_tensor_the_function_writes_stays_in_the_loop():
     c = compile_spec(SPEC)
     module = c.after["rowgrid"].clone()
     func = module.funcs[0]
-    hoister = licm._Hoister(func, c.target.l1_bytes)
+    hoister = licm._Hoister(func, c.target.l1_bytes, c.target.ub_block_bytes)
     hoister.written.add("q")  # as if the kernel wrote q: an iteration could change what it reads
     func.body = hoister.block(func.body)
     assert not _guarded_query_loads(list(func.walk()))
@@ -54,7 +54,7 @@ def test_a_load_of_a_tensor_the_function_writes_stays_in_the_loop():
 def test_no_room_in_l1_keeps_the_load_in_the_loop():
     c = compile_spec(SPEC)
     func = c.after["rowgrid"].clone().funcs[0]
-    func.body = licm._Hoister(func, 0).block(func.body)
+    func.body = licm._Hoister(func, 0, c.target.ub_block_bytes).block(func.body)
     assert not _guarded_query_loads(list(func.walk()))
 
 
