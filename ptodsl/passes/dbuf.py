@@ -1,4 +1,4 @@
-"""Double buffering (Block IR -> Block IR): two sets of tiles on alternate iterations of a grid loop.
+"""Double buffering (Block IR -> Block IR): two (or more) sets of tiles on alternate iterations of a grid loop.
 
 Requires: a ``level block`` module from partitioning (tiles not yet placed).
 Produces: in each compute kernel, vector or cube, every innermost grid loop whose body loads from
@@ -12,6 +12,14 @@ The copies define fresh tiles; every ``tile.alloc`` of copy c ``buffer = c`` and
 shared, the sync pass sees no dependency between the copies, so loading one copy's tiles overlaps
 computing and storing the other's; only a true dependency (an accumulator, a GM tensor written and
 read back) still orders them.
+
+A cube step (a body with L1 tiles) is buffered deeper: ``DEEP`` copies, each with its own L1
+tiles (``buffer = c``) while its L0 tiles alternate between two sets (``buffer = c % 2``: L0A holds
+two steps' A tiles, not more). The loads then run up to ``DEEP`` steps ahead of the cube, which is
+what keeps MTE2, the pipe that bounds a matmul, busy across the end of an output tile: the first
+step of the next tile waits for the fixpipe to empty L0C, and with two sets MTE2 stopped too.
+Where the flags of that many sets need more event ids than the target has, the step keeps one set
+fewer at a time, down to two.
 
 The pass runs unless the schedule turns it off (``pass_options: {double_buffer: false}``): doubling
 and trying each kernel on a copy make compiling the library take about 1.6 times as long. A loop stays
@@ -33,6 +41,12 @@ from . import stack, trial
 from .context import Pass, PassContext
 from .memplan import BUFFER, BUFFER_OF
 from .unroll import _Cloner
+
+# A cube step's L1 tiles get DEEP sets, its L0 tiles two (L0A holds two steps' A tiles): the
+# loads run that many steps ahead of the cube, so MTE2 keeps loading the next output tile's k
+# steps while the fixpipe stores this one and the cube waits for L0C.
+DEEP = 5
+DEEP_SPACES = frozenset({"l1"})
 
 Ranges = dict[str, tuple[int, int | None]]  # known bounds of symbols, for simplifying and proving
 
@@ -104,8 +118,9 @@ def _trips(loop: Op, ranges: Ranges) -> sym.Expr:
     return sym.max_(sym.ceildiv(sym.sub(a["hi"], a["lo"]), a["step"]), 0, ranges)
 
 
-def _copy(loop: Op, index: sym.Expr, suffix: str, buffer: int | None, paired: str) -> list[Op]:
-    """The loop body with its index replaced by ``index`` and every value renamed."""
+def _copy(loop: Op, index: sym.Expr, suffix: str, buffer: int | None, paired: str, depth: int = 2) -> list[Op]:
+    """The loop body with its index replaced by ``index`` and every value renamed; its tiles are
+    buffer ``buffer`` of ``paired``, in L1, and ``buffer % 2`` elsewhere (module docstring)."""
     a = loop.attrs
     env: dict[str, sym.Expr] = {a["index"]: sym.add(a["lo"], sym.mul(index, a["step"]))}
     cloner = _Cloner(env, suffix, {})
@@ -114,33 +129,48 @@ def _copy(loop: Op, index: sym.Expr, suffix: str, buffer: int | None, paired: st
         for top in body:
             for o in top.walk():
                 if o.name == "tile.alloc":
-                    o.attrs = dict(o.attrs) | {BUFFER: buffer, BUFFER_OF: paired}
+                    space = o.result.type.space
+                    o.attrs = dict(o.attrs) | {BUFFER: buffer if space in DEEP_SPACES else buffer % 2,
+                                               BUFFER_OF: paired}
     return body
 
 
-def doubled(loop: Op, ranges: Ranges) -> Op:
-    """``loop`` as a loop over pairs of iterations: copy 0 runs iteration 2u, copy 1 iteration
-    2u + 1 inside a loop of at most one trip (none when the trip count is odd and this is the last
-    pair). That inner loop costs no second body for the odd iteration, and the sync pass gives a
-    loop that provably runs at most once no dependency carried to a next trip."""
+def doubled(loop: Op, ranges: Ranges, depth: int = 2) -> Op:
+    """``loop`` as a loop over groups of ``depth`` iterations: copy 0 runs iteration depth*u, copy
+    c iteration depth*u + c inside a loop of at most one trip (none past the last iteration). That
+    inner loop costs no second body for a short last group, and the sync pass gives a loop that
+    provably runs at most once no dependency carried to a next trip."""
     a = loop.attrs
     idx = a["index"]
     trips = _trips(loop, ranges)
     u, r = f"{idx}_db", f"{idx}_dr"
-    second = sym.add(sym.mul(sym.Sym(u), 2), 1)
     keep = {k: v for k, v in a.items() if k not in ("index", "lo", "hi", "step")}
-    guard = Op("loop", [], {"index": r, "lo": 0, "hi": sym.min_(sym.sub(trips, second), 1, ranges), "step": 1,
-                            **keep}, [], [_copy(loop, sym.add(second, sym.Sym(r)), "_b1", 1, u)], loop.span)
-    body = _copy(loop, sym.mul(sym.Sym(u), 2), "_b0", 0, u) + [guard]
-    return Op("loop", [], {"index": u, "lo": 0, "hi": sym.ceildiv(trips, 2), "step": 1, **keep,
-                           "double_buffered": 1}, [], [body], loop.span)
+    body = _copy(loop, sym.mul(sym.Sym(u), depth), "_b0", 0, u, depth)
+    for c in range(1, depth):
+        at = sym.add(sym.mul(sym.Sym(u), depth), c)
+        rc = r if c == 1 else f"{r}{c}"
+        body.append(Op("loop", [], {"index": rc, "lo": 0, "hi": sym.min_(sym.sub(trips, at), 1, ranges), "step": 1,
+                                    **keep}, [], [_copy(loop, sym.add(at, sym.Sym(rc)), f"_b{c}", c, u, depth)],
+                       loop.span))
+    return Op("loop", [], {"index": u, "lo": 0, "hi": sym.ceildiv(trips, depth), "step": 1, **keep,
+                           "double_buffered": depth}, [], [body], loop.span)
+
+
+def _depths(func: Func, loop: Op) -> tuple[int, ...]:
+    """The buffer counts to try for ``loop``, most first: a cube kernel's step that loads into L1
+    tries ``DEEP`` sets of L1 tiles (module docstring), everything else two."""
+    if func.kind == "cube" and any(o.name == "tile.alloc" and o.result.type.space in DEEP_SPACES
+                                   for o in loop.walk()):
+        return tuple(range(DEEP, 1, -1))
+    return (2,)
 
 
 def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
-    """Double buffer the grid nests of ``func`` that gain from it, each only if the kernel's tiles
-    still fit with it; then, while the kernel's flags need more event ids than the target has, undo
-    the last one. A perfect nest is flattened first, so its iterations pair up across rows too (a
-    row of one tile still overlaps with the next row)."""
+    """Buffer the grid nests of ``func`` that gain from it, each only if the kernel's tiles still
+    fit with it (deepest first, then two sets); then, while the kernel's flags need more event ids
+    than the target has, make the last one a set shallower, down to two, then undo it. A perfect nest is flattened
+    first, so its iterations pair up across rows too (a row of one tile still overlaps with the
+    next row)."""
     if func.kind not in ("vector", "cube"):
         return
     # tensor dims are never negative; the bound lets a loop that provably runs once stay as it is
@@ -148,7 +178,7 @@ def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
         s: (0, None) for p in func.params if p.is_tensor for d in p.type.shape for s in sym.free_symbols(d)}
     found: list[tuple[list[Op], list[Op]]] = []
     _nests(func.body, found)
-    done: list[tuple[list[Op], int, Op]] = []
+    done: list[tuple[list[Op], int, Op, Op, int]] = []
     for region, chain in found:
         if len(chain) > 1 and _flattenable(chain):
             old, loop = chain[0], flattened(chain, ranges)
@@ -158,14 +188,19 @@ def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
         if not worth_doubling(loop, ranges):
             continue
         at = region.index(old)
-        region[at] = doubled(loop, ranges)
-        if trial.compiles(func, ctx, strided, synchronise=False):
-            done.append((region, at, old))
-        else:
+        for depth in _depths(func, loop):
+            region[at] = doubled(loop, ranges, depth)
+            if trial.compiles(func, ctx, strided, synchronise=False):
+                done.append((region, at, old, loop, depth))
+                break
             region[at] = old
     while done and not trial.compiles(func, ctx, strided):
-        region, at, old = done.pop()
-        region[at] = old
+        region, at, old, loop, depth = done.pop()
+        if depth > 2:
+            region[at] = doubled(loop, ranges, depth - 1)
+            done.append((region, at, old, loop, depth - 1))
+        else:
+            region[at] = old
 
 
 # (printed input, the target's limits the trials check) -> output: the trials are the costly part

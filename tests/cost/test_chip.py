@@ -235,10 +235,10 @@ def test_chip_filling_shapes_are_modelled_from_a_few_ops(name, control, shapes):
     e = estimate(block, control, shapes, TARGET, {"scale": 0.125})
     # (flash attention walks about 34000: its once-per-call kernels of several loops are one launch
     # per loop, each sampled on its own, and its first block of scores runs on a grid of blocks whose
-    # columns are each sampled, cost/dryrun.py; the 4096^3 matmul about 50000: its K loop is double
-    # buffered, two steps of ops per sampled iteration, and its blocks' shares of the output tiles
-    # repeat with a period of 8 blocks, each walked once)
-    assert e.walked < 60_000
+    # columns are each sampled, cost/dryrun.py; the 4096^3 matmul about 83000: its K loop keeps five
+    # sets of L1 tiles, five steps of ops per sampled iteration, and its blocks' shares of the output
+    # tiles repeat with a period of 8 blocks, each walked once)
+    assert e.walked < 100_000
     assert e.timeline.chip.time > e.timeline.chip.roofline() > 0
 
 

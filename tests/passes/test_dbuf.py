@@ -79,18 +79,21 @@ def test_two_copies_get_distinct_memory_and_the_estimate_drops(tmp_path, name, t
     loops = _doubled_loops(doubled)
     assert loops
     for loop in loops:
-        copies: dict[int, list[tuple[str, int, int]]] = {0: [], 1: []}
+        depth = loop.attrs["double_buffered"]
+        copies: dict[int, list[tuple[str, int, int]]] = {}
         for alloc in _allocs(loop):
             a = alloc.attrs
             assert a["buffer_of"] == loop.attrs["index"]
-            copies[a["buffer"]].append((alloc.result.type.space, a["offset"], a["offset"] + a["bytes"]))
-        assert copies[0] and copies[1]
-        for space0, lo0, hi0 in copies[0]:
-            for space1, lo1, hi1 in copies[1]:  # (each on-chip buffer has offsets of its own)
-                assert space0 != space1 or hi0 <= lo1 or hi1 <= lo0, "a tile of copy 0 shares memory with one of copy 1"
-        # the second copy runs in a loop of at most one trip, so an odd trip count needs no third body
+            copies.setdefault(a["buffer"], []).append((alloc.result.type.space, a["offset"], a["offset"] + a["bytes"]))
+        assert sorted(copies) == list(range(depth))
+        for b0, b1 in ((b0, b1) for b0 in copies for b1 in copies if b0 < b1):
+            for space0, lo0, hi0 in copies[b0]:
+                for space1, lo1, hi1 in copies[b1]:  # (each on-chip buffer has offsets of its own)
+                    assert space0 != space1 or hi0 <= lo1 or hi1 <= lo0, \
+                        f"a tile of copy {b0} shares memory with one of copy {b1}"
+        # every other copy runs in a loop of at most one trip, so a short last group needs no more bodies
         inner = [o for o in loop.regions[0] if o.name == "loop"]
-        assert len(inner) == 1 and at_most_once(inner[0])
+        assert len(inner) == depth - 1 and all(at_most_once(i) for i in inner)
     assert _estimate(doubled) < 0.97 * _estimate(single)
 
 
@@ -137,7 +140,25 @@ def test_a_cube_steps_l1_tiles_stay_apart_so_its_loads_run_back_to_back(tmp_path
     for loop in loops:
         l1 = [(a.attrs["offset"], a.attrs["offset"] + a.attrs["bytes"]) for a in _allocs(loop)
               if a.result.type.space == "l1"]
-        assert len(l1) == 4
-        for i, (lo0, hi0) in enumerate(l1):
-            for lo1, hi1 in l1[i + 1:]:
-                assert hi0 <= lo1 or hi1 <= lo0
+        assert len(l1) == 2 * dbuf.DEEP
+        assert all(hi0 <= lo1 or hi1 <= lo0 for n, (lo0, hi0) in enumerate(l1) for lo1, hi1 in l1[n + 1:])
+
+
+def test_a_cube_step_loads_deep_ahead_and_gives_up_depth_before_buffering():
+    """The matmul's K loop keeps DEEP sets of L1 tiles (its L0 tiles two): the loads of the next
+    output tile go on while the fixpipe stores this one. With fewer event ids than that needs, the
+    loop keeps as many sets as fit, before giving up buffering."""
+    c = compile_spec(str(Path(__file__).resolve().parents[2] / "specs" / "matmul.yaml"))
+    partitioned = c.after["partition"]
+
+    def depth_with(events: int) -> int:
+        ctx = PassContext(replace(c.target, max_event_ids=events), Diagnostics())
+        out = dbuf.run(partitioned, ctx)
+        assert not ctx.diags.items
+        return max((o.attrs["double_buffered"] for o in out.walk() if o.name == "loop"
+                    and "double_buffered" in o.attrs), default=1)
+
+    full = depth_with(c.target.max_event_ids)
+    assert full == dbuf.DEEP
+    fewer = depth_with(c.target.max_event_ids - 3)
+    assert 2 <= fewer < full

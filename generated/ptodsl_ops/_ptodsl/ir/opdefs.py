@@ -464,7 +464,8 @@ def _structural() -> list[IROp]:
                                          Attr("hi", required=True), Attr("step", required=True),
                                          Attr("name", "name", True), Attr("kind", "name", choices=LOOP_KINDS),
                                          Attr("unroll_var", "name"), Attr("unrolled", "int"),
-                                         Attr("double_buffered", "int"),
+                                         Attr("double_buffered", "int", doc="the loop runs its iterations in groups of this many "
+                                              "copies, each with its own buffers (passes/dbuf.py)"),
                                          Attr("fit", "name", doc="the one-pass version of a row loop for rows "
                                               "whose extent along this dim fits on chip (passes/tile_fit.py)"),
                                          Attr("parallel", "int", doc="1: no iteration depends on another "

@@ -48,6 +48,18 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
     using TileT11B1 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
     using TileT12B1 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT13B1 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B2 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B2 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT12B2 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B2 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B3 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B3 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT12B3 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B3 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B4 = Tile<TileType::Mat, bfloat16_t, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B4 = TileLeft<bfloat16_t, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT12B4 = Tile<TileType::Mat, bfloat16_t, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B4 = TileRight<bfloat16_t, 32, 128, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // bmm.pto:4:12
         for (int64_t _b0 = floor_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1)); _b0 < ceil_div(block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count), B * H * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(B * H * ((N + 127) / 128) * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256 * ((N + 127) / 128) * H, 1)); ++_b0) {  // bmm.pto:4:12
@@ -99,33 +111,35 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        for (int64_t _k9_db = 0; _k9_db < (max_i64((K + 31) / 32 - 1, 0) + 1) / 2; ++_k9_db) {  // bmm.pto:4:12
-                            TileT10B0 t10_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
+                        for (int64_t _k9_db = 0; _k9_db < (max_i64((K + 31) / 32 - 1, 0) + 4) / 5; ++_k9_db) {  // bmm.pto:4:12
+                            TileT10B0 t10_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 5) * 32, 32));  // bmm.pto:4:12
                             TASSIGN(t10_b0, 0);  // bmm.pto:4:12
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                            GmView2 aGm2(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (1 + _k9_db * 2) * 32, GmView2::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32)), GmView2::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                            GmView2 aGm2(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (1 + _k9_db * 5) * 32, GmView2::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 5) * 32, 32)), GmView2::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
                             TLOAD(t10_b0, aGm2);  // bmm.pto:4:12
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                            TileT11B0 t11_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 32, 32));  // bmm.pto:4:12
+                            TileT11B0 t11_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (1 + _k9_db * 5) * 32, 32));  // bmm.pto:4:12
                             TASSIGN(t11_b0, 0);  // bmm.pto:4:12
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TMOV(t11_b0, t10_b0);  // bmm.pto:4:12
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            TileT12B0 t12_b0(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                            TileT12B0 t12_b0(min_i64(K - (1 + _k9_db * 5) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
                             TASSIGN(t12_b0, 16384);  // bmm.pto:4:12
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                            GmView3 bGm3(b + _b1 * (N * K) + (1 + _k9_db * 2) * 32 * N + _g3 * 128, GmView3::Shape(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView3::Stride(N * K, N));  // bmm.pto:4:12
+                            GmView3 bGm3(b + _b1 * (N * K) + (1 + _k9_db * 5) * 32 * N + _g3 * 128, GmView3::Shape(min_i64(K - (1 + _k9_db * 5) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView3::Stride(N * K, N));  // bmm.pto:4:12
                             TLOAD(t12_b0, bGm3);  // bmm.pto:4:12
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                            TileT13B0 t13_b0(min_i64(K - (1 + _k9_db * 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                            TileT13B0 t13_b0(min_i64(K - (1 + _k9_db * 5) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
                             TASSIGN(t13_b0, 8192);  // bmm.pto:4:12
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TMOV(t13_b0, t12_b0);  // bmm.pto:4:12
@@ -133,27 +147,26 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t4, t4, t11_b0, t13_b0);  // bmm.pto:4:12
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                            for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // bmm.pto:4:12
-                                TileT10B1 t10_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k9_db * 5 + 1), 1); ++_k9_dr) {  // bmm.pto:4:12
+                                TileT10B1 t10_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
                                 TASSIGN(t10_b1, 24576);  // bmm.pto:4:12
                                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                                GmView4 aGm4(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (_k9_db * 2 + _k9_dr + 2) * 32, GmView4::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32)), GmView4::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                                GmView4 aGm4(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (_k9_db * 5 + _k9_dr + 2) * 32, GmView4::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 32, 32)), GmView4::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
                                 TLOAD(t10_b1, aGm4);  // bmm.pto:4:12
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TileT11B1 t11_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
+                                TileT11B1 t11_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 32, 32));  // bmm.pto:4:12
                                 TASSIGN(t11_b1, 16384);  // bmm.pto:4:12
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TMOV(t11_b1, t10_b1);  // bmm.pto:4:12
-                                TileT12B1 t12_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TileT12B1 t12_b1(min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
                                 TASSIGN(t12_b1, 40960);  // bmm.pto:4:12
                                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                                GmView5 bGm5(b + _b1 * (N * K) + (_k9_db * 2 + _k9_dr + 2) * 32 * N + _g3 * 128, GmView5::Shape(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView5::Stride(N * K, N));  // bmm.pto:4:12
+                                GmView5 bGm5(b + _b1 * (N * K) + (_k9_db * 5 + _k9_dr + 2) * 32 * N + _g3 * 128, GmView5::Shape(min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView5::Stride(N * K, N));  // bmm.pto:4:12
                                 TLOAD(t12_b1, bGm5);  // bmm.pto:4:12
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TileT13B1 t13_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TileT13B1 t13_b1(min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
                                 TASSIGN(t13_b1, 16384);  // bmm.pto:4:12
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TMOV(t13_b1, t12_b1);  // bmm.pto:4:12
@@ -161,10 +174,98 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 TMATMUL_ACC(t4, t4, t11_b1, t13_b1);  // bmm.pto:4:12
                             }
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            for (int64_t _k9_dr2 = 0; _k9_dr2 < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k9_db * 5 + 2), 1); ++_k9_dr2) {  // bmm.pto:4:12
+                                TileT10B2 t10_b2(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32));  // bmm.pto:4:12
+                                TASSIGN(t10_b2, 49152);  // bmm.pto:4:12
+                                using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
+                                GmView6 aGm6(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (_k9_db * 5 + _k9_dr2 + 3) * 32, GmView6::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32)), GmView6::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                                TLOAD(t10_b2, aGm6);  // bmm.pto:4:12
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT11B2 t11_b2(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32));  // bmm.pto:4:12
+                                TASSIGN(t11_b2, 0);  // bmm.pto:4:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TMOV(t11_b2, t10_b2);  // bmm.pto:4:12
+                                TileT12B2 t12_b2(min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TASSIGN(t12_b2, 65536);  // bmm.pto:4:12
+                                using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
+                                GmView7 bGm7(b + _b1 * (N * K) + (_k9_db * 5 + _k9_dr2 + 3) * 32 * N + _g3 * 128, GmView7::Shape(min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView7::Stride(N * K, N));  // bmm.pto:4:12
+                                TLOAD(t12_b2, bGm7);  // bmm.pto:4:12
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT13B2 t13_b2(min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TASSIGN(t13_b2, 8192);  // bmm.pto:4:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TMOV(t13_b2, t12_b2);  // bmm.pto:4:12
+                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                TMATMUL_ACC(t4, t4, t11_b2, t13_b2);  // bmm.pto:4:12
+                            }
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                            for (int64_t _k9_dr3 = 0; _k9_dr3 < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k9_db * 5 + 3), 1); ++_k9_dr3) {  // bmm.pto:4:12
+                                TileT10B3 t10_b3(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32));  // bmm.pto:4:12
+                                TASSIGN(t10_b3, 73728);  // bmm.pto:4:12
+                                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
+                                GmView8 aGm8(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (_k9_db * 5 + _k9_dr3 + 4) * 32, GmView8::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32)), GmView8::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                                TLOAD(t10_b3, aGm8);  // bmm.pto:4:12
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT11B3 t11_b3(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32));  // bmm.pto:4:12
+                                TASSIGN(t11_b3, 16384);  // bmm.pto:4:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TMOV(t11_b3, t10_b3);  // bmm.pto:4:12
+                                TileT12B3 t12_b3(min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TASSIGN(t12_b3, 90112);  // bmm.pto:4:12
+                                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
+                                GmView9 bGm9(b + _b1 * (N * K) + (_k9_db * 5 + _k9_dr3 + 4) * 32 * N + _g3 * 128, GmView9::Shape(min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView9::Stride(N * K, N));  // bmm.pto:4:12
+                                TLOAD(t12_b3, bGm9);  // bmm.pto:4:12
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT13B3 t13_b3(min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TASSIGN(t13_b3, 16384);  // bmm.pto:4:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TMOV(t13_b3, t12_b3);  // bmm.pto:4:12
+                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                TMATMUL_ACC(t4, t4, t11_b3, t13_b3);  // bmm.pto:4:12
+                            }
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            for (int64_t _k9_dr4 = 0; _k9_dr4 < min_i64(max_i64((K + 31) / 32 - 1, 0) - (_k9_db * 5 + 4), 1); ++_k9_dr4) {  // bmm.pto:4:12
+                                TileT10B4 t10_b4(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32));  // bmm.pto:4:12
+                                TASSIGN(t10_b4, 98304);  // bmm.pto:4:12
+                                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
+                                GmView10 aGm10(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 256 * K + (_k9_db * 5 + _k9_dr4 + 5) * 32, GmView10::Shape(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32)), GmView10::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                                TLOAD(t10_b4, aGm10);  // bmm.pto:4:12
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT11B4 t11_b4(min_i64(M - _g2 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32));  // bmm.pto:4:12
+                                TASSIGN(t11_b4, 0);  // bmm.pto:4:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TMOV(t11_b4, t10_b4);  // bmm.pto:4:12
+                                TileT12B4 t12_b4(min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TASSIGN(t12_b4, 114688);  // bmm.pto:4:12
+                                using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
+                                GmView11 bGm11(b + _b1 * (N * K) + (_k9_db * 5 + _k9_dr4 + 5) * 32 * N + _g3 * 128, GmView11::Shape(min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32), min_i64(N - _g3 * 128, 128)), GmView11::Stride(N * K, N));  // bmm.pto:4:12
+                                TLOAD(t12_b4, bGm11);  // bmm.pto:4:12
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TileT13B4 t13_b4(min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32), min_i64(N - _g3 * 128, 128));  // bmm.pto:4:12
+                                TASSIGN(t13_b4, 8192);  // bmm.pto:4:12
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                                TMOV(t13_b4, t12_b4);  // bmm.pto:4:12
+                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                TMATMUL_ACC(t4, t4, t11_b4, t13_b4);  // bmm.pto:4:12
+                            }
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         }
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -173,12 +274,12 @@ extern "C" __global__ AICORE void bmm_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloa
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                        GmView6 cGm6(c + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView6::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView6::Stride(N * M * H, N * M, N));  // bmm.pto:4:12
-                        TSTORE(cGm6, t4);  // bmm.pto:4:12
-                        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                        GmView7 dGm7(d + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView7::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView7::Stride(N * M * H, N * M, N));  // bmm.pto:5:12
-                        TSTORE(dGm7, t4);  // bmm.pto:5:12
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
+                        GmView12 cGm12(c + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView12::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView12::Stride(N * M * H, N * M, N));  // bmm.pto:4:12
+                        TSTORE(cGm12, t4);  // bmm.pto:4:12
+                        using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
+                        GmView13 dGm13(d + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 256 * N + _g3 * 128, GmView13::Shape(min_i64(M - _g2 * 256, 256), min_i64(N - _g3 * 128, 128)), GmView13::Stride(N * M * H, N * M, N));  // bmm.pto:5:12
+                        TSTORE(dGm13, t4);  // bmm.pto:5:12
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -43,6 +43,15 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
     using TileT2B1 = TileAcc<float, 32, 64, DYNAMIC, 64>;
     using TileT3B1 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT4B1 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
+    using TileT2B2 = TileAcc<float, 32, 64, DYNAMIC, 64>;
+    using TileT3B2 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4B2 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
+    using TileT2B3 = TileAcc<float, 32, 64, DYNAMIC, 64>;
+    using TileT3B3 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4B3 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
+    using TileT2B4 = TileAcc<float, 32, 64, DYNAMIC, 64>;
+    using TileT3B4 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4B4 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
 
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -62,23 +71,24 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) + 1) / 2; ++_g0_db) {  // ffn.pto:5:9
-            TileT2B0 t2_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32, 32));  // ffn.pto:5:9
+        for (int64_t _g0_db = 0; _g0_db < (max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) + 4) / 5; ++_g0_db) {  // ffn.pto:5:9
+            TileT2B0 t2_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 5) * 32, 32));  // ffn.pto:5:9
             TASSIGN(t2_b0, 0);  // ffn.pto:5:9
-            TileT3B0 t3_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32, 32));  // ffn.pto:5:9
+            TileT3B0 t3_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 5) * 32, 32));  // ffn.pto:5:9
             TASSIGN(t3_b0, 0);  // ffn.pto:5:9
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:5:9
-            GmView1 xGm1(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32 * 64, GmView1::Shape(t3_b0.GetValidRow()));  // ffn.pto:5:9
+            GmView1 xGm1(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 5) * 32 * 64, GmView1::Shape(t3_b0.GetValidRow()));  // ffn.pto:5:9
             TLOAD(t3_b0, xGm1);  // ffn.pto:5:9
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4B0 t4_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32, 32));  // ffn.pto:5:9
+            TileT4B0 t4_b0(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 5) * 32, 32));  // ffn.pto:5:9
             TASSIGN(t4_b0, 0);  // ffn.pto:5:9
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -88,26 +98,24 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2_b0, t4_b0, t6);  // ffn.pto:5:9
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
-            GmView2 hGm2(h + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 2) * 32 * 256 + _g1 * 64, GmView2::Shape(t2_b0.GetValidRow()));  // ffn.pto:5:9
+            GmView2 hGm2(h + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + _g0_db * 5) * 32 * 256 + _g1 * 64, GmView2::Shape(t2_b0.GetValidRow()));  // ffn.pto:5:9
             TSTORE(hGm2, t2_b0);  // ffn.pto:5:9
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // ffn.pto:5:9
-                TileT2B1 t2_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            for (int64_t _g0_dr = 0; _g0_dr < min_i64(max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) - (_g0_db * 5 + 1), 1); ++_g0_dr) {  // ffn.pto:5:9
+                TileT2B1 t2_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
                 TASSIGN(t2_b1, 8192);  // ffn.pto:5:9
-                TileT3B1 t3_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
+                TileT3B1 t3_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
                 TASSIGN(t3_b1, 4096);  // ffn.pto:5:9
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:5:9
-                GmView3 xGm3(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32 * 64, GmView3::Shape(t3_b1.GetValidRow()));  // ffn.pto:5:9
+                GmView3 xGm3(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 1 + _g0_dr)) * 32 * 64, GmView3::Shape(t3_b1.GetValidRow()));  // ffn.pto:5:9
                 TLOAD(t3_b1, xGm3);  // ffn.pto:5:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4B1 t4_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
+                TileT4B1 t4_b1(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 1 + _g0_dr)) * 32, 32));  // ffn.pto:5:9
                 TASSIGN(t4_b1, 4096);  // ffn.pto:5:9
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t4_b1, t3_b1);  // ffn.pto:5:9
@@ -117,15 +125,98 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
-                GmView4 hGm4(h + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 2 + 1 + _g0_dr)) * 32 * 256 + _g1 * 64, GmView4::Shape(t2_b1.GetValidRow()));  // ffn.pto:5:9
+                GmView4 hGm4(h + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 1 + _g0_dr)) * 32 * 256 + _g1 * 64, GmView4::Shape(t2_b1.GetValidRow()));  // ffn.pto:5:9
                 TSTORE(hGm4, t2_b1);  // ffn.pto:5:9
             }
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            for (int64_t _g0_dr2 = 0; _g0_dr2 < min_i64(max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) - (_g0_db * 5 + 2), 1); ++_g0_dr2) {  // ffn.pto:5:9
+                TileT2B2 t2_b2(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 2 + _g0_dr2)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t2_b2, 0);  // ffn.pto:5:9
+                TileT3B2 t3_b2(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 2 + _g0_dr2)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t3_b2, 8192);  // ffn.pto:5:9
+                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:5:9
+                GmView5 xGm5(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 2 + _g0_dr2)) * 32 * 64, GmView5::Shape(t3_b2.GetValidRow()));  // ffn.pto:5:9
+                TLOAD(t3_b2, xGm5);  // ffn.pto:5:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4B2 t4_b2(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 2 + _g0_dr2)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t4_b2, 0);  // ffn.pto:5:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_b2, t3_b2);  // ffn.pto:5:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_b2, t4_b2, t6);  // ffn.pto:5:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
+                GmView6 hGm6(h + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 2 + _g0_dr2)) * 32 * 256 + _g1 * 64, GmView6::Shape(t2_b2.GetValidRow()));  // ffn.pto:5:9
+                TSTORE(hGm6, t2_b2);  // ffn.pto:5:9
+            }
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            for (int64_t _g0_dr3 = 0; _g0_dr3 < min_i64(max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) - (_g0_db * 5 + 3), 1); ++_g0_dr3) {  // ffn.pto:5:9
+                TileT2B3 t2_b3(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 3 + _g0_dr3)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t2_b3, 8192);  // ffn.pto:5:9
+                TileT3B3 t3_b3(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 3 + _g0_dr3)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t3_b3, 12288);  // ffn.pto:5:9
+                using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:5:9
+                GmView7 xGm7(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 3 + _g0_dr3)) * 32 * 64, GmView7::Shape(t3_b3.GetValidRow()));  // ffn.pto:5:9
+                TLOAD(t3_b3, xGm7);  // ffn.pto:5:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4B3 t4_b3(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 3 + _g0_dr3)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t4_b3, 4096);  // ffn.pto:5:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_b3, t3_b3);  // ffn.pto:5:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_b3, t4_b3, t6);  // ffn.pto:5:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
+                GmView8 hGm8(h + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 3 + _g0_dr3)) * 32 * 256 + _g1 * 64, GmView8::Shape(t2_b3.GetValidRow()));  // ffn.pto:5:9
+                TSTORE(hGm8, t2_b3);  // ffn.pto:5:9
+            }
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            for (int64_t _g0_dr4 = 0; _g0_dr4 < min_i64(max_i64(min_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) + min_i64(ceil_div((B + 31) / 32 * 4, block_count), (B + 31) / 32 * 4 - block_index * ceil_div((B + 31) / 32 * 4, block_count)) - _g1 * max_i64((B + 31) / 32, 1), (B + 31) / 32) - max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0), 0) - (_g0_db * 5 + 4), 1); ++_g0_dr4) {  // ffn.pto:5:9
+                TileT2B4 t2_b4(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 4 + _g0_dr4)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t2_b4, 0);  // ffn.pto:5:9
+                TileT3B4 t3_b4(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 4 + _g0_dr4)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t3_b4, 16384);  // ffn.pto:5:9
+                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:5:9
+                GmView9 xGm9(x + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 4 + _g0_dr4)) * 32 * 64, GmView9::Shape(t3_b4.GetValidRow()));  // ffn.pto:5:9
+                TLOAD(t3_b4, xGm9);  // ffn.pto:5:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4B4 t4_b4(min_i64(B - (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 4 + _g0_dr4)) * 32, 32));  // ffn.pto:5:9
+                TASSIGN(t4_b4, 0);  // ffn.pto:5:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_b4, t3_b4);  // ffn.pto:5:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_b4, t4_b4, t6);  // ffn.pto:5:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
+                GmView10 hGm10(h + (max_i64(block_index * ceil_div((B + 31) / 32 * 4, block_count) - _g1 * max_i64((B + 31) / 32, 1), 0) + (_g0_db * 5 + 4 + _g0_dr4)) * 32 * 256 + _g1 * 64, GmView10::Shape(t2_b4.GetValidRow()));  // ffn.pto:5:9
+                TSTORE(hGm10, t2_b4);  // ffn.pto:5:9
+            }
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);

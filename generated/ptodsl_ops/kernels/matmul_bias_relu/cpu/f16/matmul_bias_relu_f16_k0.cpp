@@ -50,6 +50,18 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ float* bias, __
     using TileT11B1 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
     using TileT12B1 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT13B1 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B2 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B2 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B2 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B2 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B3 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B3 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B3 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B3 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B4 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B4 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B4 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B4 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_bias_relu.pto:5:17
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -109,33 +121,35 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ float* bias, __
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k9_db = 0; _k9_db < (max_i64((K + 63) / 64 - 1, 0) + 1) / 2; ++_k9_db) {  // matmul_bias_relu.pto:5:17
-                    TileT10B0 t10_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 64, 64));  // matmul_bias_relu.pto:5:17
+                for (int64_t _k9_db = 0; _k9_db < (max_i64((K + 63) / 64 - 1, 0) + 4) / 5; ++_k9_db) {  // matmul_bias_relu.pto:5:17
+                    TileT10B0 t10_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k9_db * 5) * 64, 64));  // matmul_bias_relu.pto:5:17
                     TASSIGN(t10_b0, 0);  // matmul_bias_relu.pto:5:17
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
-                    GmView3 aGm3(a + _g0 * 256 * K + (1 + _k9_db * 2) * 64, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(K));  // matmul_bias_relu.pto:5:17
+                    GmView3 aGm3(a + _g0 * 256 * K + (1 + _k9_db * 5) * 64, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(K));  // matmul_bias_relu.pto:5:17
                     TLOAD(t10_b0, aGm3);  // matmul_bias_relu.pto:5:17
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT11B0 t11_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 64, 64));  // matmul_bias_relu.pto:5:17
+                    TileT11B0 t11_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k9_db * 5) * 64, 64));  // matmul_bias_relu.pto:5:17
                     TASSIGN(t11_b0, 0);  // matmul_bias_relu.pto:5:17
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t11_b0, t10_b0);  // matmul_bias_relu.pto:5:17
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT12B0 t12_b0(min_i64(K - (1 + _k9_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                    TileT12B0 t12_b0(min_i64(K - (1 + _k9_db * 5) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
                     TASSIGN(t12_b0, 32768);  // matmul_bias_relu.pto:5:17
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
-                    GmView4 bGm4(b + (1 + _k9_db * 2) * 64 * N + _g1 * 128, GmView4::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView4::Stride(N));  // matmul_bias_relu.pto:5:17
+                    GmView4 bGm4(b + (1 + _k9_db * 5) * 64 * N + _g1 * 128, GmView4::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView4::Stride(N));  // matmul_bias_relu.pto:5:17
                     TLOAD(t12_b0, bGm4);  // matmul_bias_relu.pto:5:17
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT13B0 t13_b0(min_i64(K - (1 + _k9_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                    TileT13B0 t13_b0(min_i64(K - (1 + _k9_db * 5) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
                     TASSIGN(t13_b0, 16384);  // matmul_bias_relu.pto:5:17
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t13_b0, t12_b0);  // matmul_bias_relu.pto:5:17
@@ -143,27 +157,26 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ float* bias, __
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t2, t2, t11_b0, t13_b0);  // matmul_bias_relu.pto:5:17
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // matmul_bias_relu.pto:5:17
-                        TileT10B1 t10_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_bias_relu.pto:5:17
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k9_db * 5 + 1), 1); ++_k9_dr) {  // matmul_bias_relu.pto:5:17
+                        TileT10B1 t10_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 64, 64));  // matmul_bias_relu.pto:5:17
                         TASSIGN(t10_b1, 49152);  // matmul_bias_relu.pto:5:17
                         using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
-                        GmView5 aGm5(a + _g0 * 256 * K + (_k9_db * 2 + _k9_dr + 2) * 64, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(K));  // matmul_bias_relu.pto:5:17
+                        GmView5 aGm5(a + _g0 * 256 * K + (_k9_db * 5 + _k9_dr + 2) * 64, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(K));  // matmul_bias_relu.pto:5:17
                         TLOAD(t10_b1, aGm5);  // matmul_bias_relu.pto:5:17
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        TileT11B1 t11_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_bias_relu.pto:5:17
+                        TileT11B1 t11_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 64, 64));  // matmul_bias_relu.pto:5:17
                         TASSIGN(t11_b1, 32768);  // matmul_bias_relu.pto:5:17
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         TMOV(t11_b1, t10_b1);  // matmul_bias_relu.pto:5:17
-                        TileT12B1 t12_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TileT12B1 t12_b1(min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
                         TASSIGN(t12_b1, 81920);  // matmul_bias_relu.pto:5:17
                         using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
-                        GmView6 bGm6(b + (_k9_db * 2 + _k9_dr + 2) * 64 * N + _g1 * 128, GmView6::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView6::Stride(N));  // matmul_bias_relu.pto:5:17
+                        GmView6 bGm6(b + (_k9_db * 5 + _k9_dr + 2) * 64 * N + _g1 * 128, GmView6::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView6::Stride(N));  // matmul_bias_relu.pto:5:17
                         TLOAD(t12_b1, bGm6);  // matmul_bias_relu.pto:5:17
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        TileT13B1 t13_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TileT13B1 t13_b1(min_i64(K - (_k9_db * 5 + _k9_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
                         TASSIGN(t13_b1, 32768);  // matmul_bias_relu.pto:5:17
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         TMOV(t13_b1, t12_b1);  // matmul_bias_relu.pto:5:17
@@ -171,10 +184,98 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ float* bias, __
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t2, t2, t11_b1, t13_b1);  // matmul_bias_relu.pto:5:17
                     }
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k9_dr2 = 0; _k9_dr2 < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k9_db * 5 + 2), 1); ++_k9_dr2) {  // matmul_bias_relu.pto:5:17
+                        TileT10B2 t10_b2(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t10_b2, 98304);  // matmul_bias_relu.pto:5:17
+                        using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                        GmView7 aGm7(a + _g0 * 256 * K + (_k9_db * 5 + _k9_dr2 + 3) * 64, GmView7::Shape(t10_b2.GetValidRow(), t10_b2.GetValidCol()), GmView7::Stride(K));  // matmul_bias_relu.pto:5:17
+                        TLOAD(t10_b2, aGm7);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B2 t11_b2(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t11_b2, 0);  // matmul_bias_relu.pto:5:17
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b2, t10_b2);  // matmul_bias_relu.pto:5:17
+                        TileT12B2 t12_b2(min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t12_b2, 131072);  // matmul_bias_relu.pto:5:17
+                        using GmView8 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                        GmView8 bGm8(b + (_k9_db * 5 + _k9_dr2 + 3) * 64 * N + _g1 * 128, GmView8::Shape(t12_b2.GetValidRow(), t12_b2.GetValidCol()), GmView8::Stride(N));  // matmul_bias_relu.pto:5:17
+                        TLOAD(t12_b2, bGm8);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT13B2 t13_b2(min_i64(K - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t13_b2, 16384);  // matmul_bias_relu.pto:5:17
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t13_b2, t12_b2);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t11_b2, t13_b2);  // matmul_bias_relu.pto:5:17
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    for (int64_t _k9_dr3 = 0; _k9_dr3 < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k9_db * 5 + 3), 1); ++_k9_dr3) {  // matmul_bias_relu.pto:5:17
+                        TileT10B3 t10_b3(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t10_b3, 147456);  // matmul_bias_relu.pto:5:17
+                        using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                        GmView9 aGm9(a + _g0 * 256 * K + (_k9_db * 5 + _k9_dr3 + 4) * 64, GmView9::Shape(t10_b3.GetValidRow(), t10_b3.GetValidCol()), GmView9::Stride(K));  // matmul_bias_relu.pto:5:17
+                        TLOAD(t10_b3, aGm9);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B3 t11_b3(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t11_b3, 32768);  // matmul_bias_relu.pto:5:17
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b3, t10_b3);  // matmul_bias_relu.pto:5:17
+                        TileT12B3 t12_b3(min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t12_b3, 180224);  // matmul_bias_relu.pto:5:17
+                        using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                        GmView10 bGm10(b + (_k9_db * 5 + _k9_dr3 + 4) * 64 * N + _g1 * 128, GmView10::Shape(t12_b3.GetValidRow(), t12_b3.GetValidCol()), GmView10::Stride(N));  // matmul_bias_relu.pto:5:17
+                        TLOAD(t12_b3, bGm10);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT13B3 t13_b3(min_i64(K - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t13_b3, 32768);  // matmul_bias_relu.pto:5:17
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t13_b3, t12_b3);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t11_b3, t13_b3);  // matmul_bias_relu.pto:5:17
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k9_dr4 = 0; _k9_dr4 < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k9_db * 5 + 4), 1); ++_k9_dr4) {  // matmul_bias_relu.pto:5:17
+                        TileT10B4 t10_b4(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t10_b4, 196608);  // matmul_bias_relu.pto:5:17
+                        using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                        GmView11 aGm11(a + _g0 * 256 * K + (_k9_db * 5 + _k9_dr4 + 5) * 64, GmView11::Shape(t10_b4.GetValidRow(), t10_b4.GetValidCol()), GmView11::Stride(K));  // matmul_bias_relu.pto:5:17
+                        TLOAD(t10_b4, aGm11);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B4 t11_b4(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t11_b4, 0);  // matmul_bias_relu.pto:5:17
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b4, t10_b4);  // matmul_bias_relu.pto:5:17
+                        TileT12B4 t12_b4(min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t12_b4, 229376);  // matmul_bias_relu.pto:5:17
+                        using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                        GmView12 bGm12(b + (_k9_db * 5 + _k9_dr4 + 5) * 64 * N + _g1 * 128, GmView12::Shape(t12_b4.GetValidRow(), t12_b4.GetValidCol()), GmView12::Stride(N));  // matmul_bias_relu.pto:5:17
+                        TLOAD(t12_b4, bGm12);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT13B4 t13_b4(min_i64(K - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:5:17
+                        TASSIGN(t13_b4, 16384);  // matmul_bias_relu.pto:5:17
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t13_b4, t12_b4);  // matmul_bias_relu.pto:5:17
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t11_b4, t13_b4);  // matmul_bias_relu.pto:5:17
+                    }
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -183,9 +284,9 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ float* bias, __
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
-                GmView7 cGm7(c + _g0 * 256 * N + _g1 * 128, GmView7::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView7::Stride(N));  // matmul_bias_relu.pto:5:17
-                TSTORE<decltype(t2), decltype(cGm7), AtomicType::AtomicNone, ReluPreMode::NormalRelu>(cGm7, t2);  // matmul_bias_relu.pto:5:17
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:5:17
+                GmView13 cGm13(c + _g0 * 256 * N + _g1 * 128, GmView13::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView13::Stride(N));  // matmul_bias_relu.pto:5:17
+                TSTORE<decltype(t2), decltype(cGm13), AtomicType::AtomicNone, ReluPreMode::NormalRelu>(cGm13, t2);  // matmul_bias_relu.pto:5:17
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -48,6 +48,18 @@ extern "C" __global__ AICORE void matmul_i8_k0(__gm__ int8_t* b, __gm__ int8_t* 
     using TileT9B1 = TileLeft<int8_t, 256, 64, DYNAMIC, DYNAMIC>;
     using TileT10B1 = Tile<TileType::Mat, int8_t, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11B1 = TileRight<int8_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT8B2 = Tile<TileType::Mat, int8_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B2 = TileLeft<int8_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B2 = Tile<TileType::Mat, int8_t, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11B2 = TileRight<int8_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT8B3 = Tile<TileType::Mat, int8_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B3 = TileLeft<int8_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B3 = Tile<TileType::Mat, int8_t, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11B3 = TileRight<int8_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT8B4 = Tile<TileType::Mat, int8_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B4 = TileLeft<int8_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B4 = Tile<TileType::Mat, int8_t, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11B4 = TileRight<int8_t, 64, 128, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_i8.pto:3:12
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -97,33 +109,35 @@ extern "C" __global__ AICORE void matmul_i8_k0(__gm__ int8_t* b, __gm__ int8_t* 
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k7_db = 0; _k7_db < (max_i64((K + 63) / 64 - 1, 0) + 1) / 2; ++_k7_db) {  // matmul_i8.pto:3:12
-                    TileT8B0 t8_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 2) * 64, 64));  // matmul_i8.pto:3:12
+                for (int64_t _k7_db = 0; _k7_db < (max_i64((K + 63) / 64 - 1, 0) + 4) / 5; ++_k7_db) {  // matmul_i8.pto:3:12
+                    TileT8B0 t8_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 5) * 64, 64));  // matmul_i8.pto:3:12
                     TASSIGN(t8_b0, 0);  // matmul_i8.pto:3:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_i8.pto:3:12
-                    GmView2 aGm2(a + _g0 * 256 * K + (1 + _k7_db * 2) * 64, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(K));  // matmul_i8.pto:3:12
+                    GmView2 aGm2(a + _g0 * 256 * K + (1 + _k7_db * 5) * 64, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(K));  // matmul_i8.pto:3:12
                     TLOAD(t8_b0, aGm2);  // matmul_i8.pto:3:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT9B0 t9_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 2) * 64, 64));  // matmul_i8.pto:3:12
+                    TileT9B0 t9_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 5) * 64, 64));  // matmul_i8.pto:3:12
                     TASSIGN(t9_b0, 0);  // matmul_i8.pto:3:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t9_b0, t8_b0);  // matmul_i8.pto:3:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT10B0 t10_b0(min_i64(K - (1 + _k7_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                    TileT10B0 t10_b0(min_i64(K - (1 + _k7_db * 5) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
                     TASSIGN(t10_b0, 16384);  // matmul_i8.pto:3:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_i8.pto:3:12
-                    GmView3 bGm3(b + _g1 * 128 * K + (1 + _k7_db * 2) * 64, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(K));  // matmul_i8.pto:3:12
+                    GmView3 bGm3(b + _g1 * 128 * K + (1 + _k7_db * 5) * 64, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(K));  // matmul_i8.pto:3:12
                     TLOAD(t10_b0, bGm3);  // matmul_i8.pto:3:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT11B0 t11_b0(min_i64(K - (1 + _k7_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                    TileT11B0 t11_b0(min_i64(K - (1 + _k7_db * 5) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
                     TASSIGN(t11_b0, 8192);  // matmul_i8.pto:3:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t11_b0, t10_b0);  // matmul_i8.pto:3:12
@@ -131,27 +145,26 @@ extern "C" __global__ AICORE void matmul_i8_k0(__gm__ int8_t* b, __gm__ int8_t* 
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t2, t2, t9_b0, t11_b0);  // matmul_i8.pto:3:12
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // matmul_i8.pto:3:12
-                        TileT8B1 t8_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64));  // matmul_i8.pto:3:12
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k7_db * 5 + 1), 1); ++_k7_dr) {  // matmul_i8.pto:3:12
+                        TileT8B1 t8_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 5 + _k7_dr + 2) * 64, 64));  // matmul_i8.pto:3:12
                         TASSIGN(t8_b1, 24576);  // matmul_i8.pto:3:12
                         using GmView4 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_i8.pto:3:12
-                        GmView4 aGm4(a + _g0 * 256 * K + (_k7_db * 2 + _k7_dr + 2) * 64, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(K));  // matmul_i8.pto:3:12
+                        GmView4 aGm4(a + _g0 * 256 * K + (_k7_db * 5 + _k7_dr + 2) * 64, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(K));  // matmul_i8.pto:3:12
                         TLOAD(t8_b1, aGm4);  // matmul_i8.pto:3:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        TileT9B1 t9_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64));  // matmul_i8.pto:3:12
+                        TileT9B1 t9_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 5 + _k7_dr + 2) * 64, 64));  // matmul_i8.pto:3:12
                         TASSIGN(t9_b1, 16384);  // matmul_i8.pto:3:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         TMOV(t9_b1, t8_b1);  // matmul_i8.pto:3:12
-                        TileT10B1 t10_b1(min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                        TileT10B1 t10_b1(min_i64(K - (_k7_db * 5 + _k7_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
                         TASSIGN(t10_b1, 40960);  // matmul_i8.pto:3:12
                         using GmView5 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_i8.pto:3:12
-                        GmView5 bGm5(b + _g1 * 128 * K + (_k7_db * 2 + _k7_dr + 2) * 64, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(K));  // matmul_i8.pto:3:12
+                        GmView5 bGm5(b + _g1 * 128 * K + (_k7_db * 5 + _k7_dr + 2) * 64, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(K));  // matmul_i8.pto:3:12
                         TLOAD(t10_b1, bGm5);  // matmul_i8.pto:3:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        TileT11B1 t11_b1(min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                        TileT11B1 t11_b1(min_i64(K - (_k7_db * 5 + _k7_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
                         TASSIGN(t11_b1, 16384);  // matmul_i8.pto:3:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         TMOV(t11_b1, t10_b1);  // matmul_i8.pto:3:12
@@ -159,10 +172,98 @@ extern "C" __global__ AICORE void matmul_i8_k0(__gm__ int8_t* b, __gm__ int8_t* 
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t2, t2, t9_b1, t11_b1);  // matmul_i8.pto:3:12
                     }
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k7_db * 5 + 2), 1); ++_k7_dr2) {  // matmul_i8.pto:3:12
+                        TileT8B2 t8_b2(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 5 + _k7_dr2 + 3) * 64, 64));  // matmul_i8.pto:3:12
+                        TASSIGN(t8_b2, 49152);  // matmul_i8.pto:3:12
+                        using GmView6 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_i8.pto:3:12
+                        GmView6 aGm6(a + _g0 * 256 * K + (_k7_db * 5 + _k7_dr2 + 3) * 64, GmView6::Shape(t8_b2.GetValidRow(), t8_b2.GetValidCol()), GmView6::Stride(K));  // matmul_i8.pto:3:12
+                        TLOAD(t8_b2, aGm6);  // matmul_i8.pto:3:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT9B2 t9_b2(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 5 + _k7_dr2 + 3) * 64, 64));  // matmul_i8.pto:3:12
+                        TASSIGN(t9_b2, 0);  // matmul_i8.pto:3:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t9_b2, t8_b2);  // matmul_i8.pto:3:12
+                        TileT10B2 t10_b2(min_i64(K - (_k7_db * 5 + _k7_dr2 + 3) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                        TASSIGN(t10_b2, 65536);  // matmul_i8.pto:3:12
+                        using GmView7 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_i8.pto:3:12
+                        GmView7 bGm7(b + _g1 * 128 * K + (_k7_db * 5 + _k7_dr2 + 3) * 64, GmView7::Shape(t10_b2.GetValidRow(), t10_b2.GetValidCol()), GmView7::Stride(K));  // matmul_i8.pto:3:12
+                        TLOAD(t10_b2, bGm7);  // matmul_i8.pto:3:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B2 t11_b2(min_i64(K - (_k7_db * 5 + _k7_dr2 + 3) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                        TASSIGN(t11_b2, 8192);  // matmul_i8.pto:3:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b2, t10_b2);  // matmul_i8.pto:3:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t9_b2, t11_b2);  // matmul_i8.pto:3:12
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    for (int64_t _k7_dr3 = 0; _k7_dr3 < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k7_db * 5 + 3), 1); ++_k7_dr3) {  // matmul_i8.pto:3:12
+                        TileT8B3 t8_b3(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 5 + _k7_dr3 + 4) * 64, 64));  // matmul_i8.pto:3:12
+                        TASSIGN(t8_b3, 73728);  // matmul_i8.pto:3:12
+                        using GmView8 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_i8.pto:3:12
+                        GmView8 aGm8(a + _g0 * 256 * K + (_k7_db * 5 + _k7_dr3 + 4) * 64, GmView8::Shape(t8_b3.GetValidRow(), t8_b3.GetValidCol()), GmView8::Stride(K));  // matmul_i8.pto:3:12
+                        TLOAD(t8_b3, aGm8);  // matmul_i8.pto:3:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT9B3 t9_b3(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 5 + _k7_dr3 + 4) * 64, 64));  // matmul_i8.pto:3:12
+                        TASSIGN(t9_b3, 16384);  // matmul_i8.pto:3:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t9_b3, t8_b3);  // matmul_i8.pto:3:12
+                        TileT10B3 t10_b3(min_i64(K - (_k7_db * 5 + _k7_dr3 + 4) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                        TASSIGN(t10_b3, 90112);  // matmul_i8.pto:3:12
+                        using GmView9 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_i8.pto:3:12
+                        GmView9 bGm9(b + _g1 * 128 * K + (_k7_db * 5 + _k7_dr3 + 4) * 64, GmView9::Shape(t10_b3.GetValidRow(), t10_b3.GetValidCol()), GmView9::Stride(K));  // matmul_i8.pto:3:12
+                        TLOAD(t10_b3, bGm9);  // matmul_i8.pto:3:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B3 t11_b3(min_i64(K - (_k7_db * 5 + _k7_dr3 + 4) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                        TASSIGN(t11_b3, 16384);  // matmul_i8.pto:3:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b3, t10_b3);  // matmul_i8.pto:3:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t9_b3, t11_b3);  // matmul_i8.pto:3:12
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k7_dr4 = 0; _k7_dr4 < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k7_db * 5 + 4), 1); ++_k7_dr4) {  // matmul_i8.pto:3:12
+                        TileT8B4 t8_b4(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 5 + _k7_dr4 + 5) * 64, 64));  // matmul_i8.pto:3:12
+                        TASSIGN(t8_b4, 98304);  // matmul_i8.pto:3:12
+                        using GmView10 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_i8.pto:3:12
+                        GmView10 aGm10(a + _g0 * 256 * K + (_k7_db * 5 + _k7_dr4 + 5) * 64, GmView10::Shape(t8_b4.GetValidRow(), t8_b4.GetValidCol()), GmView10::Stride(K));  // matmul_i8.pto:3:12
+                        TLOAD(t8_b4, aGm10);  // matmul_i8.pto:3:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT9B4 t9_b4(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 5 + _k7_dr4 + 5) * 64, 64));  // matmul_i8.pto:3:12
+                        TASSIGN(t9_b4, 0);  // matmul_i8.pto:3:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t9_b4, t8_b4);  // matmul_i8.pto:3:12
+                        TileT10B4 t10_b4(min_i64(K - (_k7_db * 5 + _k7_dr4 + 5) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                        TASSIGN(t10_b4, 114688);  // matmul_i8.pto:3:12
+                        using GmView11 = GlobalTensor<int8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_i8.pto:3:12
+                        GmView11 bGm11(b + _g1 * 128 * K + (_k7_db * 5 + _k7_dr4 + 5) * 64, GmView11::Shape(t10_b4.GetValidRow(), t10_b4.GetValidCol()), GmView11::Stride(K));  // matmul_i8.pto:3:12
+                        TLOAD(t10_b4, bGm11);  // matmul_i8.pto:3:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B4 t11_b4(min_i64(K - (_k7_db * 5 + _k7_dr4 + 5) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_i8.pto:3:12
+                        TASSIGN(t11_b4, 8192);  // matmul_i8.pto:3:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b4, t10_b4);  // matmul_i8.pto:3:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t9_b4, t11_b4);  // matmul_i8.pto:3:12
+                    }
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -171,9 +272,9 @@ extern "C" __global__ AICORE void matmul_i8_k0(__gm__ int8_t* b, __gm__ int8_t* 
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView6 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_i8.pto:3:12
-                GmView6 cGm6(c + _g0 * 256 * N + _g1 * 128, GmView6::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView6::Stride(N));  // matmul_i8.pto:3:12
-                TSTORE(cGm6, t2);  // matmul_i8.pto:3:12
+                using GmView12 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_i8.pto:3:12
+                GmView12 cGm12(c + _g0 * 256 * N + _g1 * 128, GmView12::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView12::Stride(N));  // matmul_i8.pto:3:12
+                TSTORE(cGm12, t2);  // matmul_i8.pto:3:12
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

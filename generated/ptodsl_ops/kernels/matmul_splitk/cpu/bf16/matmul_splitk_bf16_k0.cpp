@@ -48,6 +48,18 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
     using TileT11B1 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
     using TileT12B1 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT13B1 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B2 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B2 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B2 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B2 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B3 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B3 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B3 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B3 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B4 = Tile<TileType::Mat, bfloat16_t, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B4 = TileLeft<bfloat16_t, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B4 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B4 = TileRight<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
 
     for (int64_t _split1 = floor_div(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count), max_i64((M + 255) / 256 * ((N + 127) / 128), 1)); _split1 < ceil_div(block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count) + min_i64(ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count), ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256) - block_index * ceil_div(ceil_div((K + 63) / 64, ((K + 63) / 64 + 11) / 12) * ((N + 127) / 128) * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256 * ((N + 127) / 128), 1)); ++_split1) {  // matmul_splitk.pto:5:12
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -97,33 +109,35 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k9_db = 0; _k9_db < (max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) + 1) / 2; ++_k9_db) {  // matmul_splitk.pto:5:12
-                    TileT10B0 t10_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
+                for (int64_t _k9_db = 0; _k9_db < (max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) + 4) / 5; ++_k9_db) {  // matmul_splitk.pto:5:12
+                    TileT10B0 t10_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 5) * 64, 64));  // matmul_splitk.pto:5:12
                     TASSIGN(t10_b0, 0);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                    GmView2 aGm2(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, GmView2::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView2::Stride(K));  // matmul_splitk.pto:5:12
+                    GmView2 aGm2(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 5) * 64, GmView2::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView2::Stride(K));  // matmul_splitk.pto:5:12
                     TLOAD(t10_b0, aGm2);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT11B0 t11_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64));  // matmul_splitk.pto:5:12
+                    TileT11B0 t11_b0(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 5) * 64, 64));  // matmul_splitk.pto:5:12
                     TASSIGN(t11_b0, 0);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t11_b0, t10_b0);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT12B0 t12_b0(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                    TileT12B0 t12_b0(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 5) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
                     TASSIGN(t12_b0, 32768);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                    GmView3 bGm3(b + (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64 * N + _g3 * 128, GmView3::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView3::Stride(N));  // matmul_splitk.pto:5:12
+                    GmView3 bGm3(b + (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 5) * 64 * N + _g3 * 128, GmView3::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView3::Stride(N));  // matmul_splitk.pto:5:12
                     TLOAD(t12_b0, bGm3);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT13B0 t13_b0(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                    TileT13B0 t13_b0(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + 1 + _k9_db * 5) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
                     TASSIGN(t13_b0, 16384);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t13_b0, t12_b0);  // matmul_splitk.pto:5:12
@@ -131,27 +145,26 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t4, t4, t11_b0, t13_b0);  // matmul_splitk.pto:5:12
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // matmul_splitk.pto:5:12
-                        TileT10B1 t10_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) - (_k9_db * 5 + 1), 1); ++_k9_dr) {  // matmul_splitk.pto:5:12
+                        TileT10B1 t10_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
                         TASSIGN(t10_b1, 49152);  // matmul_splitk.pto:5:12
                         using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                        GmView4 aGm4(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, GmView4::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView4::Stride(K));  // matmul_splitk.pto:5:12
+                        GmView4 aGm4(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr + 2) * 64, GmView4::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView4::Stride(K));  // matmul_splitk.pto:5:12
                         TLOAD(t10_b1, aGm4);  // matmul_splitk.pto:5:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        TileT11B1 t11_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
+                        TileT11B1 t11_b1(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr + 2) * 64, 64));  // matmul_splitk.pto:5:12
                         TASSIGN(t11_b1, 32768);  // matmul_splitk.pto:5:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         TMOV(t11_b1, t10_b1);  // matmul_splitk.pto:5:12
-                        TileT12B1 t12_b1(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TileT12B1 t12_b1(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr + 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
                         TASSIGN(t12_b1, 81920);  // matmul_splitk.pto:5:12
                         using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                        GmView5 bGm5(b + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64 * N + _g3 * 128, GmView5::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView5::Stride(N));  // matmul_splitk.pto:5:12
+                        GmView5 bGm5(b + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr + 2) * 64 * N + _g3 * 128, GmView5::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView5::Stride(N));  // matmul_splitk.pto:5:12
                         TLOAD(t12_b1, bGm5);  // matmul_splitk.pto:5:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                        TileT13B1 t13_b1(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TileT13B1 t13_b1(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr + 2) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
                         TASSIGN(t13_b1, 32768);  // matmul_splitk.pto:5:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                         TMOV(t13_b1, t12_b1);  // matmul_splitk.pto:5:12
@@ -159,10 +172,98 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t4, t4, t11_b1, t13_b1);  // matmul_splitk.pto:5:12
                     }
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k9_dr2 = 0; _k9_dr2 < min_i64(max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) - (_k9_db * 5 + 2), 1); ++_k9_dr2) {  // matmul_splitk.pto:5:12
+                        TileT10B2 t10_b2(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr2 + 3) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t10_b2, 98304);  // matmul_splitk.pto:5:12
+                        using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView6 aGm6(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr2 + 3) * 64, GmView6::Shape(t10_b2.GetValidRow(), t10_b2.GetValidCol()), GmView6::Stride(K));  // matmul_splitk.pto:5:12
+                        TLOAD(t10_b2, aGm6);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B2 t11_b2(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr2 + 3) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t11_b2, 0);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b2, t10_b2);  // matmul_splitk.pto:5:12
+                        TileT12B2 t12_b2(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr2 + 3) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TASSIGN(t12_b2, 131072);  // matmul_splitk.pto:5:12
+                        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView7 bGm7(b + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr2 + 3) * 64 * N + _g3 * 128, GmView7::Shape(t12_b2.GetValidRow(), t12_b2.GetValidCol()), GmView7::Stride(N));  // matmul_splitk.pto:5:12
+                        TLOAD(t12_b2, bGm7);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT13B2 t13_b2(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr2 + 3) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TASSIGN(t13_b2, 16384);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t13_b2, t12_b2);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t4, t4, t11_b2, t13_b2);  // matmul_splitk.pto:5:12
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    for (int64_t _k9_dr3 = 0; _k9_dr3 < min_i64(max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) - (_k9_db * 5 + 3), 1); ++_k9_dr3) {  // matmul_splitk.pto:5:12
+                        TileT10B3 t10_b3(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr3 + 4) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t10_b3, 147456);  // matmul_splitk.pto:5:12
+                        using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView8 aGm8(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr3 + 4) * 64, GmView8::Shape(t10_b3.GetValidRow(), t10_b3.GetValidCol()), GmView8::Stride(K));  // matmul_splitk.pto:5:12
+                        TLOAD(t10_b3, aGm8);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B3 t11_b3(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr3 + 4) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t11_b3, 32768);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b3, t10_b3);  // matmul_splitk.pto:5:12
+                        TileT12B3 t12_b3(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr3 + 4) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TASSIGN(t12_b3, 180224);  // matmul_splitk.pto:5:12
+                        using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView9 bGm9(b + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr3 + 4) * 64 * N + _g3 * 128, GmView9::Shape(t12_b3.GetValidRow(), t12_b3.GetValidCol()), GmView9::Stride(N));  // matmul_splitk.pto:5:12
+                        TLOAD(t12_b3, bGm9);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT13B3 t13_b3(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr3 + 4) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TASSIGN(t13_b3, 32768);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t13_b3, t12_b3);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t4, t4, t11_b3, t13_b3);  // matmul_splitk.pto:5:12
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k9_dr4 = 0; _k9_dr4 < min_i64(max_i64(min_i64((_split1 + 1) * (((K + 63) / 64 + 11) / 12), (K + 63) / 64) - (_split1 * (((K + 63) / 64 + 11) / 12) + 1), 0) - (_k9_db * 5 + 4), 1); ++_k9_dr4) {  // matmul_splitk.pto:5:12
+                        TileT10B4 t10_b4(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr4 + 5) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t10_b4, 196608);  // matmul_splitk.pto:5:12
+                        using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView10 aGm10(a + _g2 * 256 * K + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr4 + 5) * 64, GmView10::Shape(t10_b4.GetValidRow(), t10_b4.GetValidCol()), GmView10::Stride(K));  // matmul_splitk.pto:5:12
+                        TLOAD(t10_b4, aGm10);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B4 t11_b4(min_i64(M - _g2 * 256, 256), min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr4 + 5) * 64, 64));  // matmul_splitk.pto:5:12
+                        TASSIGN(t11_b4, 0);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b4, t10_b4);  // matmul_splitk.pto:5:12
+                        TileT12B4 t12_b4(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr4 + 5) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TASSIGN(t12_b4, 229376);  // matmul_splitk.pto:5:12
+                        using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                        GmView11 bGm11(b + (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr4 + 5) * 64 * N + _g3 * 128, GmView11::Shape(t12_b4.GetValidRow(), t12_b4.GetValidCol()), GmView11::Stride(N));  // matmul_splitk.pto:5:12
+                        TLOAD(t12_b4, bGm11);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT13B4 t13_b4(min_i64(K - (_split1 * (((K + 63) / 64 + 11) / 12) + _k9_db * 5 + _k9_dr4 + 5) * 64, 64), min_i64(N - _g3 * 128, 128));  // matmul_splitk.pto:5:12
+                        TASSIGN(t13_b4, 16384);  // matmul_splitk.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t13_b4, t12_b4);  // matmul_splitk.pto:5:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t4, t4, t11_b4, t13_b4);  // matmul_splitk.pto:5:12
+                    }
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -171,9 +272,9 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ bfloat16_t* b, __
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
-                GmView6 _ws0Gm6(_ws0 + (_split1 * ((M + 255) / 256 * 256) + _g2 * 256) * N + _g3 * 128, GmView6::Shape(t4.GetValidRow(), t4.GetValidCol()), GmView6::Stride(N));  // matmul_splitk.pto:5:12
-                TSTORE(_ws0Gm6, t4);  // matmul_splitk.pto:5:12
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
+                GmView12 _ws0Gm12(_ws0 + (_split1 * ((M + 255) / 256 * 256) + _g2 * 256) * N + _g3 * 128, GmView12::Shape(t4.GetValidRow(), t4.GetValidCol()), GmView12::Stride(N));  // matmul_splitk.pto:5:12
+                TSTORE(_ws0Gm12, t4);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -48,6 +48,18 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
     using TileT73B1 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
     using TileT74B1 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT75B1 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT72B2 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT73B2 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT74B2 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT75B2 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT72B3 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT73B3 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT74B3 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT75B3 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT72B4 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT73B4 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT74B4 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT75B4 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
 
     for (int64_t _b62 = floor_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1)); _b62 < ceil_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)), max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1)); ++_b62) {  // mha_sdpa.pto:8:12
         for (int64_t _b63 = max_i64(floor_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) - _b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), 0); _b63 < min_i64(ceil_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)) - _b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), H); ++_b63) {  // mha_sdpa.pto:8:12
@@ -96,33 +108,35 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k71_db = 0; _k71_db < (max_i64((L + 31) / 32 - 1, 0) + 1) / 2; ++_k71_db) {  // mha_sdpa.pto:8:12
-                        TileT72B0 t72_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 2) * 32, 32));  // mha_sdpa.pto:8:12
+                    for (int64_t _k71_db = 0; _k71_db < (max_i64((L + 31) / 32 - 1, 0) + 4) / 5; ++_k71_db) {  // mha_sdpa.pto:8:12
+                        TileT72B0 t72_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 5) * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t72_b0, 0);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                        GmView2 t5Gm2(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (1 + _k71_db * 2) * 32, GmView2::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 2) * 32, 32)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                        GmView2 t5Gm2(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (1 + _k71_db * 5) * 32, GmView2::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 5) * 32, 32)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
                         TLOAD(t72_b0, t5Gm2);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73B0 t73_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 2) * 32, 32));  // mha_sdpa.pto:8:12
+                        TileT73B0 t73_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 5) * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t73_b0, 0);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t73_b0, t72_b0);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT74B0 t74_b0(min_i64(L - (1 + _k71_db * 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                        TileT74B0 t74_b0(min_i64(L - (1 + _k71_db * 5) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t74_b0, 4096);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                        GmView3 vGm3(v + _b62 * (D * L * H) + _b63 * (D * L) + (1 + _k71_db * 2) * 32 * D + _g65 * 32, GmView3::Shape(min_i64(L - (1 + _k71_db * 2) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                        GmView3 vGm3(v + _b62 * (D * L * H) + _b63 * (D * L) + (1 + _k71_db * 5) * 32 * D + _g65 * 32, GmView3::Shape(min_i64(L - (1 + _k71_db * 5) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
                         TLOAD(t74_b0, vGm3);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT75B0 t75_b0(min_i64(L - (1 + _k71_db * 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                        TileT75B0 t75_b0(min_i64(L - (1 + _k71_db * 5) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t75_b0, 4096);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t75_b0, t74_b0);  // mha_sdpa.pto:8:12
@@ -130,27 +144,26 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t66, t66, t73_b0, t75_b0);  // mha_sdpa.pto:8:12
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                        for (int64_t _k71_dr = 0; _k71_dr < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 2 + 1), 1); ++_k71_dr) {  // mha_sdpa.pto:8:12
-                            TileT72B1 t72_b1(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32));  // mha_sdpa.pto:8:12
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k71_dr = 0; _k71_dr < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 5 + 1), 1); ++_k71_dr) {  // mha_sdpa.pto:8:12
+                            TileT72B1 t72_b1(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32));  // mha_sdpa.pto:8:12
                             TASSIGN(t72_b1, 8192);  // mha_sdpa.pto:8:12
                             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView4 t5Gm4(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 2 + _k71_dr + 2) * 32, GmView4::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                            GmView4 t5Gm4(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 5 + _k71_dr + 2) * 32, GmView4::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
                             TLOAD(t72_b1, t5Gm4);  // mha_sdpa.pto:8:12
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT73B1 t73_b1(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32));  // mha_sdpa.pto:8:12
+                            TileT73B1 t73_b1(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32));  // mha_sdpa.pto:8:12
                             TASSIGN(t73_b1, 4096);  // mha_sdpa.pto:8:12
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t73_b1, t72_b1);  // mha_sdpa.pto:8:12
-                            TileT74B1 t74_b1(min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TileT74B1 t74_b1(min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                             TASSIGN(t74_b1, 12288);  // mha_sdpa.pto:8:12
                             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView5 vGm5(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 2 + _k71_dr + 2) * 32 * D + _g65 * 32, GmView5::Shape(min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView5::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                            GmView5 vGm5(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 5 + _k71_dr + 2) * 32 * D + _g65 * 32, GmView5::Shape(min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView5::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
                             TLOAD(t74_b1, vGm5);  // mha_sdpa.pto:8:12
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT75B1 t75_b1(min_i64(L - (_k71_db * 2 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TileT75B1 t75_b1(min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                             TASSIGN(t75_b1, 8192);  // mha_sdpa.pto:8:12
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t75_b1, t74_b1);  // mha_sdpa.pto:8:12
@@ -158,10 +171,98 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t66, t66, t73_b1, t75_b1);  // mha_sdpa.pto:8:12
                         }
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k71_dr2 = 0; _k71_dr2 < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 5 + 2), 1); ++_k71_dr2) {  // mha_sdpa.pto:8:12
+                            TileT72B2 t72_b2(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t72_b2, 16384);  // mha_sdpa.pto:8:12
+                            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                            GmView6 t5Gm6(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 5 + _k71_dr2 + 3) * 32, GmView6::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32)), GmView6::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                            TLOAD(t72_b2, t5Gm6);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73B2 t73_b2(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t73_b2, 0);  // mha_sdpa.pto:8:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_b2, t72_b2);  // mha_sdpa.pto:8:12
+                            TileT74B2 t74_b2(min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t74_b2, 20480);  // mha_sdpa.pto:8:12
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                            GmView7 vGm7(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 5 + _k71_dr2 + 3) * 32 * D + _g65 * 32, GmView7::Shape(min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView7::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                            TLOAD(t74_b2, vGm7);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT75B2 t75_b2(min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t75_b2, 4096);  // mha_sdpa.pto:8:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t75_b2, t74_b2);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t66, t66, t73_b2, t75_b2);  // mha_sdpa.pto:8:12
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        for (int64_t _k71_dr3 = 0; _k71_dr3 < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 5 + 3), 1); ++_k71_dr3) {  // mha_sdpa.pto:8:12
+                            TileT72B3 t72_b3(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t72_b3, 24576);  // mha_sdpa.pto:8:12
+                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                            GmView8 t5Gm8(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 5 + _k71_dr3 + 4) * 32, GmView8::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32)), GmView8::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                            TLOAD(t72_b3, t5Gm8);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73B3 t73_b3(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t73_b3, 4096);  // mha_sdpa.pto:8:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_b3, t72_b3);  // mha_sdpa.pto:8:12
+                            TileT74B3 t74_b3(min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t74_b3, 28672);  // mha_sdpa.pto:8:12
+                            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                            GmView9 vGm9(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 5 + _k71_dr3 + 4) * 32 * D + _g65 * 32, GmView9::Shape(min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView9::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                            TLOAD(t74_b3, vGm9);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT75B3 t75_b3(min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t75_b3, 8192);  // mha_sdpa.pto:8:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t75_b3, t74_b3);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t66, t66, t73_b3, t75_b3);  // mha_sdpa.pto:8:12
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k71_dr4 = 0; _k71_dr4 < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 5 + 4), 1); ++_k71_dr4) {  // mha_sdpa.pto:8:12
+                            TileT72B4 t72_b4(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t72_b4, 32768);  // mha_sdpa.pto:8:12
+                            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                            GmView10 t5Gm10(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 5 + _k71_dr4 + 5) * 32, GmView10::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32)), GmView10::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                            TLOAD(t72_b4, t5Gm10);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73B4 t73_b4(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t73_b4, 0);  // mha_sdpa.pto:8:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_b4, t72_b4);  // mha_sdpa.pto:8:12
+                            TileT74B4 t74_b4(min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t74_b4, 36864);  // mha_sdpa.pto:8:12
+                            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                            GmView11 vGm11(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 5 + _k71_dr4 + 5) * 32 * D + _g65 * 32, GmView11::Shape(min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView11::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                            TLOAD(t74_b4, vGm11);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT75B4 t75_b4(min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                            TASSIGN(t75_b4, 4096);  // mha_sdpa.pto:8:12
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t75_b4, t74_b4);  // mha_sdpa.pto:8:12
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t66, t66, t73_b4, t75_b4);  // mha_sdpa.pto:8:12
+                        }
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -170,9 +271,9 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                    GmView6 oGm6(o + _b62 * (D * S * H) + _b63 * (D * S) + _g64 * 32 * D + _g65 * 32, GmView6::Shape(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32)), GmView6::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:8:12
-                    TSTORE(oGm6, t66);  // mha_sdpa.pto:8:12
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                    GmView12 oGm12(o + _b62 * (D * S * H) + _b63 * (D * S) + _g64 * 32 * D + _g65 * 32, GmView12::Shape(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32)), GmView12::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:8:12
+                    TSTORE(oGm12, t66);  // mha_sdpa.pto:8:12
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
