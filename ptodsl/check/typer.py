@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from .. import sym
 from ..diagnostics import Diagnostics, Label, Span
@@ -61,6 +62,7 @@ class Typer(CallTyping, ElemTyping, LayoutTyping, IndexTyping, ScopeRules):
         self.symbols: dict[str, SymbolInfo] = {}
         self.loops: list[LoopInfo] = []
         self.loop_stack: list[LoopInfo] = []
+        self.arm_ranges: list[tuple[str, tuple]] = []  # (index, (lo, hi)) the arms around know (``arm_range``)
         self.names_used: dict[str, int] = {}
         self.fresh = itertools.count()
         self.source_names: set[str] | None = None  # every name the kernel's text uses (fresh_symbol)
@@ -103,7 +105,31 @@ class Typer(CallTyping, ElemTyping, LayoutTyping, IndexTyping, ScopeRules):
             r[s] = (v, v)
         for lp in self.loop_stack:
             r[lp.index] = (lp.start, sym.sub(lp.stop, 1))
+        for index, (lo, hi) in self.arm_ranges:
+            old_lo, old_hi = r.get(index, (lo, hi))
+            r[index] = (old_lo if lo is None else lo, old_hi if hi is None else hi)
         return r
+
+    def arm_range(self, cond: ast.Expr, then: bool) -> tuple[str, tuple] | None:
+        """What an arm of ``if is_loop_begin(i):`` / ``if is_loop_end(i):`` knows of ``i`` beyond
+        the loop's range: the other arm of a begin branch runs from the second index on, the other
+        arm of an end branch (a loop by 1) up to the one before the last (``(index, (lo, hi))``,
+        None for a bound it leaves; a ``loop_unroll`` index is left alone). The begin and end arms
+        themselves run at one end of the range, which the range already bounds."""
+        if not (isinstance(cond, ast.Call) and cond.func_name in ("is_loop_begin", "is_loop_end")
+                and len(cond.args) == 1 and isinstance(cond.args[0], ast.Name)):
+            return None
+        lp = next((lp for lp in reversed(self.loop_stack) if lp.index == cond.args[0].id), None)
+        if lp is None or lp.unrolled is not None:
+            return None
+        # (one bound moves, the other stays: a loop's upper bound also says its stop is past its
+        # start, which the proofs of the arm's views use)
+        if cond.func_name == "is_loop_begin":
+            return None if then else (lp.index, (sym.add(lp.start, lp.step), None))
+        if lp.step != 1:
+            return None  # the last index is no simpler bound than the loop's own
+        last = sym.sub(lp.stop, 1)
+        return None if then else (lp.index, (None, sym.sub(last, 1)))
 
     def check_name(self, name: str, span: Span, what: str) -> None:
         """Names reach generated C++ and Python: no keywords, no reserved spellings, and no leading
@@ -596,12 +622,25 @@ class Typer(CallTyping, ElemTyping, LayoutTyping, IndexTyping, ScopeRules):
         self.condition(s.cond)
         saved = dict(self.scope)
         frame = self.open_frame("if", "", s.span)
-        self.block(s.body)
+        with self.narrowed(self.arm_range(s.cond, True)):
+            self.block(s.body)
         then_scope = self.scope
         self.scope = dict(saved)
         self.next_arm(frame)
-        self.block(s.orelse)
+        with self.narrowed(self.arm_range(s.cond, False)):
+            self.block(s.orelse)
         self.close_frame(frame, saved, [then_scope, self.scope])
+
+    @contextmanager
+    def narrowed(self, arm: tuple[str, tuple] | None) -> Iterator[None]:
+        """The proofs inside an arm use what its condition says of the loop index (``arm_range``)."""
+        if arm is not None:
+            self.arm_ranges.append(arm)
+        try:
+            yield
+        finally:
+            if arm is not None:
+                self.arm_ranges.pop()
 
     def condition(self, e: ast.Expr) -> None:
         ty = self.expr(e)

@@ -10,7 +10,8 @@ blocks (``S``: the first dim of the first tensor it stores to that has row grids
 tiles' rows; one loop per run of the statement between branches, which stay outside), marked
 ``parallel = 1`` and ``rows_interchanged = 1``, every grid loop over those row blocks inlined with
 its index replaced by ``_qbN`` (a grid of finer row tiles narrowed to the block's); the
-statement's GM workspaces are allocated once, before it. In the functions it changes, a grid loop
+statement's GM workspaces are allocated once, before it, and the views at the top level of a run
+that name nothing the run binds stand before its row block loop (a later arm's loop may use them). In the functions it changes, a grid loop
 that the ranges of the loops around it prove runs exactly once (a KV block one tile wide, inside
 its KV loop) then becomes its body, and the row block's straight-line work is forwarded
 (``fuse.forward``) and swept, so a score block stored by one op and loaded by the next stays in UB.
@@ -310,6 +311,7 @@ class _Wrapper:
     def loop(self, run: list[Op], at: Span | None) -> list[Op]:
         if not any(o.name.startswith("tile.") for op in run for o in op.walk()):
             return [_Inliner(self.grids, self.tile_rows, self.bound, OUTER, self.values).op(op) for op in run]
+        views, run = _views_apart(run)
         name = f"{OUTER}{self.count}"
         self.count += 1
         body = _Inliner(self.grids, self.tile_rows, self.bound | {name}, name, self.values).ops(run)
@@ -318,7 +320,38 @@ class _Wrapper:
         # located at the user loop it holds (attention's KV loop): what makes it a mixed kernel
         span = next((o.span for op in run for o in op.walk() if o.name == "loop" and o.span is not None
                      and o.attrs.get("kind") not in ("grid", "split")), at or run[0].span)
-        return [Op("loop", [], attrs, [], [body], span)]
+        return [*views, Op("loop", [], attrs, [], [body], span)]
+
+
+def _views_apart(run: list[Op]) -> tuple[list[Op], list[Op]]:
+    """(the views at the top level of ``run`` that name nothing it binds or computes, the rest).
+    Such a view is the same for every row block, and the arm of a branch after the run may use it
+    (a peeled KV block's view of its v rows, used in its last-block arm), so it goes before the row
+    block loop rather than into it, where the arm's own row block loop could not see it."""
+    bound = set().union(*(bound_within(op) for op in run))
+    inside: set[str] = set()
+    views: list[Op] = []
+    kept: list[Op] = []
+    for op in run:
+        if op.name == "view" and op.operands[0].name not in inside and not _symbols(op) & bound:
+            views.append(op)
+            continue
+        kept.append(op)
+        inside |= {r.name for o in op.walk() for r in o.results}
+    return views, kept
+
+
+def _symbols(op: Op) -> set[str]:
+    """The symbols a view's offsets, valid shape and result type name."""
+    out: set[str] = set()
+    for r in op.results:
+        for d in (*r.type.shape, *r.type.valid_shape):
+            out |= sym.free_symbols(d)
+    for v in op.attrs.values():
+        for x in v if isinstance(v, (tuple, list)) else (v,):
+            if isinstance(x, (int, float, sym.Sym, sym.BinExpr, sym.CallExpr, sym.NegExpr)):
+                out |= sym.free_symbols(x)
+    return out
 
 
 def interchange(func: Func) -> Func | None:

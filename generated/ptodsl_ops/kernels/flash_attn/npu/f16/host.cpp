@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
+extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* q, half* kj_first, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, half* vj_first, float* acc, int64_t S, int64_t L, int64_t D, float scale);
 extern "C" void flash_attn_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
 extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* q, half* k, half* v, float* t0, float* m, float* l, float* acc, half* t15, float* t14, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
@@ -266,13 +266,15 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
     half* t5_first = reinterpret_cast<half*>(t5_first_bytes.data());  // flash_attn.pto:16:29
     if ((L + 63) / 64 >= 1) {  // flash_attn.pto:8:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:8:5
+            half* kj_first = k;  // flash_attn.pto:9:14
+            half* vj_first = v;  // flash_attn.pto:10:14
             {  // flash_attn.pto:8:5
                 const int64_t flash_attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
                 uint64_t* ffts = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
                 if (ptodsl_failed) {  // flash_attn.pto:8:5
                     return -1;  // flash_attn.pto:8:5
                 }
-                flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, p_first, l, t5_first, acc, S, D, L, scale);  // flash_attn.pto:8:5
+                flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, q, kj_first, t0_first, s_first, m, p_first, l, t5_first, vj_first, acc, S, L, D, scale);  // flash_attn.pto:8:5
                 if (!launched("the launch of flash_attn_f16_k0")) {  // flash_attn.pto:8:5
                     return -1;  // flash_attn.pto:8:5
                 }

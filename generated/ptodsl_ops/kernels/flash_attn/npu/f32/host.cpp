@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" void flash_attn_f32_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
+extern "C" void flash_attn_f32_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* q, float* kj_first, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* t5_first, float* vj_first, float* acc, int64_t S, int64_t L, int64_t D, float scale);
 extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, float* o, int64_t S, int64_t D);
 extern "C" void flash_attn_f32_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* q, float* k, float* v, float* t0, float* m, float* l, float* acc, float* t15, float* t14, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void flash_attn_f32_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, float* t15_last, float* t14_last, float* o, int64_t S, int64_t L, int64_t D, float scale);
@@ -266,13 +266,15 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
     float* t5_first = reinterpret_cast<float*>(t5_first_bytes.data());  // flash_attn.pto:16:29
     if ((L + 63) / 64 >= 1) {  // flash_attn.pto:8:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:8:5
+            float* kj_first = k;  // flash_attn.pto:9:14
+            float* vj_first = v;  // flash_attn.pto:10:14
             {  // flash_attn.pto:8:5
                 const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
                 uint64_t* ffts = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
                 if (ptodsl_failed) {  // flash_attn.pto:8:5
                     return -1;  // flash_attn.pto:8:5
                 }
-                flash_attn_f32_k0_launch(flash_attn_f32_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, p_first, l, t5_first, acc, S, D, L, scale);  // flash_attn.pto:8:5
+                flash_attn_f32_k0_launch(flash_attn_f32_k0_blocks, ptodsl_stream, ffts, q, kj_first, t0_first, s_first, m, p_first, l, t5_first, vj_first, acc, S, L, D, scale);  // flash_attn.pto:8:5
                 if (!launched("the launch of flash_attn_f32_k0")) {  // flash_attn.pto:8:5
                     return -1;  // flash_attn.pto:8:5
                 }
